@@ -1,0 +1,324 @@
+//! The conformance suite: the Log contract as executable checks, written once
+//! and run against every backend.
+//!
+//! A backend runs the whole suite with one line in its tests:
+//!
+//! ```text
+//! varve_log::conformance_suite!(|| my_backend_fresh_namespace());
+//! ```
+//!
+//! where the closure returns a [`Fixture`]: a fresh, empty namespace plus
+//! whatever must stay alive while it is used (a temporary directory, a server).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::contract::{LogConfig, Namespace, OnFull, SeqRange};
+use crate::error::LogError;
+
+/// A fresh namespace for one check, and what keeps it alive.
+pub struct Fixture {
+    pub namespace: Arc<dyn Namespace>,
+    pub keep_alive: Box<dyn std::any::Any>,
+}
+
+/// Expand to one `#[test]` per check, each on a fresh fixture from `$make`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            empty_log_has_no_records, seqs_are_dense_from_one, create_is_idempotent_for_same_config,
+            names_are_validated, unknown_logs_are_not_found, batches_are_atomic_across_logs,
+            bad_batches_are_refused, append_if_detects_conflicts, refuse_retention_fills_then_refuses,
+            overwrite_retention_trims_oldest, scans_clip_to_existing_range, watch_yields_existing_then_new,
+            delete_log_removes_it_and_frees_the_name, list_logs_reports_bounds, concurrent_appenders_get_distinct_seqs,
+            empty_records_are_records, readers_see_consistent_prefixes, large_records_round_trip,
+            values_round_trip_exactly);
+    };
+    (@tests $make:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let fixture: $crate::conformance::Fixture = ($make)();
+                $crate::conformance::$check(&*fixture.namespace);
+            }
+        )*
+    };
+}
+
+fn value(log: &str, seq: u64) -> Vec<u8> {
+    format!("{log}#{seq}").into_bytes()
+}
+
+pub fn empty_log_has_no_records(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    assert_eq!(ns.latest("a").expect("latest"), 0);
+    assert_eq!(ns.earliest("a").expect("earliest"), 0);
+    assert!(matches!(ns.get("a", 1), Err(LogError::SeqNotFound { seq: 1, latest: 0, .. })));
+    assert!(matches!(ns.get("a", 0), Err(LogError::SeqNotFound { seq: 0, .. })));
+    assert_eq!(ns.scan("a", SeqRange::ALL).expect("scan").count(), 0);
+}
+
+pub fn seqs_are_dense_from_one(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    for seq in 1..=100 {
+        assert_eq!(ns.append("a", &value("a", seq)).expect("append"), seq);
+    }
+    for seq in 1..=100 {
+        assert_eq!(ns.get("a", seq).expect("get"), value("a", seq));
+    }
+    assert_eq!((ns.earliest("a").expect("e"), ns.latest("a").expect("l")), (1, 100));
+    assert!(matches!(ns.get("a", 101), Err(LogError::SeqNotFound { seq: 101, latest: 100, .. })));
+}
+
+pub fn create_is_idempotent_for_same_config(ns: &dyn Namespace) {
+    let config = LogConfig::keep(5, OnFull::Overwrite);
+    ns.create_log("a", config).expect("create");
+    ns.append("a", b"x").expect("append");
+    ns.create_log("a", config).expect("same config again is fine");
+    let err = ns.create_log("a", LogConfig::unbounded()).expect_err("different config");
+    assert!(matches!(err, LogError::AlreadyExists { .. }), "{err}");
+    assert!(err.to_string().contains("already exists"));
+    assert_eq!(ns.get("a", 1).expect("data kept"), &b"x"[..]);
+    assert_eq!(ns.log_info("a").expect("info").config, config);
+    let err = ns.create_log("z", LogConfig::keep(0, OnFull::Refuse)).expect_err("keep 0");
+    assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
+}
+
+pub fn names_are_validated(ns: &dyn Namespace) {
+    let long = "x".repeat(201);
+    for bad in ["", "a/b", "a b", "é", ".", "..", long.as_str(), "_events", "tab\t"] {
+        let err = ns.create_log(bad, LogConfig::unbounded()).expect_err(bad);
+        assert!(matches!(err, LogError::InvalidName { .. }), "{bad:?}: {err}");
+    }
+    ns.create_log(&"y".repeat(200), LogConfig::unbounded()).expect("200 bytes is allowed");
+    ns.create_log("A-z_0.9", LogConfig::unbounded()).expect("all allowed characters");
+    ns.create_log("_events", LogConfig::unbounded().system()).expect("system may use _ names");
+}
+
+pub fn unknown_logs_are_not_found(ns: &dyn Namespace) {
+    let not_found = |r: Result<(), LogError>| matches!(r, Err(LogError::LogNotFound { .. }));
+    assert!(not_found(ns.append("nope", b"x").map(drop)));
+    assert!(not_found(ns.get("nope", 1).map(drop)));
+    assert!(not_found(ns.latest("nope").map(drop)));
+    assert!(not_found(ns.earliest("nope").map(drop)));
+    assert!(not_found(ns.scan("nope", SeqRange::ALL).map(drop)));
+    assert!(not_found(ns.watch("nope", 1).map(drop)));
+    assert!(not_found(ns.delete_log("nope")));
+    assert!(not_found(ns.append_if("nope", 0, b"x").map(drop)));
+}
+
+pub fn batches_are_atomic_across_logs(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    ns.create_log("b", LogConfig::unbounded()).expect("create");
+    ns.create_log("full", LogConfig::keep(1, OnFull::Refuse)).expect("create");
+    let seqs = ns.append_batch(&[("a", b"a1"), ("b", b"b1"), ("a", b"a2")]).expect("batch");
+    assert_eq!(seqs, vec![1, 1, 2]);
+    assert_eq!(ns.get("a", 2).expect("get"), &b"a2"[..]);
+    // A batch with one bad part lands nothing.
+    let err = ns.append_batch(&[("a", b"a3"), ("missing", b"m")]).expect_err("unknown log");
+    assert!(matches!(err, LogError::LogNotFound { .. }), "{err}");
+    ns.append("full", b"f1").expect("fill");
+    let err = ns.append_batch(&[("a", b"a3"), ("b", b"b2"), ("full", b"f2")]).expect_err("full");
+    assert!(matches!(err, LogError::Full { keep: 1, .. }), "{err}");
+    assert_eq!(ns.latest("a").expect("latest"), 2);
+    assert_eq!(ns.latest("b").expect("latest"), 1);
+    assert_eq!(ns.latest("full").expect("latest"), 1);
+}
+
+pub fn bad_batches_are_refused(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    let err = ns.append_batch(&[]).expect_err("empty");
+    assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
+    let huge = vec![0u8; (16 << 20) + 1];
+    let err = ns.append("a", &huge).expect_err("too large");
+    assert!(matches!(err, LogError::TooLarge { limit, .. } if limit == 16 << 20), "{err}");
+    let many: Vec<(&str, &[u8])> = vec![("a", b"x"); 65_537];
+    let err = ns.append_batch(&many).expect_err("too many");
+    assert!(matches!(err, LogError::TooLarge { .. }), "{err}");
+    assert_eq!(ns.latest("a").expect("latest"), 0, "refused batches change nothing");
+}
+
+pub fn append_if_detects_conflicts(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    assert_eq!(ns.append_if("a", 0, b"first").expect("first"), 1);
+    let err = ns.append_if("a", 0, b"stale").expect_err("stale");
+    assert!(matches!(err, LogError::Conflict { expected: 0, actual: 1, .. }), "{err}");
+    assert_eq!(ns.append_if("a", 1, b"second").expect("second"), 2);
+    assert_eq!(ns.latest("a").expect("latest"), 2);
+    assert_eq!(ns.get("a", 2).expect("get"), &b"second"[..]);
+}
+
+pub fn refuse_retention_fills_then_refuses(ns: &dyn Namespace) {
+    ns.create_log("r", LogConfig::keep(3, OnFull::Refuse)).expect("create");
+    for seq in 1..=3 {
+        assert_eq!(ns.append("r", &value("r", seq)).expect("append"), seq);
+    }
+    let err = ns.append("r", b"4").expect_err("full");
+    assert!(matches!(err, LogError::Full { keep: 3, .. }), "{err}");
+    assert!(err.to_string().contains("full"));
+    let err = ns.append_batch(&[("r", b"4")]).expect_err("full via batch");
+    assert!(matches!(err, LogError::Full { .. }));
+    for seq in 1..=3 {
+        assert_eq!(ns.get("r", seq).expect("reads go on"), value("r", seq));
+    }
+    assert_eq!(ns.latest("r").expect("latest"), 3);
+}
+
+pub fn overwrite_retention_trims_oldest(ns: &dyn Namespace) {
+    ns.create_log("o", LogConfig::keep(3, OnFull::Overwrite)).expect("create");
+    for seq in 1..=10 {
+        assert_eq!(ns.append("o", &value("o", seq)).expect("append"), seq, "seqs never reused");
+    }
+    assert_eq!((ns.earliest("o").expect("e"), ns.latest("o").expect("l")), (8, 10));
+    let err = ns.get("o", 7).expect_err("trimmed");
+    assert!(matches!(err, LogError::Trimmed { seq: 7, earliest: 8, .. }), "{err}");
+    assert!(matches!(ns.scan("o", SeqRange::from(1..)), Err(LogError::Trimmed { earliest: 8, .. })));
+    let seqs: Vec<u64> = ns.scan("o", SeqRange::from(8..)).expect("scan").map(|r| r.expect("record").seq).collect();
+    assert_eq!(seqs, vec![8, 9, 10]);
+    // A batch larger than k keeps only its last k records.
+    let batch: Vec<(&str, &[u8])> = vec![("o", b"x"); 5];
+    assert_eq!(ns.append_batch(&batch).expect("batch"), vec![11, 12, 13, 14, 15]);
+    assert_eq!(ns.earliest("o").expect("earliest"), 13);
+}
+
+pub fn scans_clip_to_existing_range(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    for seq in 1..=10 {
+        ns.append("a", &value("a", seq)).expect("append");
+    }
+    let seqs = |range: SeqRange| -> Vec<u64> {
+        ns.scan("a", range).expect("scan").map(|r| r.expect("record").seq).collect()
+    };
+    assert_eq!(seqs(SeqRange::from(3..=5)), vec![3, 4, 5]);
+    assert_eq!(seqs(SeqRange::from(3..5)), vec![3, 4]);
+    assert_eq!(seqs(SeqRange::from(8..)), vec![8, 9, 10]);
+    assert_eq!(seqs(SeqRange::from(9..=1000)), vec![9, 10]);
+    assert!(seqs(SeqRange::from(11..)).is_empty());
+    assert_eq!(seqs(SeqRange::ALL).len(), 10);
+    for record in ns.scan("a", SeqRange::ALL).expect("scan") {
+        let record = record.expect("record");
+        assert_eq!(record.value, value("a", record.seq));
+    }
+    assert!(matches!(ns.scan("a", SeqRange { first: 5, last: 4 }), Err(LogError::InvalidArgument { .. })));
+}
+
+pub fn watch_yields_existing_then_new(ns: &dyn Namespace) {
+    ns.create_log("w", LogConfig::unbounded()).expect("create");
+    for seq in 1..=3 {
+        ns.append("w", &value("w", seq)).expect("append");
+    }
+    let mut watch = ns.watch("w", 2).expect("watch");
+    assert_eq!(watch.next().expect("some").expect("ok").seq, 2);
+    assert_eq!(watch.next().expect("some").expect("ok").seq, 3);
+    assert!(watch.next_timeout(Duration::from_millis(20)).expect("ok").is_none(), "nothing new yet");
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(30));
+            ns.append("w", &value("w", 4)).expect("append");
+            ns.append("w", &value("w", 5)).expect("append");
+        });
+        for seq in 4..=5 {
+            let record = watch.next_timeout(Duration::from_secs(10)).expect("ok").expect("arrives");
+            assert_eq!((record.seq, record.value.to_vec()), (seq, value("w", seq)));
+        }
+    });
+    assert_eq!(watch.next_seq(), 6);
+}
+
+pub fn delete_log_removes_it_and_frees_the_name(ns: &dyn Namespace) {
+    ns.create_log("d", LogConfig::unbounded()).expect("create");
+    ns.create_log("other", LogConfig::unbounded()).expect("create");
+    ns.append("d", b"old").expect("append");
+    ns.append("other", b"kept").expect("append");
+    ns.delete_log("d").expect("delete");
+    assert!(matches!(ns.get("d", 1), Err(LogError::LogNotFound { .. })));
+    assert!(!ns.list_logs().expect("list").iter().any(|l| l.name == "d"));
+    ns.create_log("d", LogConfig::keep(2, OnFull::Refuse)).expect("recreate with another config");
+    assert_eq!(ns.latest("d").expect("latest"), 0);
+    assert_eq!(ns.append("d", b"new").expect("append"), 1);
+    assert_eq!(ns.get("d", 1).expect("get"), &b"new"[..]);
+    assert_eq!(ns.get("other", 1).expect("other log untouched"), &b"kept"[..]);
+}
+
+pub fn list_logs_reports_bounds(ns: &dyn Namespace) {
+    ns.create_log("b", LogConfig::keep(2, OnFull::Overwrite)).expect("create");
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    for _ in 0..5 {
+        ns.append("b", b"x").expect("append");
+    }
+    let logs = ns.list_logs().expect("list");
+    let names: Vec<&str> = logs.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!((logs[0].earliest, logs[0].latest, logs[0].len()), (0, 0, 0));
+    assert_eq!((logs[1].earliest, logs[1].latest, logs[1].len()), (4, 5, 2));
+}
+
+pub fn concurrent_appenders_get_distinct_seqs(ns: &dyn Namespace) {
+    ns.create_log("c", LogConfig::unbounded()).expect("create");
+    let threads = 4;
+    let per_thread = 100;
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            scope.spawn(move || {
+                for i in 0..per_thread {
+                    ns.append("c", format!("{t}-{i}").as_bytes()).expect("append");
+                }
+            });
+        }
+    });
+    assert_eq!(ns.latest("c").expect("latest"), threads * per_thread);
+    let seen: BTreeSet<Vec<u8>> = ns.scan("c", SeqRange::ALL).expect("scan").map(|r| r.expect("r").value.to_vec()).collect();
+    assert_eq!(seen.len() as u64, threads * per_thread, "every append landed exactly once");
+}
+
+pub fn empty_records_are_records(ns: &dyn Namespace) {
+    ns.create_log("e", LogConfig::unbounded()).expect("create");
+    assert_eq!(ns.append("e", b"").expect("append"), 1);
+    assert_eq!(ns.append("e", b"x").expect("append"), 2);
+    assert!(ns.get("e", 1).expect("get").is_empty());
+}
+
+pub fn readers_see_consistent_prefixes(ns: &dyn Namespace) {
+    ns.create_log("p", LogConfig::unbounded()).expect("create");
+    let total = 300;
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for seq in 1..=total {
+                ns.append("p", &value("p", seq)).expect("append");
+            }
+        });
+        scope.spawn(|| {
+            let mut last_seen = 0;
+            while last_seen < total {
+                let latest = ns.latest("p").expect("latest");
+                assert!(latest >= last_seen, "latest never goes back");
+                for seq in (last_seen + 1)..=latest {
+                    assert_eq!(ns.get("p", seq).expect("visible records are readable"), value("p", seq));
+                }
+                last_seen = latest;
+            }
+        });
+    });
+}
+
+pub fn large_records_round_trip(ns: &dyn Namespace) {
+    ns.create_log("big", LogConfig::unbounded()).expect("create");
+    let big: Vec<u8> = (0..(4 << 20)).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let seq = ns.append("big", &big).expect("append 4 MiB");
+    assert_eq!(ns.get("big", seq).expect("get"), big);
+    let limit = vec![7u8; 16 << 20];
+    let seq = ns.append("big", &limit).expect("exactly the limit is allowed");
+    assert_eq!(ns.get("big", seq).expect("get").len(), 16 << 20);
+}
+
+pub fn values_round_trip_exactly(ns: &dyn Namespace) {
+    ns.create_log("v", LogConfig::unbounded()).expect("create");
+    let values: Vec<Vec<u8>> = vec![vec![0, 255, 0], (0..=255).collect(), b"\n\r\0".to_vec(), vec![0xff; 1000]];
+    for v in &values {
+        ns.append("v", v).expect("append");
+    }
+    let got: Vec<Vec<u8>> = ns.scan("v", SeqRange::ALL).expect("scan").map(|r| r.expect("r").value.to_vec()).collect();
+    assert_eq!(got, values);
+}

@@ -1,0 +1,423 @@
+//! The journal's byte format: frames in segment files. Specified in
+//! `docs/design.md` and frozen by the fixture test (`tests/fixtures/`);
+//! change it only with a new `FORMAT_VERSION` and a fixture to match.
+//!
+//! Every integer is little-endian. A segment file is a sequence of frames:
+//!
+//! ```text
+//! frame   = header(16) body(body_len)
+//! header  = magic u16 | kind u8 | reserved u8 (0) | body_len u32 | body_crc u32 | header_crc u32
+//! ```
+//!
+//! `header_crc` is CRC32C of the header's first 12 bytes, so a damaged length
+//! is never trusted. `body_crc` is CRC32C of the body — except that for
+//! `Append` and `Relocate` frames the record payloads are left out of it,
+//! because each record carries its own CRC32C (checked on every `get`), and
+//! the frame CRC covers those. Every byte is thus checked exactly once.
+
+use crate::contract::{LogConfig, OnFull, Retention, Seq};
+
+pub(crate) const MAGIC: u16 = 0x5656; // "VV"
+pub(crate) const FORMAT_VERSION: u16 = 1;
+pub(crate) const FRAME_HEADER_BYTES: usize = 16;
+/// Per-record header inside `Append`/`Relocate` bodies: log id, seq, len, crc.
+pub(crate) const ENTRY_HEADER_BYTES: usize = 20;
+/// No frame body is larger: bounds what a damaged or hostile length can make
+/// the reader allocate. Larger than the largest batch `Limits` may allow.
+pub(crate) const FRAME_BODY_BYTES_MAX: usize = 1 << 30;
+
+const _: () = assert!(ENTRY_HEADER_BYTES as u64 == crate::rules::RECORD_OVERHEAD_BYTES);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum FrameKind {
+    /// First frame of every segment: the whole catalog at that point.
+    SegmentHeader = 1,
+    CreateLog = 2,
+    DeleteLog = 3,
+    Append = 4,
+    /// Live records copied out of a segment the compactor is reclaiming.
+    Relocate = 5,
+}
+
+impl FrameKind {
+    fn from_u8(byte: u8) -> Option<FrameKind> {
+        Some(match byte {
+            1 => FrameKind::SegmentHeader,
+            2 => FrameKind::CreateLog,
+            3 => FrameKind::DeleteLog,
+            4 => FrameKind::Append,
+            5 => FrameKind::Relocate,
+            _ => return None,
+        })
+    }
+
+    fn has_payloads(self) -> bool {
+        matches!(self, FrameKind::Append | FrameKind::Relocate)
+    }
+}
+
+/// A log as the catalog describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LogDescriptor {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) config: LogConfig,
+    /// Latest seq when the descriptor was written (0 in `CreateLog`).
+    pub(crate) latest: Seq,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentHeader {
+    pub(crate) format_version: u16,
+    pub(crate) segment_id: u32,
+    pub(crate) next_log_id: u32,
+    pub(crate) logs: Vec<LogDescriptor>,
+}
+
+/// One record inside an `Append` or `Relocate` frame.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry<'a> {
+    pub(crate) log_id: u32,
+    pub(crate) seq: Seq,
+    /// Offset of the entry header from the start of the frame.
+    pub(crate) offset_in_frame: usize,
+    pub(crate) payload: &'a [u8],
+}
+
+#[derive(Debug)]
+pub(crate) enum FrameBody<'a> {
+    SegmentHeader(SegmentHeader),
+    CreateLog(LogDescriptor),
+    DeleteLog(u32),
+    Append(Vec<Entry<'a>>),
+    Relocate(Vec<Entry<'a>>),
+}
+
+/// Why bytes at some offset are not a valid frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FrameError {
+    /// Fewer bytes than the frame needs: a torn write, or one still in flight.
+    Incomplete,
+    /// The bytes are there but wrong.
+    Damaged(String),
+}
+
+// ---------------------------------------------------------------- encoding
+
+/// Builds one frame in a reusable buffer.
+pub(crate) struct FrameEncoder<'a> {
+    buf: &'a mut Vec<u8>,
+    start: usize,
+    kind: FrameKind,
+}
+
+impl<'a> FrameEncoder<'a> {
+    pub(crate) fn begin(buf: &'a mut Vec<u8>, kind: FrameKind) -> Self {
+        let start = buf.len();
+        buf.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+        FrameEncoder { buf, start, kind }
+    }
+
+    pub(crate) fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    pub(crate) fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub(crate) fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    pub(crate) fn descriptor(&mut self, d: &LogDescriptor) {
+        let (tag, k) = match d.config.retention {
+            Retention::Unbounded => (0, 0),
+            Retention::Keep { k, on_full: OnFull::Refuse } => (1, k),
+            Retention::Keep { k, on_full: OnFull::Overwrite } => (2, k),
+        };
+        self.u32(d.id);
+        self.u64(d.latest);
+        self.u8(tag);
+        self.u64(k);
+        self.u8(u8::from(d.config.system));
+        let name_len = u16::try_from(d.name.len()).expect("names are at most 200 bytes");
+        self.u16(name_len);
+        self.buf.extend_from_slice(d.name.as_bytes());
+    }
+
+    /// Add a record; returns the entry's offset from the frame start.
+    pub(crate) fn entry(&mut self, log_id: u32, seq: Seq, payload: &[u8]) -> usize {
+        debug_assert!(self.kind.has_payloads());
+        let offset = self.buf.len() - self.start;
+        self.u32(log_id);
+        self.u64(seq);
+        self.u32(u32::try_from(payload.len()).expect("records are bounded by Limits"));
+        self.u32(crc32c::crc32c(payload));
+        self.buf.extend_from_slice(payload);
+        offset
+    }
+
+    /// Fill in the header. Returns the frame's total length.
+    pub(crate) fn finish(self) -> usize {
+        let body = &self.buf[self.start + FRAME_HEADER_BYTES..];
+        let body_len = u32::try_from(body.len()).expect("frames are bounded by Limits");
+        let body_crc = body_crc(self.kind, body).expect("a frame we just encoded parses");
+        let header = &mut self.buf[self.start..self.start + FRAME_HEADER_BYTES];
+        header[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        header[2] = self.kind as u8;
+        header[3] = 0;
+        header[4..8].copy_from_slice(&body_len.to_le_bytes());
+        header[8..12].copy_from_slice(&body_crc.to_le_bytes());
+        let header_crc = crc32c::crc32c(&header[0..12]);
+        header[12..16].copy_from_slice(&header_crc.to_le_bytes());
+        self.buf.len() - self.start
+    }
+}
+
+/// Encode a whole segment header frame.
+pub(crate) fn encode_segment_header(buf: &mut Vec<u8>, header: &SegmentHeader) -> usize {
+    let mut frame = FrameEncoder::begin(buf, FrameKind::SegmentHeader);
+    frame.u16(header.format_version);
+    frame.u32(header.segment_id);
+    frame.u32(header.next_log_id);
+    frame.u32(u32::try_from(header.logs.len()).expect("log count fits u32"));
+    for log in &header.logs {
+        frame.descriptor(log);
+    }
+    frame.finish()
+}
+
+pub(crate) fn encode_create(buf: &mut Vec<u8>, descriptor: &LogDescriptor) -> usize {
+    let mut frame = FrameEncoder::begin(buf, FrameKind::CreateLog);
+    frame.descriptor(descriptor);
+    frame.finish()
+}
+
+pub(crate) fn encode_delete(buf: &mut Vec<u8>, log_id: u32) -> usize {
+    let mut frame = FrameEncoder::begin(buf, FrameKind::DeleteLog);
+    frame.u32(log_id);
+    frame.finish()
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// CRC of a body as the header stores it (payloads skipped where they carry
+/// their own CRC). `None` if an entry's length runs past the body.
+fn body_crc(kind: FrameKind, body: &[u8]) -> Option<u32> {
+    if !kind.has_payloads() {
+        return Some(crc32c::crc32c(body));
+    }
+    let count_bytes = body.get(0..4)?;
+    let mut crc = crc32c::crc32c(count_bytes);
+    let mut at = 4;
+    while at < body.len() {
+        let header = body.get(at..at + ENTRY_HEADER_BYTES)?;
+        crc = crc32c::crc32c_append(crc, header);
+        let len = u32::from_le_bytes(header[12..16].try_into().ok()?) as usize;
+        at = at.checked_add(ENTRY_HEADER_BYTES + len)?;
+        if at > body.len() {
+            return None;
+        }
+    }
+    Some(crc)
+}
+
+/// A frame whose header and checksums are valid; body not yet parsed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawFrame<'a> {
+    pub(crate) kind: FrameKind,
+    pub(crate) body: &'a [u8],
+    pub(crate) len: usize,
+}
+
+/// Check the frame that starts at `bytes[0]`: header CRC, body CRC, and (if
+/// `verify_payloads`) every record's CRC.
+pub(crate) fn check_frame(bytes: &[u8], verify_payloads: bool) -> Result<RawFrame<'_>, FrameError> {
+    let Some(header) = bytes.get(..FRAME_HEADER_BYTES) else { return Err(FrameError::Incomplete) };
+    let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&header[..12]) != word(12) {
+        return Err(FrameError::Damaged("frame header checksum mismatch".into()));
+    }
+    let magic = u16::from_le_bytes([header[0], header[1]]);
+    if magic != MAGIC {
+        return Err(FrameError::Damaged(format!("bad frame magic {magic:#06x}")));
+    }
+    let Some(kind) = FrameKind::from_u8(header[2]) else {
+        return Err(FrameError::Damaged(format!("unknown frame kind {}", header[2])));
+    };
+    if header[3] != 0 {
+        return Err(FrameError::Damaged(format!("reserved header byte is {}, not 0", header[3])));
+    }
+    let body_len = word(4) as usize;
+    if body_len > FRAME_BODY_BYTES_MAX {
+        return Err(FrameError::Damaged(format!("frame body length {body_len} exceeds the maximum")));
+    }
+    let len = FRAME_HEADER_BYTES + body_len;
+    let Some(body) = bytes.get(FRAME_HEADER_BYTES..len) else { return Err(FrameError::Incomplete) };
+    match body_crc(kind, body) {
+        Some(crc) if crc == word(8) => {}
+        Some(_) => return Err(FrameError::Damaged("frame body checksum mismatch".into())),
+        None => return Err(FrameError::Damaged("record lengths overrun the frame body".into())),
+    }
+    let frame = RawFrame { kind, body, len };
+    if verify_payloads && kind.has_payloads() {
+        for entry in parse_entries(body)? {
+            if !payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES) {
+                return Err(FrameError::Damaged(format!(
+                    "record checksum mismatch (log id {}, seq {})",
+                    entry.log_id, entry.seq
+                )));
+            }
+        }
+    }
+    Ok(frame)
+}
+
+fn payload_crc_matches(payload: &[u8], body: &[u8], entry_at: usize) -> bool {
+    let stored = u32::from_le_bytes(body[entry_at + 16..entry_at + 20].try_into().expect("4 bytes"));
+    crc32c::crc32c(payload) == stored
+}
+
+/// Check a record read back by `get`: `bytes` is the entry header followed by
+/// the payload. Returns the payload range on success.
+pub(crate) fn check_entry(bytes: &[u8], log_id: u32, seq: Seq) -> Result<std::ops::Range<usize>, String> {
+    if bytes.len() < ENTRY_HEADER_BYTES {
+        return Err("record header cut short".into());
+    }
+    let stored_id = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
+    let stored_seq = u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes"));
+    let len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+    if stored_id != log_id || stored_seq != seq {
+        return Err(format!("index points at log id {stored_id} seq {stored_seq}, expected log id {log_id} seq {seq}"));
+    }
+    if bytes.len() != ENTRY_HEADER_BYTES + len {
+        return Err(format!("record length {len} disagrees with the index"));
+    }
+    if !payload_crc_matches(&bytes[ENTRY_HEADER_BYTES..], bytes, 0) {
+        return Err(format!("record checksum mismatch (seq {seq})"));
+    }
+    Ok(ENTRY_HEADER_BYTES..bytes.len())
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
+        let end = self.at.checked_add(n).filter(|&end| end <= self.bytes.len());
+        let end = end.ok_or_else(|| FrameError::Damaged("frame body ends early".into()))?;
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+    fn u8(&mut self) -> Result<u8, FrameError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, FrameError> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+    fn u32(&mut self) -> Result<u32, FrameError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Result<u64, FrameError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    fn done(&self) -> Result<(), FrameError> {
+        if self.at == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(FrameError::Damaged("trailing bytes after frame body".into()))
+        }
+    }
+
+    fn descriptor(&mut self) -> Result<LogDescriptor, FrameError> {
+        let id = self.u32()?;
+        let latest = self.u64()?;
+        let tag = self.u8()?;
+        let k = self.u64()?;
+        let system = self.u8()?;
+        let retention = match tag {
+            0 => Retention::Unbounded,
+            1 => Retention::Keep { k, on_full: OnFull::Refuse },
+            2 => Retention::Keep { k, on_full: OnFull::Overwrite },
+            other => return Err(FrameError::Damaged(format!("unknown retention tag {other}"))),
+        };
+        let name_len = self.u16()? as usize;
+        let name = std::str::from_utf8(self.take(name_len)?)
+            .map_err(|_| FrameError::Damaged("log name is not UTF-8".into()))?
+            .to_owned();
+        let config = LogConfig { retention, system: system != 0 };
+        if crate::rules::check_create(&name, &config).is_err() {
+            return Err(FrameError::Damaged(format!("stored log {name:?} breaks the naming or config rules")));
+        }
+        Ok(LogDescriptor { id, name, config, latest })
+    }
+}
+
+fn parse_entries(body: &[u8]) -> Result<Vec<Entry<'_>>, FrameError> {
+    let mut cursor = Cursor { bytes: body, at: 0 };
+    let count = cursor.u32()? as usize;
+    // Each entry takes at least its header: bounds the allocation.
+    if count > body.len() / ENTRY_HEADER_BYTES {
+        return Err(FrameError::Damaged(format!("record count {count} cannot fit the frame")));
+    }
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let offset_in_frame = FRAME_HEADER_BYTES + cursor.at;
+        let log_id = cursor.u32()?;
+        let seq = cursor.u64()?;
+        let len = cursor.u32()? as usize;
+        let _crc = cursor.u32()?;
+        let payload = cursor.take(len)?;
+        if seq == 0 {
+            return Err(FrameError::Damaged("record with seq 0".into()));
+        }
+        entries.push(Entry { log_id, seq, offset_in_frame, payload });
+    }
+    cursor.done()?;
+    Ok(entries)
+}
+
+/// Parse a checked frame's body.
+pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameError> {
+    let mut cursor = Cursor { bytes: frame.body, at: 0 };
+    let body = match frame.kind {
+        FrameKind::SegmentHeader => {
+            let format_version = cursor.u16()?;
+            if format_version != FORMAT_VERSION {
+                return Err(FrameError::Damaged(format!(
+                    "segment format version {format_version}; this build reads version {FORMAT_VERSION}"
+                )));
+            }
+            let segment_id = cursor.u32()?;
+            let next_log_id = cursor.u32()?;
+            let count = cursor.u32()? as usize;
+            if count > frame.body.len() / 24 {
+                return Err(FrameError::Damaged(format!("log count {count} cannot fit the frame")));
+            }
+            let logs = (0..count).map(|_| cursor.descriptor()).collect::<Result<_, _>>()?;
+            FrameBody::SegmentHeader(SegmentHeader { format_version, segment_id, next_log_id, logs })
+        }
+        FrameKind::CreateLog => FrameBody::CreateLog(cursor.descriptor()?),
+        FrameKind::DeleteLog => FrameBody::DeleteLog(cursor.u32()?),
+        FrameKind::Append => return Ok(FrameBody::Append(parse_entries(frame.body)?)),
+        FrameKind::Relocate => return Ok(FrameBody::Relocate(parse_entries(frame.body)?)),
+    };
+    cursor.done()?;
+    Ok(body)
+}
+
+/// Is there any valid frame starting after `from` in `bytes`? Used to tell a
+/// damaged tail (nothing valid follows: safe to cut) from damage in the middle
+/// (valid frames follow: must not be cut silently).
+pub(crate) fn valid_frame_after(bytes: &[u8], from: usize) -> Option<usize> {
+    let magic = MAGIC.to_le_bytes();
+    (from + 1..bytes.len().saturating_sub(FRAME_HEADER_BYTES - 1))
+        .filter(|&at| bytes[at] == magic[0] && bytes[at + 1] == magic[1])
+        .find(|&at| check_frame(&bytes[at..], true).is_ok())
+}

@@ -1,0 +1,212 @@
+//! The memory backend: for tests and ephemeral state. Nothing survives the
+//! process; everything else in the contract holds.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use bytes::Bytes;
+
+use crate::contract::{validate_name, Limits, LogConfig, LogInfo, Namespace, Record, Scan, Seq, SeqRange, Store, Watch};
+use crate::error::{LogError, Result};
+use crate::notify::{NotifiedWatch, Notifier};
+use crate::rules;
+
+/// A store whose namespaces live in memory.
+#[derive(Default)]
+pub struct MemoryStore {
+    limits: Limits,
+    namespaces: Mutex<BTreeMap<String, MemoryNamespace>>,
+}
+
+impl MemoryStore {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[must_use]
+    pub fn with_limits(limits: Limits) -> Self {
+        MemoryStore { limits, ..Self::default() }
+    }
+}
+
+impl Store for MemoryStore {
+    fn namespace(&self, name: &str) -> Result<Arc<dyn Namespace>> {
+        validate_name(name, true)?;
+        let mut namespaces = self.namespaces.lock().unwrap_or_else(PoisonError::into_inner);
+        let ns = namespaces.entry(name.to_owned()).or_insert_with(|| MemoryNamespace::new(name, self.limits));
+        Ok(Arc::new(ns.clone()))
+    }
+
+    fn list_namespaces(&self) -> Result<Vec<String>> {
+        Ok(self.namespaces.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect())
+    }
+}
+
+struct MemoryLog {
+    config: LogConfig,
+    latest: Seq,
+    /// Records `earliest..=latest`, oldest first.
+    records: VecDeque<Bytes>,
+}
+
+impl MemoryLog {
+    fn earliest(&self) -> Seq {
+        if self.records.is_empty() { 0 } else { self.latest + 1 - self.records.len() as u64 }
+    }
+
+    fn info(&self, name: &str) -> LogInfo {
+        LogInfo { name: name.to_owned(), config: self.config, earliest: self.earliest(), latest: self.latest }
+    }
+
+    fn push(&mut self, value: Bytes) -> Seq {
+        self.latest += 1;
+        self.records.push_back(value);
+        let keep_from = rules::earliest_kept(self.config.retention, self.latest);
+        while self.earliest() < keep_from {
+            self.records.pop_front();
+        }
+        self.latest
+    }
+
+    fn get(&self, name: &str, seq: Seq) -> Result<Bytes> {
+        rules::check_readable(name, seq, self.earliest(), self.latest)?;
+        let index = usize::try_from(seq - self.earliest()).expect("in-memory index fits usize");
+        Ok(self.records[index].clone())
+    }
+}
+
+/// One namespace of a [`MemoryStore`]. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct MemoryNamespace {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    name: String,
+    limits: Limits,
+    logs: RwLock<HashMap<String, MemoryLog>>,
+    notifier: Arc<Notifier>,
+}
+
+impl MemoryNamespace {
+    /// A standalone namespace, not attached to any store.
+    #[must_use]
+    pub fn new(name: &str, limits: Limits) -> Self {
+        let shared = Shared { name: name.to_owned(), limits, logs: RwLock::default(), notifier: Arc::default() };
+        MemoryNamespace { shared: Arc::new(shared) }
+    }
+}
+
+impl Shared {
+
+    fn not_found(&self, log: &str) -> LogError {
+        LogError::LogNotFound { namespace: self.name.clone(), log: log.to_owned() }
+    }
+
+    fn read<T>(&self, log: &str, f: impl FnOnce(&MemoryLog) -> Result<T>) -> Result<T> {
+        let logs = self.logs.read().unwrap_or_else(PoisonError::into_inner);
+        f(logs.get(log).ok_or_else(|| self.not_found(log))?)
+    }
+
+    fn append_checked(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
+        rules::check_batch(&self.limits, batch)?;
+        let mut logs = self.logs.write().unwrap_or_else(PoisonError::into_inner);
+        // Check everything first so that a refused batch changes nothing.
+        let mut incoming: HashMap<&str, u64> = HashMap::new();
+        for (log, _) in batch {
+            *incoming.entry(log).or_default() += 1;
+        }
+        for (log, count) in &incoming {
+            let state = logs.get(*log).ok_or_else(|| self.not_found(log))?;
+            if let Some(expected) = expected_latest {
+                if state.latest != expected {
+                    return Err(LogError::Conflict { log: (*log).to_owned(), expected, actual: state.latest });
+                }
+            }
+            rules::check_room(log, state.config.retention, state.latest, *count)?;
+        }
+        let seqs = batch
+            .iter()
+            .map(|(log, value)| logs.get_mut(*log).expect("checked above").push(Bytes::copy_from_slice(value)))
+            .collect();
+        drop(logs);
+        self.notifier.notify();
+        Ok(seqs)
+    }
+}
+
+impl Namespace for MemoryNamespace {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn create_log(&self, log: &str, config: LogConfig) -> Result<()> {
+        rules::check_create(log, &config)?;
+        let mut logs = self.shared.logs.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(existing) = logs.get(log) {
+            return rules::check_recreate(log, &existing.config, &config);
+        }
+        logs.insert(log.to_owned(), MemoryLog { config, latest: 0, records: VecDeque::new() });
+        Ok(())
+    }
+
+    fn delete_log(&self, log: &str) -> Result<()> {
+        let removed = self.shared.logs.write().unwrap_or_else(PoisonError::into_inner).remove(log);
+        removed.ok_or_else(|| self.shared.not_found(log))?;
+        self.shared.notifier.notify();
+        Ok(())
+    }
+
+    fn list_logs(&self) -> Result<Vec<LogInfo>> {
+        let logs = self.shared.logs.read().unwrap_or_else(PoisonError::into_inner);
+        let mut infos: Vec<LogInfo> = logs.iter().map(|(name, log)| log.info(name)).collect();
+        infos.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(infos)
+    }
+
+    fn log_info(&self, log: &str) -> Result<LogInfo> {
+        self.shared.read(log, |state| Ok(state.info(log)))
+    }
+
+    fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
+        self.shared.append_checked(batch, None)
+    }
+
+    fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq> {
+        Ok(self.shared.append_checked(&[(log, value)], Some(expected_latest))?[0])
+    }
+
+    fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
+        self.shared.read(log, |state| state.get(log, seq))
+    }
+
+    fn scan(&self, log: &str, range: SeqRange) -> Result<Scan<'_>> {
+        let bounds = self.shared.read(log, |state| {
+            rules::clip_scan(log, range.first, range.last, state.earliest(), state.latest)
+        })?;
+        let Some((first, last)) = bounds else { return Ok(Box::new(std::iter::empty())) };
+        let log = log.to_owned();
+        Ok(Box::new((first..=last).map(move |seq| Ok(Record { seq, value: self.get(&log, seq)? }))))
+    }
+
+    fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
+        self.log_info(log)?;
+        let shared = self.shared.clone();
+        let log = log.to_owned();
+        let fetch = Box::new(move |seq| {
+            shared.read(&log, |state| {
+                if seq > state.latest {
+                    return Ok(None);
+                }
+                Ok(Some(Record { seq, value: state.get(&log, seq)? }))
+            })
+        });
+        let source = NotifiedWatch { fetch, notifier: self.shared.notifier.clone(), poll: None };
+        Ok(Watch::new(Box::new(source), from))
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! The contract's rules as plain functions, shared by every backend so that
+//! they decide alike (the conformance suite checks that they do).
+
+use crate::contract::{validate_name, Limits, LogConfig, OnFull, Retention, Seq};
+use crate::error::{LogError, Result};
+
+/// Bytes of per-record overhead counted against `Limits::batch_bytes_max`
+/// (the journal's entry header; other backends count the same so that a batch
+/// accepted by one is accepted by all).
+pub const RECORD_OVERHEAD_BYTES: u64 = 20;
+
+/// Reject empty, oversized or malformed batches before anything is written.
+pub(crate) fn check_batch(limits: &Limits, batch: &[(&str, &[u8])]) -> Result<()> {
+    if batch.is_empty() {
+        return Err(LogError::InvalidArgument { reason: "a batch must hold at least one record".into() });
+    }
+    if batch.len() > limits.batch_records_max {
+        return Err(LogError::TooLarge {
+            what: "batch (in records)",
+            size: batch.len() as u64,
+            limit: limits.batch_records_max as u64,
+        });
+    }
+    let mut total: u64 = 0;
+    for (_, value) in batch {
+        let len = value.len() as u64;
+        if len > limits.record_bytes_max {
+            return Err(LogError::TooLarge { what: "record", size: len, limit: limits.record_bytes_max });
+        }
+        total += len + RECORD_OVERHEAD_BYTES;
+    }
+    if total > limits.batch_bytes_max {
+        return Err(LogError::TooLarge { what: "batch", size: total, limit: limits.batch_bytes_max });
+    }
+    Ok(())
+}
+
+/// Validate a `create_log` request's name and config.
+pub(crate) fn check_create(log: &str, config: &LogConfig) -> Result<()> {
+    validate_name(log, config.system)?;
+    config.validate()
+}
+
+/// An existing log with `existing` config asked to be created with `requested`.
+pub(crate) fn check_recreate(log: &str, existing: &LogConfig, requested: &LogConfig) -> Result<()> {
+    if existing == requested {
+        Ok(())
+    } else {
+        Err(LogError::AlreadyExists {
+            log: log.to_owned(),
+            existing: existing.retention.to_string(),
+            requested: requested.retention.to_string(),
+        })
+    }
+}
+
+/// Can `incoming` more records be appended to a log whose latest seq is
+/// `latest`? `Refuse` logs never trim, so they hold exactly `latest` records.
+pub(crate) fn check_room(log: &str, retention: Retention, latest: Seq, incoming: u64) -> Result<()> {
+    match retention {
+        Retention::Keep { k, on_full: OnFull::Refuse } if latest + incoming > k => {
+            Err(LogError::Full { log: log.to_owned(), keep: k })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The oldest seq a log with this retention keeps once its latest is `latest`.
+pub(crate) fn earliest_kept(retention: Retention, latest: Seq) -> Seq {
+    match retention {
+        _ if latest == 0 => 0,
+        Retention::Keep { k, on_full: OnFull::Overwrite } => latest.saturating_sub(k - 1).max(1),
+        _ => 1,
+    }
+}
+
+/// Is `seq` readable in a log with these bounds? The error says why not.
+pub(crate) fn check_readable(log: &str, seq: Seq, earliest: Seq, latest: Seq) -> Result<()> {
+    if seq == 0 || seq > latest {
+        Err(LogError::SeqNotFound { log: log.to_owned(), seq, latest })
+    } else if seq < earliest {
+        Err(LogError::Trimmed { log: log.to_owned(), seq, earliest })
+    } else {
+        Ok(())
+    }
+}
+
+/// Clip a scan range to `[earliest, latest]`; a start below `earliest` (on a
+/// log that has trimmed) is `Trimmed`. Returns `None` for an empty result.
+pub(crate) fn clip_scan(log: &str, first: Seq, last: Seq, earliest: Seq, latest: Seq) -> Result<Option<(Seq, Seq)>> {
+    if first > last {
+        return Err(LogError::InvalidArgument { reason: format!("scan range starts at {first}, after its end {last}") });
+    }
+    if latest == 0 || first > latest {
+        return Ok(None);
+    }
+    if first < earliest && earliest > 1 {
+        return Err(LogError::Trimmed { log: log.to_owned(), seq: first, earliest });
+    }
+    Ok(Some((first.max(earliest), last.min(latest))))
+}
