@@ -15,9 +15,10 @@
 //! as they land.
 //!
 //! **Retention reclaims disk.** A segment is deleted once it holds no live
-//! record; after each segment roll the compactor copies the live records out
+//! record; the compactor copies the live records out
 //! of segments that are more than half dead (a `Relocate` frame) and deletes
-//! them, so disk use stays within 2× the live data plus one segment.
+//! them whenever disk use exceeds 2× the live data plus one segment, so it
+//! stays within that bound.
 //!
 //! **Crash recovery.** On open every frame is checked. A torn or damaged tail
 //! of the newest segment (nothing valid after it) is cut off, copied first to
@@ -55,9 +56,9 @@ pub use fsck::{fsck, Damage, FsckReport};
 pub const SEGMENT_BYTES_LIMIT: u64 = 2 << 30;
 const _: () = assert!(SEGMENT_BYTES_LIMIT + format::FRAME_BODY_BYTES_MAX as u64 <= u32::MAX as u64);
 
-/// Most segments the compactor reclaims after one roll: bounds the pause an
-/// append can see.
-const COMPACTION_SEGMENTS_PER_ROLL_MAX: usize = 4;
+/// Most segments the compactor reclaims in one call (after an append that
+/// left disk use over budget): bounds the pause an append can see.
+const COMPACTION_SEGMENTS_PER_CALL_MAX: usize = 4;
 /// Relocated records are written in frames of about this size.
 const RELOCATE_FRAME_BYTES: usize = 1 << 20;
 
@@ -226,6 +227,8 @@ struct Writer {
     frames_in_active: u64,
     /// Total bytes written since open, across segments (for durability waits).
     written_total: u64,
+    /// Bytes in all segment files (what `compact` keeps within bounds).
+    disk_bytes: u64,
     frame: Vec<u8>,
     scratch: Vec<u8>,
 }
@@ -275,7 +278,7 @@ impl JournalNamespace {
         if let Some(writer) = &shared.writer {
             let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
             shared.install_active_segment(&mut writer);
-            shared.delete_dead_segments(&writer)?;
+            shared.delete_dead_segments(&mut writer)?;
         }
         if let SyncPolicy::Group(delay) = options.sync {
             if !options.read_only {
@@ -422,6 +425,8 @@ fn open_writer(dir: &Path, state: &State, tail: Option<(u32, u64)>) -> Result<Wr
         active_len,
         frames_in_active,
         written_total: 0,
+        disk_bytes: state.segments.values().map(|s| s.bytes).sum::<u64>()
+            + if state.segments.contains_key(&active_id) { 0 } else { active_len },
         frame: Vec::new(),
         scratch: Vec::new(),
     };
@@ -431,6 +436,7 @@ fn open_writer(dir: &Path, state: &State, tail: Option<(u32, u64)>) -> Result<Wr
         writer.active.sync_all().context(|| format!("syncing {}", path.display()))?;
         sync_dir(dir)?;
         writer.active_len = len as u64;
+        writer.disk_bytes += len as u64;
         writer.scratch.clear();
     }
     Ok(writer)
@@ -587,6 +593,7 @@ impl Shared {
         }
         writer.active_len += len;
         writer.written_total += len;
+        writer.disk_bytes += len;
         writer.frames_in_active += 1;
         self.durability.lock().written = writer.written_total;
         Ok((writer.active_id, at))
@@ -626,26 +633,29 @@ impl Shared {
         writer.active_len = len as u64;
         writer.frames_in_active = 0;
         writer.written_total += len as u64;
+        writer.disk_bytes += len as u64;
         self.install_active_segment(writer);
         self.durability.lock().written = writer.written_total;
         let sealed_is_dead = self.read_state().segments.get(&sealed).is_some_and(|s| s.live_records == 0);
         if sealed_is_dead {
-            self.delete_segment(sealed)?;
+            self.delete_segment(writer, sealed)?;
         }
         Ok(())
     }
 
-    fn delete_segment(&self, id: u32) -> Result<()> {
+    fn delete_segment(&self, writer: &mut Writer, id: u32) -> Result<()> {
+        debug_assert_ne!(id, writer.active_id);
         let removed = self.write_state().segments.remove(&id);
         if let Some(segment) = removed {
             debug_assert_eq!(segment.live_records, 0);
+            writer.disk_bytes -= segment.bytes;
             fs::remove_file(&segment.path).context(|| format!("deleting {}", segment.path.display()))?;
         }
         Ok(())
     }
 
     /// Delete sealed segments that no longer hold a live record.
-    fn delete_dead_segments(&self, writer: &Writer) -> Result<()> {
+    fn delete_dead_segments(&self, writer: &mut Writer) -> Result<()> {
         let dead: Vec<u32> = self
             .read_state()
             .segments
@@ -653,20 +663,31 @@ impl Shared {
             .filter(|(&id, s)| id != writer.active_id && s.live_records == 0)
             .map(|(&id, _)| id)
             .collect();
-        dead.into_iter().try_for_each(|id| self.delete_segment(id))
+        dead.into_iter().try_for_each(|id| self.delete_segment(writer, id))
     }
 
-    /// Reclaim mostly-dead segments while disk use exceeds twice the live
-    /// data (plus the active segment's allowance).
+    /// Is disk use above twice the live data plus the active segment?
+    ///
+    /// Invariant this keeps: if every sealed segment is at least half live,
+    /// sealed bytes are at most twice live bytes, so over budget implies a
+    /// victim exists for `compact` (barring one oversized frame).
+    fn over_disk_budget(&self, writer: &Writer) -> bool {
+        writer.disk_bytes > 2 * self.read_state().live_bytes_total + self.options.segment_bytes_max
+    }
+
+    /// Reclaim mostly-dead segments while disk use is over budget.
     fn compact(&self, writer: &mut Writer) -> Result<()> {
-        for _ in 0..COMPACTION_SEGMENTS_PER_ROLL_MAX {
+        debug_assert_eq!(writer.disk_bytes, self.read_state().segments.values().map(|s| s.bytes).sum::<u64>());
+        debug_assert_eq!(
+            self.read_state().live_bytes_total,
+            self.read_state().segments.values().map(|s| s.live_bytes).sum::<u64>()
+        );
+        for _ in 0..COMPACTION_SEGMENTS_PER_CALL_MAX {
+            if !self.over_disk_budget(writer) {
+                return Ok(());
+            }
             let victim = {
                 let state = self.read_state();
-                let (disk, live) =
-                    state.segments.values().fold((0, 0), |(d, l), s| (d + s.bytes, l + s.live_bytes));
-                if disk <= 2 * live + self.options.segment_bytes_max {
-                    return Ok(());
-                }
                 state
                     .segments
                     .iter()
@@ -738,7 +759,7 @@ impl Shared {
             }
             pending = rest;
         }
-        self.delete_segment(id)
+        self.delete_segment(writer, id)
     }
 
     /// A state update that validation should have made impossible failed:
@@ -792,7 +813,6 @@ impl Shared {
         let offsets: Vec<usize> =
             batch.iter().zip(&ids_and_seqs).map(|((_, value), (id, seq))| frame.entry(*id, *seq, value)).collect();
         frame.finish();
-        let rolls_before = writer.active_id;
         let (segment, at) = self.write_frame(&mut writer)?;
         {
             let mut state = self.write_state();
@@ -805,8 +825,8 @@ impl Shared {
                 s.bytes = writer.active_len;
             }
         }
-        self.delete_dead_segments(&writer)?;
-        if writer.active_id != rolls_before {
+        self.delete_dead_segments(&mut writer)?;
+        if self.over_disk_budget(&writer) {
             self.compact(&mut writer)?;
         }
         let written = writer.written_total;
@@ -860,7 +880,7 @@ impl Shared {
         format::encode_delete(&mut writer.frame, id);
         self.write_catalog_frame(&mut writer)?;
         self.write_state().apply_delete(id).map_err(|reason| self.poison_inconsistent(&reason))?;
-        self.delete_dead_segments(&writer)?;
+        self.delete_dead_segments(&mut writer)?;
         let written = writer.written_total;
         drop(writer);
         self.notifier.notify();

@@ -90,6 +90,8 @@ pub(crate) struct State {
     pub(crate) ids_by_name: HashMap<String, u32>,
     pub(crate) next_log_id: u32,
     pub(crate) segments: BTreeMap<u32, SegmentState>,
+    /// Sum of `live_bytes` over `segments`.
+    pub(crate) live_bytes_total: u64,
     /// Most records one gap in recovery may skip (segments deleted by the
     /// compactor): bounded by the bytes on disk so a damaged header cannot
     /// make us allocate without limit.
@@ -113,14 +115,11 @@ impl State {
     }
 
     fn forget(&mut self, position: Position) {
-        forget(&mut self.segments, position);
+        forget(&mut self.segments, &mut self.live_bytes_total, position);
     }
 
     fn remember(&mut self, position: Position) {
-        if let Some(segment) = self.segments.get_mut(&position.segment) {
-            segment.live_records += 1;
-            segment.live_bytes += position.entry_bytes();
-        }
+        remember(&mut self.segments, &mut self.live_bytes_total, position);
     }
 
     pub(crate) fn apply_create(&mut self, descriptor: LogDescriptor) -> Result<(), Inconsistency> {
@@ -178,7 +177,7 @@ impl State {
     /// Advance a log's latest to `latest` over records we have not seen;
     /// they must be trimmed or be relocated later, or recovery reports them.
     fn skip_to(&mut self, log_id: u32, latest: Seq) -> Result<(), Inconsistency> {
-        let State { logs, segments, gap_records_max, .. } = self;
+        let State { logs, segments, gap_records_max, live_bytes_total, .. } = self;
         let log = logs.get_mut(&log_id).expect("caller checked");
         let old_latest = log.latest();
         if latest == old_latest {
@@ -194,21 +193,21 @@ impl State {
         }
         log.descriptor.latest = latest;
         // Drop what retention no longer keeps, then pad up to `latest`.
-        trim(log, segments, keep_from.min(old_latest + 1));
+        trim(log, segments, live_bytes_total, keep_from.min(old_latest + 1));
         if log.positions.is_empty() {
             log.base = missing_from;
         }
         for _ in missing_from..=latest {
             log.positions.push_back(Position::MISSING);
         }
-        trim(log, segments, keep_from);
+        trim(log, segments, live_bytes_total, keep_from);
         debug_assert_eq!(log.base + log.positions.len() as u64, latest + 1);
         Ok(())
     }
 
     /// A new record, at the next seq of its log. Trims per retention.
     pub(crate) fn apply_append(&mut self, log_id: u32, seq: Seq, position: Position) -> Result<(), Inconsistency> {
-        let State { logs, segments, .. } = self;
+        let State { logs, segments, live_bytes_total, .. } = self;
         let log = logs.get_mut(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
         if seq != log.latest() + 1 {
             return Err(format!(
@@ -219,11 +218,9 @@ impl State {
         }
         log.descriptor.latest = seq;
         log.positions.push_back(position);
-        if let Some(segment) = segments.get_mut(&position.segment) {
-            segment.live_records += 1;
-            segment.live_bytes += position.entry_bytes();
-        }
-        trim(log, segments, log.earliest());
+        remember(segments, live_bytes_total, position);
+        let keep_from = log.earliest();
+        trim(log, segments, live_bytes_total, keep_from);
         Ok(())
     }
 
@@ -264,21 +261,30 @@ impl State {
     }
 }
 
-fn forget(segments: &mut BTreeMap<u32, SegmentState>, position: Position) {
+fn remember(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
+    if let Some(segment) = segments.get_mut(&position.segment) {
+        segment.live_records += 1;
+        segment.live_bytes += position.entry_bytes();
+        *live_bytes_total += position.entry_bytes();
+    }
+}
+
+fn forget(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
     if position.is_missing() {
         return;
     }
     if let Some(segment) = segments.get_mut(&position.segment) {
         segment.live_records -= 1;
         segment.live_bytes -= position.entry_bytes();
+        *live_bytes_total -= position.entry_bytes();
     }
 }
 
 /// Drop positions below `keep_from` (retention), releasing their segments.
-fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, keep_from: Seq) {
+fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, keep_from: Seq) {
     while log.base < keep_from {
         match log.positions.pop_front() {
-            Some(old) => forget(segments, old),
+            Some(old) => forget(segments, live_bytes_total, old),
             None => {
                 log.base = keep_from;
                 return;

@@ -1,0 +1,172 @@
+//! Crash loop: a child process appends batches with `SyncPolicy::Always` and
+//! prints each acknowledgement; we SIGKILL it at a random moment (sometimes
+//! during its own recovery), reopen, and check the crash guarantees:
+//! every acknowledged record is present and intact, no batch is partly
+//! visible, every log is a dense prefix, nothing appears that was never
+//! appended.
+//!
+//! `VARVE_CRASH_KILLS=N` runs a longer soak; `VARVE_TEST_SEED=S` replays a run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use varve_log::{JournalNamespace, JournalOptions, Namespace, SeqRange};
+
+const UNBOUNDED: [&str; 3] = ["u0", "u1", "u2"];
+const OVERWRITE: &str = "ow";
+
+struct Parsed {
+    batch: u64,
+    count: usize,
+    index: usize,
+    logs: Vec<String>,
+}
+
+fn parse(value: &[u8]) -> Parsed {
+    let text = String::from_utf8_lossy(&value[..value.len().min(200)]);
+    let mut fields = HashMap::new();
+    for part in text.split(';').take(4) {
+        let (k, v) = part.split_once('=').unwrap_or_else(|| panic!("malformed record {text:?}"));
+        fields.insert(k.to_owned(), v.to_owned());
+    }
+    let number = |k: &str| fields[k].parse::<u64>().expect("number");
+    Parsed {
+        batch: number("b"),
+        count: usize::try_from(number("n")).expect("small"),
+        index: usize::try_from(number("i")).expect("small"),
+        logs: fields["logs"].split(',').map(str::to_owned).collect(),
+    }
+}
+
+fn expected_filler_ok(value: &[u8]) -> bool {
+    let header_end = value.iter().enumerate().filter(|(_, &b)| b == b';').nth(3).map(|(i, _)| i + 1).expect("header");
+    value[header_end..].iter().enumerate().all(|(j, &b)| usize::from(b) == j % 251)
+}
+
+/// Check the journal in `dir` against everything acknowledged so far.
+fn verify(dir: &Path, acked: &BTreeMap<u64, Vec<(String, u64)>>, seed: u64, kill: usize) {
+    let context = format!("seed {seed}, after kill {kill}");
+    let ns = JournalNamespace::open(&dir.join("crash"), "crash", JournalOptions::default())
+        .unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    let mut where_is: HashMap<(u64, usize), (String, u64)> = HashMap::new();
+    let mut batches_in_unbounded = std::collections::BTreeSet::new();
+    let mut ow_first_batch = None;
+    for log in UNBOUNDED.iter().copied().chain([OVERWRITE]) {
+        let info = match ns.log_info(log) {
+            Ok(info) => info,
+            // Killed before it created its logs; then nothing can be acked.
+            Err(varve_log::LogError::LogNotFound { .. }) => continue,
+            Err(e) => panic!("{context}: {e}"),
+        };
+        let mut previous_batch = None;
+        let mut count = 0;
+        for record in ns.scan(log, SeqRange::from(info.earliest.max(1)..)).unwrap_or_else(|e| panic!("{context}: {e}")) {
+            let record = record.unwrap_or_else(|e| panic!("{context}: {log}: {e}"));
+            count += 1;
+            let parsed = parse(&record.value);
+            assert!(expected_filler_ok(&record.value), "{context}: {log}:{} damaged", record.seq);
+            assert_eq!(parsed.logs[parsed.index], log, "{context}: record in the wrong log");
+            assert!(previous_batch <= Some(parsed.batch), "{context}: {log} out of order");
+            previous_batch = Some(parsed.batch);
+            if log == OVERWRITE {
+                ow_first_batch.get_or_insert(parsed.batch);
+            } else {
+                batches_in_unbounded.insert(parsed.batch);
+            }
+            let earlier = where_is.insert((parsed.batch, parsed.index), (log.to_owned(), record.seq));
+            assert!(earlier.is_none(), "{context}: batch {} entry {} twice", parsed.batch, parsed.index);
+            assert_eq!(parsed.logs.len(), parsed.count, "{context}: malformed batch header");
+        }
+        assert_eq!(count, info.len(), "{context}: {log} is dense from earliest to latest");
+    }
+    // Batch ids form a dense prefix: nothing lost in the middle, nothing invented.
+    let max_batch = batches_in_unbounded.iter().next_back().copied();
+    if let Some(max) = max_batch {
+        assert_eq!(batches_in_unbounded.len() as u64, max + 1, "{context}: batch ids are not dense");
+    }
+    for &batch in &batches_in_unbounded {
+        let some_entry = (0..4).find_map(|i| where_is.get(&(batch, i)).map(|_| i)).expect("an entry");
+        let (log, seq) = &where_is[&(batch, some_entry)];
+        let parsed = parse(&ns.get(log, *seq).expect("get"));
+        for (i, sibling_log) in parsed.logs.iter().enumerate() {
+            let trimmed_ok = sibling_log == OVERWRITE && ow_first_batch.is_none_or(|first| batch <= first);
+            assert!(
+                where_is.contains_key(&(batch, i)) || trimmed_ok,
+                "{context}: batch {batch} is partly visible: entry {i} ({sibling_log}) missing"
+            );
+        }
+    }
+    // Every acknowledged record is there, at the seq the ack named.
+    for (batch, entries) in acked {
+        for (i, (log, seq)) in entries.iter().enumerate() {
+            match where_is.get(&(*batch, i)) {
+                Some((found_log, found_seq)) => {
+                    assert_eq!((found_log, found_seq), (log, seq), "{context}: batch {batch} entry {i} moved");
+                }
+                None => assert!(
+                    log == OVERWRITE && ow_first_batch.is_none_or(|first| *batch <= first),
+                    "{context}: acknowledged batch {batch} entry {i} ({log}:{seq}) lost"
+                ),
+            }
+        }
+        assert!(max_batch.is_some_and(|max| *batch <= max), "{context}: acked batch {batch} beyond what is stored");
+    }
+    ns.close().expect("close");
+}
+
+#[test]
+fn acknowledged_appends_survive_sigkill() {
+    let kills: usize = std::env::var("VARVE_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let seed: u64 = std::env::var("VARVE_TEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos())
+    });
+    println!("crash loop: {kills} kills, seed {seed} (replay with VARVE_TEST_SEED={seed})");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut acked: BTreeMap<u64, Vec<(String, u64)>> = BTreeMap::new();
+    let mut killed_with_acks = 0;
+    for kill in 0..kills {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_varve-log-crash-writer"))
+            .arg(dir.path())
+            .arg((seed ^ kill as u64).to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn child");
+        let stdout = child.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
+        });
+        std::thread::sleep(Duration::from_millis(rng.gen_range(2..60)));
+        child.kill().expect("SIGKILL");
+        let status = child.wait().expect("wait");
+        let lines = reader.join().expect("reader");
+        if status.success() || status.code().is_some() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).ok();
+            panic!("seed {seed}: child exited on its own ({status}): {stderr}");
+        }
+        if !lines.is_empty() {
+            killed_with_acks += 1;
+        }
+        for line in lines {
+            let mut parts = line.split(' ');
+            assert_eq!(parts.next(), Some("ack"));
+            let batch: u64 = parts.next().expect("batch").parse().expect("number");
+            let entries = parts
+                .map(|p| {
+                    let (log, seq) = p.split_once(':').expect("log:seq");
+                    (log.to_owned(), seq.parse().expect("seq"))
+                })
+                .collect();
+            acked.insert(batch, entries);
+        }
+        verify(dir.path(), &acked, seed, kill);
+    }
+    println!("crash loop: {kills} kills, {killed_with_acks} mid-workload, {} batches acknowledged", acked.len());
+    assert!(killed_with_acks * 2 >= kills, "most kills should land while the child is appending");
+}

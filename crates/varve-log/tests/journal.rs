@@ -1,0 +1,253 @@
+//! Journal behaviour beyond the shared contract: persistence across reopen,
+//! the writer lock, read-only followers, disk reclamation, sync policies.
+
+use std::path::Path;
+use std::time::Duration;
+
+use varve_log::{
+    JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, Namespace, OnFull, SeqRange, SyncPolicy,
+};
+
+fn open(dir: &Path, options: JournalOptions) -> JournalNamespace {
+    JournalStore::open(dir, options).expect("open store").journal_namespace("ns").expect("open namespace")
+}
+
+fn small_segments() -> JournalOptions {
+    JournalOptions { segment_bytes_max: 16 << 10, sync: SyncPolicy::Never, ..JournalOptions::default() }
+}
+
+fn read_only() -> JournalOptions {
+    JournalOptions { read_only: true, read_only_poll: Duration::from_millis(5), ..JournalOptions::default() }
+}
+
+fn segment_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("ns"))
+        .expect("list")
+        .filter(|e| e.as_ref().expect("entry").file_name().to_string_lossy().ends_with(".seg"))
+        .count()
+}
+
+#[test]
+fn everything_survives_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let ns = open(dir.path(), small_segments());
+        ns.create_log("u", LogConfig::unbounded()).expect("create");
+        ns.create_log("r", LogConfig::keep(5, OnFull::Refuse)).expect("create");
+        ns.create_log("o", LogConfig::keep(7, OnFull::Overwrite)).expect("create");
+        ns.create_log("gone", LogConfig::unbounded()).expect("create");
+        ns.append("gone", b"bye").expect("append");
+        for i in 1..=500u64 {
+            ns.append_batch(&[("u", format!("u{i}").as_bytes()), ("o", format!("o{i}").as_bytes())]).expect("batch");
+        }
+        ns.append("r", b"r1").expect("append");
+        ns.delete_log("gone").expect("delete");
+        ns.close().expect("close");
+    }
+    let ns = open(dir.path(), small_segments());
+    let logs = ns.list_logs().expect("list");
+    let summary: Vec<(&str, u64, u64)> = logs.iter().map(|l| (l.name.as_str(), l.earliest, l.latest)).collect();
+    assert_eq!(summary, [("o", 494, 500), ("r", 1, 1), ("u", 1, 500)]);
+    assert_eq!(ns.log_info("o").expect("info").config, LogConfig::keep(7, OnFull::Overwrite));
+    for i in 1..=500u64 {
+        assert_eq!(ns.get("u", i).expect("get"), format!("u{i}").as_bytes());
+    }
+    assert_eq!(ns.get("o", 500).expect("get"), &b"o500"[..]);
+    assert!(matches!(ns.get("o", 493), Err(LogError::Trimmed { earliest: 494, .. })));
+    // Appends go on from where they were, seqs never reused.
+    assert_eq!(ns.append("o", b"o501").expect("append"), 501);
+    assert!(ns.recovery_report().torn_tail.is_none());
+    assert!(ns.recovery_report().segments > 1, "small segments rolled");
+}
+
+#[test]
+fn second_writer_is_locked_out_until_the_first_is_gone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = open(dir.path(), JournalOptions::default());
+    first.create_log("a", LogConfig::unbounded()).expect("create");
+    let err = JournalStore::open(dir.path(), JournalOptions::default())
+        .expect("store")
+        .journal_namespace("ns")
+        .err()
+        .expect("second writer refused");
+    assert!(matches!(err, LogError::Locked { .. }), "{err}");
+    assert!(err.to_string().contains("locked by another writer"));
+    // Readers need no lock.
+    let reader = open(dir.path(), read_only());
+    assert_eq!(reader.latest("a").expect("latest"), 0);
+    assert!(matches!(reader.append("a", b"x"), Err(LogError::ReadOnly { .. })));
+    drop(first);
+    let second = open(dir.path(), JournalOptions::default());
+    assert_eq!(second.append("a", b"x").expect("append"), 1);
+}
+
+#[test]
+fn read_only_handle_follows_the_writer_across_rolls_and_reclamation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = open(dir.path(), small_segments());
+    writer.create_log("o", LogConfig::keep(10, OnFull::Overwrite)).expect("create");
+    writer.append("o", b"first").expect("append");
+    let reader = open(dir.path(), JournalOptions { segment_bytes_max: 16 << 10, ..read_only() });
+    assert_eq!(reader.latest("o").expect("latest"), 1);
+    let mut watch = reader.watch("o", 2).expect("watch");
+    let payload = vec![b'x'; 900];
+    for _ in 0..200 {
+        writer.append("o", &payload).expect("append");
+    }
+    // The reader sees every new record in order, though most are trimmed by
+    // the time it looks: it must report that, not skip silently.
+    let mut seen = 0;
+    loop {
+        match watch.next_timeout(Duration::from_secs(5)) {
+            Ok(Some(record)) => {
+                seen = record.seq;
+                if seen == 201 {
+                    break;
+                }
+            }
+            Ok(None) => panic!("watch stalled at {seen}"),
+            Err(LogError::Trimmed { earliest, .. }) => {
+                assert!(earliest > seen);
+                watch = reader.watch("o", earliest).expect("resume");
+            }
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(reader.latest("o").expect("latest"), 201);
+    assert_eq!(reader.get("o", 201).expect("get"), payload);
+    assert!(segment_files(dir.path()) < 5, "old segments were deleted");
+}
+
+#[test]
+fn watch_on_a_read_only_handle_sees_new_records_as_they_land() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = open(dir.path(), JournalOptions::default());
+    writer.create_log("t", LogConfig::unbounded()).expect("create");
+    let reader = open(dir.path(), read_only());
+    let mut watch = reader.watch("t", 1).expect("watch");
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for i in 1..=5u8 {
+                std::thread::sleep(Duration::from_millis(10));
+                writer.append("t", &[i]).expect("append");
+            }
+        });
+        for i in 1..=5u8 {
+            let record = watch.next_timeout(Duration::from_secs(5)).expect("ok").expect("arrives");
+            assert_eq!((record.seq, record.value.to_vec()), (u64::from(i), vec![i]));
+        }
+    });
+}
+
+#[test]
+fn overwrite_workload_keeps_disk_within_twice_the_live_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions { segment_bytes_max: 64 << 10, sync: SyncPolicy::Never, ..JournalOptions::default() };
+    let ns = open(dir.path(), options);
+    ns.create_log("hot", LogConfig::keep(200, OnFull::Overwrite)).expect("create");
+    ns.create_log("cold", LogConfig::unbounded()).expect("create");
+    let record = vec![7u8; 1000];
+    let mut worst_ratio: f64 = 0.0;
+    for i in 0..20_000u32 {
+        ns.append("hot", &record).expect("append");
+        // A slow unbounded log pins a few records in every segment, so only
+        // the compactor can free them.
+        if i % 50 == 0 {
+            ns.append("cold", &i.to_le_bytes()).expect("append");
+        }
+        if i > 1000 && i % 100 == 0 {
+            let (disk, live) = ns.disk_usage();
+            worst_ratio = worst_ratio.max(disk as f64 / (live + (64 << 10)) as f64);
+        }
+    }
+    let (disk, live) = ns.disk_usage();
+    assert!(disk <= 2 * live + (64 << 10), "disk {disk} bytes for {live} live bytes");
+    assert!(worst_ratio <= 2.0, "disk use peaked at {worst_ratio:.2}x (live + one segment)");
+    // The cold records moved by compaction are all still there and intact.
+    let cold: Vec<u32> = ns
+        .scan("cold", SeqRange::ALL)
+        .expect("scan")
+        .map(|r| u32::from_le_bytes(r.expect("record").value[..].try_into().expect("4 bytes")))
+        .collect();
+    assert_eq!(cold, (0..20_000).step_by(50).collect::<Vec<u32>>());
+    drop(ns);
+    // And a reopen rebuilds the same index from segment headers, relocations
+    // and the frames that are left.
+    let ns = open(dir.path(), options);
+    assert_eq!(ns.scan("cold", SeqRange::ALL).expect("scan").count(), 400);
+    assert_eq!((ns.earliest("hot").expect("e"), ns.latest("hot").expect("l")), (19_801, 20_000));
+    assert_eq!(ns.get("hot", 19_801).expect("get"), record);
+}
+
+#[test]
+fn catalog_survives_the_deletion_of_the_segments_that_created_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let ns = open(dir.path(), small_segments());
+        ns.create_log("early", LogConfig::keep(3, OnFull::Overwrite)).expect("create");
+        ns.create_log("deleted", LogConfig::unbounded()).expect("create");
+        ns.append("deleted", b"x").expect("append");
+        ns.delete_log("deleted").expect("delete");
+        for i in 0..2000u32 {
+            ns.append("early", &i.to_le_bytes().repeat(50)).expect("append");
+        }
+        assert!(!dir.path().join("ns/0000000001.seg").exists(), "first segment reclaimed");
+    }
+    let ns = open(dir.path(), small_segments());
+    let names: Vec<String> = ns.list_logs().expect("list").into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["early"]);
+    assert_eq!(ns.latest("early").expect("latest"), 2000);
+    assert_eq!(ns.earliest("early").expect("earliest"), 1998);
+}
+
+#[test]
+fn group_commit_and_never_acknowledge_and_sync_on_demand() {
+    for sync in [SyncPolicy::Group(Duration::from_millis(2)), SyncPolicy::Never] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let ns = open(dir.path(), JournalOptions { sync, ..JournalOptions::default() });
+            ns.create_log("g", LogConfig::unbounded()).expect("create");
+            std::thread::scope(|scope| {
+                for t in 0..4u8 {
+                    let ns = &ns;
+                    scope.spawn(move || {
+                        for _ in 0..250 {
+                            ns.append("g", &[t]).expect("append");
+                        }
+                    });
+                }
+            });
+            ns.sync().expect("sync");
+        }
+        let ns = open(dir.path(), JournalOptions::default());
+        assert_eq!(ns.latest("g").expect("latest"), 1000, "{sync:?}");
+    }
+}
+
+#[test]
+fn records_above_a_custom_limit_are_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limits = varve_log::Limits { record_bytes_max: 100, batch_bytes_max: 1000, batch_records_max: 5 };
+    let ns = open(dir.path(), JournalOptions { limits, ..JournalOptions::default() });
+    ns.create_log("l", LogConfig::unbounded()).expect("create");
+    assert!(matches!(ns.append("l", &[0; 101]), Err(LogError::TooLarge { limit: 100, .. })));
+    let batch: Vec<(&str, &[u8])> = vec![("l", &[0; 100]); 5];
+    assert_eq!(ns.append_batch(&batch).expect("at the limits").len(), 5);
+    let batch: Vec<(&str, &[u8])> = vec![("l", &[0; 10]); 6];
+    assert!(matches!(ns.append_batch(&batch), Err(LogError::TooLarge { .. })));
+    assert_eq!(ns.latest("l").expect("latest"), 5);
+}
+
+#[test]
+fn read_only_open_of_a_missing_namespace_is_not_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = JournalStore::open(dir.path(), read_only()).expect("store").journal_namespace("ns").err().expect("err");
+    assert!(matches!(err, LogError::NamespaceNotFound { .. }), "{err}");
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions { segment_bytes_max: 10, ..JournalOptions::default() };
+    assert!(matches!(JournalStore::open(dir.path(), options), Err(LogError::InvalidArgument { .. })));
+}

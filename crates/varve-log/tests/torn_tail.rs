@@ -1,0 +1,197 @@
+//! Torn and damaged files: every cut of the last frame and every flipped byte
+//! in it recovers the valid prefix and says what it dropped; damage before
+//! the tail is `Corrupt { segment, offset }`, never skipped.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use varve_log::journal::fsck;
+use varve_log::{JournalNamespace, JournalOptions, LogConfig, LogError, Namespace, SeqRange, SyncPolicy};
+
+const RECORDS: u64 = 12;
+
+fn options() -> JournalOptions {
+    JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() }
+}
+
+fn open(dir: &Path) -> Result<JournalNamespace, LogError> {
+    JournalNamespace::open(dir, "ns", options())
+}
+
+fn segment(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("{id:010}.seg"))
+}
+
+/// A journal of `RECORDS` records in log "a"; returns the offset at which
+/// each record's frame starts, and the file length at the end.
+fn build(dir: &Path) -> (Vec<u64>, u64) {
+    let ns = open(dir).expect("open");
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    let mut starts = Vec::new();
+    for seq in 1..=RECORDS {
+        starts.push(fs::metadata(segment(dir, 1)).expect("stat").len());
+        ns.append("a", &record(seq)).expect("append");
+    }
+    ns.close().expect("close");
+    (starts, fs::metadata(segment(dir, 1)).expect("stat").len())
+}
+
+fn record(seq: u64) -> Vec<u8> {
+    format!("record {seq} ").repeat(usize::try_from(seq).expect("small")).into_bytes()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("mkdir");
+    for entry in fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
+    }
+}
+
+fn assert_prefix(ns: &JournalNamespace, latest: u64) {
+    assert_eq!(ns.latest("a").expect("latest"), latest);
+    for r in ns.scan("a", SeqRange::ALL).expect("scan") {
+        let r = r.expect("record");
+        assert_eq!(r.value, record(r.seq), "seq {}", r.seq);
+    }
+}
+
+#[test]
+fn every_cut_of_the_last_frame_recovers_the_prefix() {
+    let template = tempfile::tempdir().expect("tempdir");
+    let (starts, end) = build(template.path());
+    let last_start = *starts.last().expect("frames");
+    for cut in last_start..end {
+        let work = tempfile::tempdir().expect("tempdir");
+        copy_dir(template.path(), work.path());
+        let seg = segment(work.path(), 1);
+        fs::OpenOptions::new().write(true).open(&seg).expect("open").set_len(cut).expect("truncate");
+        let ns = open(work.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        assert_prefix(&ns, RECORDS - 1);
+        let torn = ns.recovery_report().torn_tail.clone();
+        if cut == last_start {
+            assert!(torn.is_none(), "a cut on a frame boundary is a clean end");
+        } else {
+            let torn = torn.unwrap_or_else(|| panic!("cut at {cut} not reported"));
+            assert_eq!((torn.offset, torn.dropped_bytes), (last_start, cut - last_start), "cut at {cut}");
+            assert_eq!(fs::read(&torn.saved_to).expect("saved").len() as u64, cut - last_start);
+        }
+        // The journal goes on: the next append takes the dropped seq.
+        assert_eq!(ns.append("a", &record(RECORDS)).expect("append"), RECORDS);
+        drop(ns);
+        assert_prefix(&open(work.path()).expect("reopen"), RECORDS);
+    }
+}
+
+#[test]
+fn every_flipped_byte_in_the_last_frame_is_cut_and_reported() {
+    let template = tempfile::tempdir().expect("tempdir");
+    let (starts, end) = build(template.path());
+    let last_start = *starts.last().expect("frames");
+    let original = fs::read(segment(template.path(), 1)).expect("read");
+    for at in last_start..end {
+        let work = tempfile::tempdir().expect("tempdir");
+        copy_dir(template.path(), work.path());
+        let mut bytes = original.clone();
+        bytes[usize::try_from(at).expect("small")] ^= 0x5a;
+        fs::write(segment(work.path(), 1), &bytes).expect("write");
+        let ns = open(work.path()).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
+        assert_prefix(&ns, RECORDS - 1);
+        let torn = ns.recovery_report().torn_tail.clone().unwrap_or_else(|| panic!("flip at {at} not reported"));
+        assert_eq!((torn.offset, torn.dropped_bytes), (last_start, end - last_start));
+        assert_eq!(fs::read(&torn.saved_to).expect("saved"), &bytes[usize::try_from(last_start).expect("small")..]);
+    }
+}
+
+#[test]
+fn damage_before_the_tail_is_corrupt_with_segment_and_offset() {
+    let template = tempfile::tempdir().expect("tempdir");
+    let (starts, _) = build(template.path());
+    let original = fs::read(segment(template.path(), 1)).expect("read");
+    // Flip a byte in the header and one in the payload of frame 5.
+    let frame = starts[4];
+    for at in [frame + 5, frame + 40] {
+        let work = tempfile::tempdir().expect("tempdir");
+        copy_dir(template.path(), work.path());
+        let mut bytes = original.clone();
+        bytes[usize::try_from(at).expect("small")] ^= 0x01;
+        fs::write(segment(work.path(), 1), &bytes).expect("write");
+        for read_only in [false, true] {
+            let result = JournalNamespace::open(work.path(), "ns", JournalOptions { read_only, ..options() });
+            match result {
+                Err(LogError::Corrupt { segment: seg, offset, reason }) => {
+                    assert_eq!((seg, offset), (segment(work.path(), 1), frame), "flip at {at}: {reason}");
+                }
+                Err(other) => panic!("flip at {at}: wrong error {other}"),
+                Ok(_) => panic!("flip at {at}: damage before the tail was accepted"),
+            }
+        }
+        assert_eq!(fs::read(segment(work.path(), 1)).expect("read"), bytes, "a failed open changes nothing");
+
+        // fsck names it; --repair cuts there and keeps a copy.
+        let report = fsck(work.path(), false, &mut |_, _| {}).expect("fsck");
+        assert_eq!(report.damage.len(), 1);
+        assert_eq!((report.damage[0].offset, report.damage[0].at_tail), (frame, false));
+        let repaired = fsck(work.path(), true, &mut |_, _| {}).expect("fsck --repair");
+        assert_eq!(repaired.quarantined.len(), 1);
+        let ns = open(work.path()).expect("opens after repair");
+        assert_prefix(&ns, 4);
+        drop(ns);
+        assert!(fsck(work.path(), false, &mut |_, _| {}).expect("fsck").is_clean());
+    }
+}
+
+#[test]
+fn damage_at_the_end_of_a_sealed_segment_is_corrupt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = JournalOptions { segment_bytes_max: 4096, ..options() };
+    {
+        let ns = JournalNamespace::open(dir.path(), "ns", small).expect("open");
+        ns.create_log("a", LogConfig::unbounded()).expect("create");
+        for seq in 1..=40 {
+            ns.append("a", &record(seq)).expect("append");
+        }
+    }
+    let seg = segment(dir.path(), 1);
+    let mut bytes = fs::read(&seg).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&seg, &bytes).expect("write");
+    let err = JournalNamespace::open(dir.path(), "ns", small).err().expect("refused");
+    assert!(matches!(&err, LogError::Corrupt { segment, .. } if *segment == seg), "{err}");
+}
+
+#[test]
+fn a_torn_segment_header_from_a_crashed_roll_is_rewritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, _) = build(dir.path());
+    // A crash right after creating segment 2, mid-way through its header.
+    fs::write(segment(dir.path(), 2), [0x56, 0x56, 1]).expect("write");
+    let ns = open(dir.path()).expect("open");
+    assert!(ns.recovery_report().torn_tail.is_some());
+    assert_prefix(&ns, RECORDS);
+    assert_eq!(ns.append("a", b"next").expect("append"), RECORDS + 1);
+    drop(ns);
+    assert_eq!(open(dir.path()).expect("reopen").latest("a").expect("latest"), RECORDS + 1);
+}
+
+#[test]
+fn a_missing_segment_with_live_records_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = JournalOptions { segment_bytes_max: 4096, ..options() };
+    {
+        let ns = JournalNamespace::open(dir.path(), "ns", small).expect("open");
+        ns.create_log("a", LogConfig::unbounded()).expect("create");
+        for seq in 1..=200 {
+            ns.append("a", &record(seq % 10 + 1)).expect("append");
+        }
+    }
+    assert!(segment(dir.path(), 4).exists(), "several segments");
+    // (Losing the newest segment whole is indistinguishable from never having
+    // written it; losing one in the middle is caught by the next header.)
+    fs::remove_file(segment(dir.path(), 2)).expect("remove");
+    let err = JournalNamespace::open(dir.path(), "ns", small).err().expect("refused");
+    assert!(matches!(&err, LogError::Corrupt { reason, .. } if reason.contains("missing")), "{err}");
+}
