@@ -112,13 +112,21 @@ impl Shared {
     fn append_checked(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
         rules::check_batch(&self.limits, batch)?;
         let mut logs = self.logs.write().unwrap_or_else(PoisonError::into_inner);
-        // Check everything first so that a refused batch changes nothing.
-        let mut incoming: HashMap<&str, u64> = HashMap::new();
+        // Check everything first so that a refused batch changes nothing, in
+        // the order every backend uses: unknown logs, then conflicts, then
+        // room, each in batch order.
+        let mut incoming: Vec<(&str, u64)> = Vec::new();
         for (log, _) in batch {
-            *incoming.entry(log).or_default() += 1;
+            if !logs.contains_key(*log) {
+                return Err(self.not_found(log));
+            }
+            match incoming.iter_mut().find(|(name, _)| name == log) {
+                Some((_, count)) => *count += 1,
+                None => incoming.push((log, 1)),
+            }
         }
         for (log, count) in &incoming {
-            let state = logs.get(*log).ok_or_else(|| self.not_found(log))?;
+            let state = &logs[*log];
             if let Some(expected) = expected_latest {
                 if state.latest != expected {
                     return Err(LogError::Conflict { log: (*log).to_owned(), expected, actual: state.latest });
