@@ -27,6 +27,7 @@
 
 pub(crate) mod format;
 mod fsck;
+mod mapped;
 mod scan;
 mod state;
 
@@ -46,6 +47,7 @@ use crate::error::{IoContext, LogError, Result};
 use crate::notify::{NotifiedWatch, Notifier};
 use crate::rules;
 use format::{FrameEncoder, FrameKind, LogDescriptor, ENTRY_HEADER_BYTES};
+use mapped::SegmentMap;
 use scan::{corrupt, list_segments, scan_segment, segment_path, Stop};
 use state::{Position, SegmentState, State};
 
@@ -220,7 +222,10 @@ struct Shared {
 struct Writer {
     active_id: u32,
     active: Arc<File>,
-    /// Valid bytes in the active segment; the next frame goes here.
+    /// The active segment's map; frames are copied in here.
+    map: SegmentMap,
+    /// Valid bytes in the active segment; the next frame goes here. The
+    /// file and map are longer (preallocated), zero past this point.
     active_len: u64,
     /// Frames after the header in the active segment (unknown, so 1, for a
     /// segment found non-empty on open).
@@ -237,6 +242,17 @@ struct Follower {
     segment: u32,
     offset: u64,
 }
+
+/// How far a read-only handle got in one segment.
+struct Followed {
+    offset: u64,
+    complete: bool,
+}
+
+/// Read-only handles read segments in chunks of this size (larger if one
+/// frame is larger), so following an active segment does not read its zero
+/// reserve.
+const FOLLOW_CHUNK_BYTES: u64 = 1 << 20;
 
 impl JournalNamespace {
     /// Open the namespace in `dir` (named `name` in errors). Prefer
@@ -260,7 +276,7 @@ impl JournalNamespace {
             let (segment, offset) = tail.map_or((0, 0), |(id, end)| (id, end));
             (None, Some(Mutex::new(Follower { segment, offset })))
         } else {
-            (Some(Mutex::new(open_writer(dir, &state, tail)?)), None)
+            (Some(Mutex::new(open_writer(dir, &options, &state, tail)?)), None)
         };
         let active = writer.as_ref().map(|w| w.lock().unwrap_or_else(PoisonError::into_inner).active.clone());
         let shared = Arc::new(Shared {
@@ -388,14 +404,17 @@ fn cut_tail(dir: &Path, path: &Path, bytes: &[u8], stop: &Stop) -> Result<TornTa
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("segment");
     let saved_to = quarantine.join(format!("{file_name}.{}.tail", stop.offset));
     let offset = usize::try_from(stop.offset).expect("segment offsets fit usize");
-    fs::write(&saved_to, &bytes[offset..]).context(|| format!("saving the torn tail to {}", saved_to.display()))?;
+    // Past the last non-zero byte is only the active segment's zero reserve.
+    let written_end = bytes.iter().rposition(|&b| b != 0).map_or(offset, |last| (last + 1).max(offset));
+    let dropped = &bytes[offset..written_end];
+    fs::write(&saved_to, dropped).context(|| format!("saving the torn tail to {}", saved_to.display()))?;
     let file = OpenOptions::new().write(true).open(path).context(|| format!("opening {}", path.display()))?;
     file.set_len(stop.offset).context(|| format!("truncating {}", path.display()))?;
     file.sync_all().context(|| format!("syncing {}", path.display()))?;
     Ok(TornTail {
         segment: path.to_owned(),
         offset: stop.offset,
-        dropped_bytes: (bytes.len() - offset) as u64,
+        dropped_bytes: dropped.len() as u64,
         reason: stop.reason.clone(),
         saved_to,
     })
@@ -404,7 +423,7 @@ fn cut_tail(dir: &Path, path: &Path, bytes: &[u8], stop: &Stop) -> Result<TornTa
 /// Set up the writer on the newest segment, starting a segment if there is
 /// none (or rewriting the header of one that lost it to a torn write; the
 /// file is reused, so read-only followers keep reading the same file).
-fn open_writer(dir: &Path, state: &State, tail: Option<(u32, u64)>) -> Result<Writer> {
+fn open_writer(dir: &Path, options: &JournalOptions, state: &State, tail: Option<(u32, u64)>) -> Result<Writer> {
     let (active_id, active_len) = tail.unwrap_or((1, 0));
     let path = segment_path(dir, active_id);
     let active = match state.segments.get(&active_id) {
@@ -418,10 +437,12 @@ fn open_writer(dir: &Path, state: &State, tail: Option<(u32, u64)>) -> Result<Wr
                 .context(|| format!("creating {}", path.display()))?,
         ),
     };
+    let map = SegmentMap::new(&active, &path, options.segment_bytes_max.max(active_len))?;
     let frames_in_active = u64::from(active_len > 0);
     let mut writer = Writer {
         active_id,
         active,
+        map,
         active_len,
         frames_in_active,
         written_total: 0,
@@ -432,7 +453,7 @@ fn open_writer(dir: &Path, state: &State, tail: Option<(u32, u64)>) -> Result<Wr
     };
     if active_len == 0 {
         let len = format::encode_segment_header(&mut writer.scratch, &state.catalog(active_id));
-        writer.active.write_all_at(&writer.scratch[..len], 0).context(|| format!("writing {}", path.display()))?;
+        writer.map.write(0, &writer.scratch[..len]);
         writer.active.sync_all().context(|| format!("syncing {}", path.display()))?;
         sync_dir(dir)?;
         writer.active_len = len as u64;
@@ -582,15 +603,12 @@ impl Shared {
             self.roll(writer)?;
         }
         let at = writer.active_len;
-        if let Err(e) = writer.active.write_all_at(&writer.frame, at) {
-            // Cut off whatever part landed, so the next frame follows the
-            // last good one; if even that fails, the file is in an unknown
-            // state and we stop writing.
-            if let Err(cut) = writer.active.set_len(at) {
-                self.durability.poison(format!("write failed ({e}) and could not be undone ({cut})"));
-            }
-            return Err(LogError::io(format!("appending to {}", segment_path(&self.dir, writer.active_id).display()), e));
+        if at + len > writer.map.capacity() {
+            // Only a frame larger than a segment gets here: grow the file.
+            let path = segment_path(&self.dir, writer.active_id);
+            writer.map = SegmentMap::new(&writer.active, &path, at + len)?;
         }
+        writer.map.write(at, &writer.frame);
         writer.active_len += len;
         writer.written_total += len;
         writer.disk_bytes += len;
@@ -620,16 +638,21 @@ impl Shared {
             .create_new(true)
             .open(&path)
             .context(|| format!("creating {}", path.display()))?;
+        let mut map = SegmentMap::new(&file, &path, self.options.segment_bytes_max)?;
         writer.scratch.clear();
         let len = format::encode_segment_header(&mut writer.scratch, &self.read_state().catalog(id));
-        file.write_all_at(&writer.scratch[..len], 0).context(|| format!("writing {}", path.display()))?;
+        map.write(0, &writer.scratch[..len]);
         if durable {
             file.sync_data().context(|| format!("syncing {}", path.display()))?;
             sync_dir(&self.dir)?;
         }
         let sealed = writer.active_id;
+        let sealed_file = std::mem::replace(&mut writer.active, Arc::new(file));
+        // Cut the sealed segment's zero reserve: sealed files end at their last frame.
+        drop(std::mem::replace(&mut writer.map, map));
+        let sealed_path = segment_path(&self.dir, sealed);
+        sealed_file.set_len(writer.active_len).context(|| format!("sealing {}", sealed_path.display()))?;
         writer.active_id = id;
-        writer.active = Arc::new(file);
         writer.active_len = len as u64;
         writer.frames_in_active = 0;
         writer.written_total += len as u64;
@@ -927,31 +950,17 @@ impl Shared {
         for id in on_disk.iter().copied().filter(|&id| id >= resume_segment) {
             let path = segment_path(&self.dir, id);
             let file = match File::open(&path) {
-                Ok(file) => file,
+                Ok(file) => Arc::new(file),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // deleted since listing
                 Err(e) => return Err(LogError::io(format!("opening {}", path.display()), e)),
             };
             let from = if id == follower.segment { follower.offset } else { 0 };
-            let len = file.metadata().context(|| format!("reading {}", path.display()))?.len();
-            if len <= from {
-                continue;
-            }
-            let mut bytes = vec![0; usize::try_from(len - from).expect("segment fits memory")];
-            file.read_exact_at(&mut bytes, from).context(|| format!("reading {}", path.display()))?;
-            let mut state = self.write_state();
-            state.gap_records_max += len / ENTRY_HEADER_BYTES as u64;
-            state.segments.entry(id).or_insert_with(|| segment_state(path.clone(), Arc::new(file)));
-            let scan = scan_segment(&mut state, id, &bytes, from);
-            changed |= scan.frames > 0;
+            let followed = self.follow_segment(id, &file, &path, from)?;
+            changed |= followed.offset > from;
             follower.segment = id;
-            follower.offset = scan.valid_end;
-            if let Some(stop) = scan.stop {
-                // A partial frame at the end is the writer mid-write (or a
-                // torn tail its next open will cut): look again later.
-                if !stop.at_tail {
-                    return Err(corrupt(&path, &stop));
-                }
-                break;
+            follower.offset = followed.offset;
+            if !followed.complete {
+                break; // the writer is mid-frame here: look again later
             }
         }
         let mut state = self.write_state();
@@ -961,6 +970,39 @@ impl Shared {
             self.notifier.notify();
         }
         Ok(())
+    }
+
+    /// Apply the frames of segment `id` from `from` on, reading in chunks and
+    /// stopping at the zero reserve of an active segment. `complete` is false
+    /// when a partial frame ends what is there.
+    fn follow_segment(&self, id: u32, file: &Arc<File>, path: &Path, mut from: u64) -> Result<Followed> {
+        let len = file.metadata().context(|| format!("reading {}", path.display()))?.len();
+        let mut chunk = FOLLOW_CHUNK_BYTES;
+        while from < len {
+            let n = chunk.min(len - from);
+            let mut bytes = vec![0; usize::try_from(n).expect("chunks fit memory")];
+            file.read_exact_at(&mut bytes, from).context(|| format!("reading {}", path.display()))?;
+            let mut state = self.write_state();
+            state.gap_records_max += n / ENTRY_HEADER_BYTES as u64;
+            state.segments.entry(id).or_insert_with(|| segment_state(path.to_owned(), file.clone()));
+            let scan = scan_segment(&mut state, id, &bytes, from);
+            drop(state);
+            let chunk_start = from;
+            from = scan.valid_end;
+            match scan.stop {
+                // Clean to the end of the chunk: read on.
+                None if from == chunk_start + n => chunk = FOLLOW_CHUNK_BYTES,
+                // Clean before it: the zero reserve, nothing more written yet.
+                None => return Ok(Followed { offset: from, complete: true }),
+                // A frame runs past the chunk (not past the file): read more.
+                Some(stop) if stop.incomplete && chunk_start + n < len => {
+                    chunk = if from > chunk_start { FOLLOW_CHUNK_BYTES } else { chunk * 2 };
+                }
+                Some(stop) if !stop.at_tail => return Err(corrupt(path, &stop)),
+                Some(_) => return Ok(Followed { offset: from, complete: false }),
+            }
+        }
+        Ok(Followed { offset: from, complete: true })
     }
 
     fn sync_all(&self) -> Result<()> {
@@ -975,7 +1017,15 @@ impl Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         // Best effort: `close()` reports a failure; a plain drop cannot.
-        let _ = self.sync_all();
+        if self.sync_all().is_err() {
+            return;
+        }
+        // Give back the active segment's unused reserve, so an idle
+        // namespace takes only the bytes it holds.
+        if let Some(writer) = &self.writer {
+            let writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = writer.active.set_len(writer.active_len);
+        }
     }
 }
 

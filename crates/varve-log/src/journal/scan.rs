@@ -71,6 +71,8 @@ pub(crate) fn scan_segment(state: &mut State, id: u32, bytes: &[u8], base: u64) 
         };
         let frame = match check_frame(&bytes[at..], true) {
             Ok(frame) => frame,
+            // The preallocated, never-written rest of the active segment.
+            Err(_) if bytes[at..].iter().all(|&b| b == 0) => return scan,
             Err(FrameError::Incomplete) => {
                 scan.stop = Some(stop("frame cut short (torn or unfinished write)".into(), true));
                 return scan;
