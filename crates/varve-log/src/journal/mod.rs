@@ -212,7 +212,9 @@ struct Shared {
     writer: Option<Mutex<Writer>>,
     /// Read-only handles only: where catch-up scanning resumes.
     follower: Option<Mutex<Follower>>,
-    durability: Durability,
+    durability: Arc<Durability>,
+    /// The Group-commit flusher; stopped and joined on drop.
+    flusher: Option<std::thread::JoinHandle<()>>,
     notifier: Arc<Notifier>,
     report: RecoveryReport,
     /// Held for the writer's lifetime; the kernel releases it if we die.
@@ -286,7 +288,8 @@ impl JournalNamespace {
             state: RwLock::new(state),
             writer,
             follower,
-            durability: Durability::new(active),
+            durability: Arc::new(Durability::new(active)),
+            flusher: None,
             notifier: Arc::default(),
             report,
             _lock: lock,
@@ -296,9 +299,11 @@ impl JournalNamespace {
             shared.install_active_segment(&mut writer);
             shared.delete_dead_segments(&mut writer)?;
         }
+        let mut shared = shared;
         if let SyncPolicy::Group(delay) = options.sync {
             if !options.read_only {
-                start_flusher(Arc::downgrade(&shared), delay);
+                let flusher = start_flusher(shared.durability.clone(), name.to_owned(), delay)?;
+                Arc::get_mut(&mut shared).expect("not shared yet").flusher = Some(flusher);
             }
         }
         Ok(JournalNamespace { shared })
@@ -480,6 +485,8 @@ fn sync_dir(dir: &Path) -> Result<()> {
 struct Durability {
     state: Mutex<DurabilityState>,
     synced_changed: Condvar,
+    /// Wakes the Group-commit flusher early, to stop.
+    flusher_wake: Condvar,
 }
 
 struct DurabilityState {
@@ -488,12 +495,13 @@ struct DurabilityState {
     syncing: bool,
     file: Option<Arc<File>>,
     failure: Option<String>,
+    stopping: bool,
 }
 
 impl Durability {
     fn new(file: Option<Arc<File>>) -> Durability {
-        let state = DurabilityState { written: 0, synced: 0, syncing: false, file, failure: None };
-        Durability { state: Mutex::new(state), synced_changed: Condvar::new() }
+        let state = DurabilityState { written: 0, synced: 0, syncing: false, file, failure: None, stopping: false };
+        Durability { state: Mutex::new(state), synced_changed: Condvar::new(), flusher_wake: Condvar::new() }
     }
 
     fn lock(&self) -> MutexGuard<'_, DurabilityState> {
@@ -546,16 +554,28 @@ impl Durability {
     }
 }
 
-fn start_flusher(shared: Weak<Shared>, delay: Duration) {
-    let spawned = std::thread::Builder::new().name("varve-group-commit".into()).spawn(move || loop {
-        std::thread::sleep(delay);
-        let Some(shared) = shared.upgrade() else { return };
-        let target = shared.durability.lock().written;
-        // A failure poisons the namespace; appenders and `sync` report it.
-        let _ = shared.durability.wait_durable(&shared.name, target);
-    });
-    // Without the thread, Group degrades to syncing on `sync()` and close only.
-    drop(spawned);
+/// Sync every `delay` until the namespace is dropped. The thread holds only
+/// the durability tracker, never the namespace, so dropping the namespace
+/// (and releasing its lock) is never delayed by it.
+fn start_flusher(durability: Arc<Durability>, namespace: String, delay: Duration) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("varve-group-commit".into())
+        .spawn(move || loop {
+            let target = {
+                let state = durability.lock();
+                let (state, _) = durability
+                    .flusher_wake
+                    .wait_timeout_while(state, delay, |s| !s.stopping)
+                    .unwrap_or_else(PoisonError::into_inner);
+                if state.stopping {
+                    return;
+                }
+                state.written
+            };
+            // A failure poisons the namespace; appenders and `sync` report it.
+            let _ = durability.wait_durable(&namespace, target);
+        })
+        .map_err(|e| LogError::io("starting the group-commit thread", e))
 }
 
 // ------------------------------------------------------------ operations
@@ -1016,6 +1036,11 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if let Some(flusher) = self.flusher.take() {
+            self.durability.lock().stopping = true;
+            self.durability.flusher_wake.notify_all();
+            let _ = flusher.join();
+        }
         // Best effort: `close()` reports a failure; a plain drop cannot.
         if self.sync_all().is_err() {
             return;
