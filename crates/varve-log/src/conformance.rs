@@ -10,6 +10,8 @@
 //! where the closure returns a [`Fixture`]: a fresh, empty namespace plus
 //! whatever must stay alive while it is used (a temporary directory, a server).
 
+#![expect(clippy::missing_panics_doc, reason = "the checks are test assertions: panicking is how they fail")]
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;

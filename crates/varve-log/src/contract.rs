@@ -53,7 +53,7 @@ impl fmt::Debug for Record {
 /// What happens when a `Keep` log already holds `k` records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OnFull {
-    /// Appends fail with [`LogError::Full`]; reads go on (the PEDaLS rule).
+    /// Appends fail with [`LogError::Full`]; reads go on (the `PEDaLS` rule).
     Refuse,
     /// The oldest records are trimmed (CSPOT's circular history).
     Overwrite,

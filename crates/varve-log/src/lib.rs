@@ -23,8 +23,9 @@
 //! ```
 //!
 //! The contract is specified in [`contract`]; the journal's byte format in
-//! `docs/design.md`. Papers: PEDaLS §IV (the log API structures are built on)
-//! and CSPOT §3.2–3.3 (WooFs: append-only, seq-addressed, circular history).
+//! `docs/design.md`. Papers: `PEDaLS` §IV (the log API structures are built
+//! on) and `CSPOT` §3.2–3.3 (`WooF`s: append-only, seq-addressed, circular
+//! history).
 
 pub mod conformance;
 pub mod contract;

@@ -1,6 +1,8 @@
 //! Journal behaviour beyond the shared contract: persistence across reopen,
 //! the writer lock, read-only followers, disk reclamation, sync policies.
 
+#![allow(clippy::cast_precision_loss, reason = "disk-use ratios in assertions")]
+
 use std::path::Path;
 use std::time::Duration;
 

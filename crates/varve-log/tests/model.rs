@@ -1,7 +1,9 @@
-//! Property test: random operations (create, append, batch, append_if, get,
+//! Property test: random operations (create, append, batch, `append_if`, get,
 //! scan, delete, retention overflow, reopen) on the journal and on a plain
 //! in-memory model give identical results. Proptest prints the failing case
 //! and stores its seed in `proptest-regressions/` for replay.
+
+#![allow(clippy::cast_possible_truncation, clippy::type_complexity, reason = "test data and a plain model")]
 
 use std::collections::BTreeMap;
 

@@ -90,9 +90,9 @@ pub fn fsck(dir: &Path, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Res
     }
     report.logs = state.infos();
     drop(state);
-    if let (Some(_lock), Some((index, offset))) = (lock, first_cut) {
+    if let (Some(lock), Some((index, offset))) = (lock, first_cut) {
         report.quarantined = cut_from(dir, &ids[index..], offset)?;
-        drop(_lock);
+        drop(lock);
         // Confirm the cut journal opens cleanly.
         let ns = JournalNamespace::open(dir, "fsck", JournalOptions::default())?;
         ns.close()?;

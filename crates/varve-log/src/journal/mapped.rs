@@ -1,6 +1,6 @@
 //! The active segment as a memory map: an append is a copy into the map, so
 //! it costs no system call and is in the page cache — safe from a process
-//! crash — the moment the copy ends. (CSPOT keeps WooFs in memory-mapped
+//! crash — the moment the copy ends. (`CSPOT` keeps `WooF`s in memory-mapped
 //! files for the same reason.) Reads go through `pread` on the same file,
 //! which sees the same page cache.
 //!

@@ -259,6 +259,10 @@ const FOLLOW_CHUNK_BYTES: u64 = 1 << 20;
 impl JournalNamespace {
     /// Open the namespace in `dir` (named `name` in errors). Prefer
     /// [`JournalStore::journal_namespace`].
+    ///
+    /// # Panics
+    ///
+    /// Never in practice: it asserts that a handle it just built is not yet shared.
     pub fn open(dir: &Path, name: &str, options: JournalOptions) -> Result<JournalNamespace> {
         options.validate()?;
         let started = Instant::now();
@@ -358,7 +362,10 @@ fn acquire_lock(dir: &Path) -> Result<File> {
 /// Rebuild the state from every segment. A writer (`repair_tail`) cuts a
 /// torn tail off the newest segment; a reader stops before it. Returns the
 /// newest segment and the offset where its valid frames end.
-fn recover(dir: &Path, repair_tail: bool) -> Result<(State, RecoveryReport, Option<(u32, u64)>)> {
+/// The newest segment's id and the end of its valid frames.
+type Tail = Option<(u32, u64)>;
+
+fn recover(dir: &Path, repair_tail: bool) -> Result<(State, RecoveryReport, Tail)> {
     let ids = list_segments(dir)?;
     let mut state = State::default();
     let mut report = RecoveryReport::default();
@@ -428,7 +435,7 @@ fn cut_tail(dir: &Path, path: &Path, bytes: &[u8], stop: &Stop) -> Result<TornTa
 /// Set up the writer on the newest segment, starting a segment if there is
 /// none (or rewriting the header of one that lost it to a torn write; the
 /// file is reused, so read-only followers keep reading the same file).
-fn open_writer(dir: &Path, options: &JournalOptions, state: &State, tail: Option<(u32, u64)>) -> Result<Writer> {
+fn open_writer(dir: &Path, options: &JournalOptions, state: &State, tail: Tail) -> Result<Writer> {
     let (active_id, active_len) = tail.unwrap_or((1, 0));
     let path = segment_path(dir, active_id);
     let active = match state.segments.get(&active_id) {
@@ -823,25 +830,18 @@ impl Shared {
             for (name, _) in batch {
                 let log = state.log_by_name(name).ok_or_else(|| self.not_found(name))?;
                 let id = log.descriptor.id;
-                let seq = match next.iter_mut().find(|(other, _)| *other == id) {
-                    Some((_, seq)) => {
-                        *seq += 1;
-                        *seq
-                    }
-                    None => {
-                        if let Some(expected) = expected_latest {
-                            if log.latest() != expected {
-                                return Err(LogError::Conflict {
-                                    log: (*name).to_owned(),
-                                    expected,
-                                    actual: log.latest(),
-                                });
-                            }
+                let seq = if let Some((_, seq)) = next.iter_mut().find(|(other, _)| *other == id) {
+                    *seq += 1;
+                    *seq
+                } else {
+                    if let Some(expected) = expected_latest {
+                        if log.latest() != expected {
+                            return Err(LogError::Conflict { log: (*name).to_owned(), expected, actual: log.latest() });
                         }
-                        let seq = log.latest() + 1;
-                        next.push((id, seq));
-                        seq
                     }
+                    let seq = log.latest() + 1;
+                    next.push((id, seq));
+                    seq
                 };
                 ids_and_seqs.push((id, seq));
             }
@@ -975,11 +975,11 @@ impl Shared {
                 Err(e) => return Err(LogError::io(format!("opening {}", path.display()), e)),
             };
             let from = if id == follower.segment { follower.offset } else { 0 };
-            let followed = self.follow_segment(id, &file, &path, from)?;
-            changed |= followed.offset > from;
+            let progress = self.follow_segment(id, &file, &path, from)?;
+            changed |= progress.offset > from;
             follower.segment = id;
-            follower.offset = followed.offset;
-            if !followed.complete {
+            follower.offset = progress.offset;
+            if !progress.complete {
                 break; // the writer is mid-frame here: look again later
             }
         }

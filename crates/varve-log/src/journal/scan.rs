@@ -127,7 +127,7 @@ fn apply(state: &mut State, segment_id: u32, frame_offset: u64, body: FrameBody<
             if header.segment_id != segment_id {
                 return Err(format!("segment header names segment {}, but the file is {segment_id}", header.segment_id));
             }
-            state.apply_segment_header(header).map(|()| 0)
+            state.apply_segment_header(&header).map(|()| 0)
         }
         FrameBody::CreateLog(descriptor) => {
             if descriptor.latest != 0 {

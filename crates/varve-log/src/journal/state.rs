@@ -145,7 +145,7 @@ impl State {
     /// A segment header restates the whole catalog: logs it lacks were deleted
     /// in segments since reclaimed; logs it has may be ahead of what we have
     /// seen, when the records between were in reclaimed segments.
-    pub(crate) fn apply_segment_header(&mut self, header: SegmentHeader) -> Result<(), Inconsistency> {
+    pub(crate) fn apply_segment_header(&mut self, header: &SegmentHeader) -> Result<(), Inconsistency> {
         self.next_log_id = self.next_log_id.max(header.next_log_id);
         let listed: HashMap<u32, &LogDescriptor> = header.logs.iter().map(|d| (d.id, d)).collect();
         let gone: Vec<u32> = self.logs.keys().filter(|id| !listed.contains_key(id)).copied().collect();
@@ -283,13 +283,11 @@ fn forget(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64
 /// Drop positions below `keep_from` (retention), releasing their segments.
 fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, keep_from: Seq) {
     while log.base < keep_from {
-        match log.positions.pop_front() {
-            Some(old) => forget(segments, live_bytes_total, old),
-            None => {
-                log.base = keep_from;
-                return;
-            }
-        }
+        let Some(old) = log.positions.pop_front() else {
+            log.base = keep_from;
+            return;
+        };
+        forget(segments, live_bytes_total, old);
         log.base += 1;
     }
 }

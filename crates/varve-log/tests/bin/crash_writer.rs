@@ -6,6 +6,8 @@
 //! (`b=<id>;n=<count>;i=<index>;logs=<l0,l1,…>;` then filler), so the test can
 //! check atomicity and density from the data alone.
 
+#![allow(clippy::format_push_string, clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a test child")]
+
 use std::io::Write;
 
 use rand::{Rng, SeedableRng};

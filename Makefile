@@ -1,0 +1,35 @@
+# The two commands of the README contract, and a few helpers.
+#   make demo   build in release mode and walk through the main job
+#   make test   every test
+SHELL := /bin/bash
+CARGO ?= cargo
+VARVE := target/release/varve
+
+.PHONY: demo test build bench soak lint clean check-toolchain
+
+check-toolchain:
+	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found: install Rust (https://rustup.rs) and retry" >&2; exit 1; }
+
+build: check-toolchain
+	$(CARGO) build --release --locked --workspace
+
+demo: build
+	./scripts/demo.sh $(VARVE)
+
+test: check-toolchain
+	$(CARGO) test --locked --workspace
+
+# Figures for docs/benchmarks.md (a few minutes; writes scratch files under target/bench).
+bench: build
+	$(VARVE) bench log --dir target/bench
+
+# The crash loop, longer: 1000 SIGKILLs instead of 50.
+soak: check-toolchain
+	VARVE_CRASH_KILLS=1000 $(CARGO) test --locked -p varve-log --test crash_loop -- --nocapture
+
+lint: check-toolchain
+	$(CARGO) clippy --locked --workspace --all-targets
+
+clean:
+	$(CARGO) clean
+	rm -rf varve-data
