@@ -1,0 +1,1 @@
+//! Placeholder: see the PEDaLS issue.
