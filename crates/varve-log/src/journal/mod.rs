@@ -931,13 +931,13 @@ impl Shared {
     }
 
     /// Where `seq` of `log` is, with the file to read it from.
-    fn locate(&self, log: &str, seq: Seq) -> Result<(u32, Position, Arc<File>, PathBuf)> {
+    fn locate(&self, log: &str, seq: Seq) -> Result<(u32, Position, Arc<File>)> {
         let state = self.read_state();
         let log_state = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
         rules::check_readable(log, seq, log_state.earliest(), log_state.latest())?;
         let position = log_state.position(seq).expect("readable seqs have positions (check_complete)");
         let segment = state.segments.get(&position.segment).expect("live positions point at kept segments");
-        Ok((log_state.descriptor.id, position, segment.file.clone(), segment.path.clone()))
+        Ok((log_state.descriptor.id, position, segment.file.clone()))
     }
 
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
@@ -948,8 +948,8 @@ impl Shared {
             }
             other => other?,
         };
-        let (log_id, position, file, path) = located;
-        read_record(&file, &path, log_id, seq, position)
+        let (log_id, position, file) = located;
+        read_record(&file, || segment_path(&self.dir, position.segment), log_id, seq, position)
     }
 
     fn log_info(&self, log: &str) -> Result<LogInfo> {
@@ -1062,11 +1062,12 @@ fn position(segment: u32, frame_at: u64, offset_in_frame: usize, len: usize) -> 
     }
 }
 
-fn read_record(file: &File, path: &Path, log_id: u32, seq: Seq, position: Position) -> Result<Bytes> {
+/// Read and check one record. `path` names the file, only for errors.
+fn read_record(file: &File, path: impl Fn() -> PathBuf, log_id: u32, seq: Seq, position: Position) -> Result<Bytes> {
     let mut buf = vec![0; ENTRY_HEADER_BYTES + position.len as usize];
-    file.read_exact_at(&mut buf, u64::from(position.offset)).context(|| format!("reading {}", path.display()))?;
+    file.read_exact_at(&mut buf, u64::from(position.offset)).context(|| format!("reading {}", path().display()))?;
     let payload = format::check_entry(&buf, log_id, seq)
-        .map_err(|reason| LogError::Corrupt { segment: path.to_owned(), offset: u64::from(position.offset), reason })?;
+        .map_err(|reason| LogError::Corrupt { segment: path(), offset: u64::from(position.offset), reason })?;
     Ok(Bytes::from(buf).slice(payload))
 }
 
