@@ -43,3 +43,8 @@ pub use error::{LogError, Result};
 pub use journal::{JournalNamespace, JournalOptions, JournalStore, RecoveryReport};
 pub use memory::{MemoryNamespace, MemoryStore};
 pub use rules::RECORD_OVERHEAD_BYTES;
+
+/// The README's Rust quickstart, compiled and run as a doc test so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeQuickstart;
