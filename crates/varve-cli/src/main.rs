@@ -1,1 +1,234 @@
-fn main(){}
+//! # varve — the command-line tool
+//!
+//! A thin user of the library crates (see `ARCHITECTURE.md`, "Surfaces"):
+//! this file holds the clap definitions, dispatch and error printing;
+//! [`commands`] does the work and [`output`] prints it, human-readable by
+//! default and as JSON with `--json`.
+//!
+//! ```text
+//! varve log create temperature --keep 1000 --on-full overwrite
+//! varve log append temperature 21.5
+//! varve log scan temperature --json
+//! varve fsck --repair
+//! ```
+//!
+//! Every operation works on the embedded journal in `--data DIR` (default
+//! `./varve-data`), namespace `--ns NAME` (default `default`). Reads open the
+//! namespace read-only, so they need no lock and run beside a writer.
+//!
+//! Exit codes: 0 success; 1 an error (one line on stderr, `error: …`);
+//! 2 a usage error (from clap) or, for `fsck`, damage found and not repaired.
+
+mod commands;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+
+use crate::output::Output;
+
+#[derive(Debug, Parser)]
+#[command(name = "varve", version, about = "Varve: versioned, append-only data", propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options accepted before or after any subcommand.
+#[derive(Debug, Args)]
+struct GlobalArgs {
+    /// The data directory (holds one directory per namespace).
+    #[arg(long, global = true, value_name = "DIR", default_value = "./varve-data")]
+    data: PathBuf,
+    /// The namespace to work in.
+    #[arg(long, global = true, value_name = "NAME", default_value = "default")]
+    ns: String,
+    /// Print JSON for scripts: one object per answer, one per line for record streams.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+// `varve bench log` will join these as `Command::Bench` (its own module under
+// `commands/`), added by the benchmark work.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with the logs of a namespace.
+    Log {
+        #[command(subcommand)]
+        command: LogCommand,
+    },
+    /// Check every frame of a namespace's journal and report damage.
+    Fsck(FsckArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum LogCommand {
+    /// Create a log (idempotent for an identical configuration).
+    Create(CreateArgs),
+    /// Append one record; prints its seq once it is durable.
+    Append(AppendArgs),
+    /// Append records to several logs in one atomic batch: all land or none.
+    Batch(BatchArgs),
+    /// Print the record at a seq.
+    Get {
+        /// The log.
+        name: String,
+        /// The record's seq (the first record is 1).
+        seq: u64,
+    },
+    /// Print the latest and earliest seqs of a log.
+    Latest {
+        /// The log.
+        name: String,
+    },
+    /// Print a range of records.
+    Scan(ScanArgs),
+    /// Print the last records, then follow new ones until interrupted (Ctrl-C).
+    Tail(TailArgs),
+    /// List the logs of the namespace.
+    Ls,
+    /// Delete a log and all its records.
+    Rm {
+        /// The log.
+        name: String,
+    },
+    /// Print a log's configuration and bounds.
+    Info {
+        /// The log.
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+struct CreateArgs {
+    /// The new log's name: A-Z a-z 0-9 _ . - (not beginning with `_`), at most 200 bytes.
+    name: String,
+    /// Keep at most K records (default: keep every record).
+    #[arg(long, value_name = "K")]
+    keep: Option<u64>,
+    /// What an append does once K records exist (needs --keep) [default: refuse].
+    #[arg(long, value_enum, requires = "keep")]
+    on_full: Option<OnFullArg>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OnFullArg {
+    /// Appends fail once the log is full; reads go on.
+    Refuse,
+    /// The oldest records are trimmed.
+    Overwrite,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["value", "file"])))]
+struct AppendArgs {
+    /// The log.
+    name: String,
+    /// The record as text, or `-` to read it from stdin (use `--` before a value that starts with `-`).
+    value: Option<String>,
+    /// Read the record from a file (any bytes).
+    #[arg(long, value_name = "F")]
+    file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct BatchArgs {
+    /// Records as LOG=VALUE (split at the first `=`).
+    #[arg(value_name = "LOG=VALUE", required = true)]
+    entries: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ScanArgs {
+    /// The log.
+    name: String,
+    /// First seq (default: the earliest kept).
+    #[arg(long, value_name = "A")]
+    from: Option<u64>,
+    /// Last seq, inclusive (default: the latest).
+    #[arg(long, value_name = "B")]
+    to: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct TailArgs {
+    /// The log.
+    name: String,
+    /// First seq to print (default: the last 10 records).
+    #[arg(long, value_name = "A")]
+    from: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct FsckArgs {
+    /// Cut the journal at the first damage (what is cut is copied to `quarantine/`).
+    #[arg(long)]
+    repair: bool,
+    /// Check every namespace in the data directory, not just --ns.
+    #[arg(long)]
+    all: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let out = Output::new(cli.global.json);
+    match run(&cli, &out) {
+        Ok(code) => code,
+        Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS, // e.g. `varve log tail x | head`
+        Err(error) => {
+            output::error(&error);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
+    let ctx = commands::Context { data: cli.global.data.clone(), namespace: cli.global.ns.clone(), out };
+    match &cli.command {
+        Command::Log { command } => {
+            use commands::log;
+            match command {
+                LogCommand::Create(args) => {
+                    let on_full = args.on_full.map(|o| match o {
+                        OnFullArg::Refuse => varve_log::OnFull::Refuse,
+                        OnFullArg::Overwrite => varve_log::OnFull::Overwrite,
+                    });
+                    log::create(&ctx, &args.name, args.keep, on_full)?;
+                }
+                LogCommand::Append(args) => {
+                    let source = match (&args.value, &args.file) {
+                        (_, Some(path)) => log::ValueSource::File(path),
+                        (Some(value), None) if value == "-" => log::ValueSource::Stdin,
+                        (Some(value), None) => log::ValueSource::Text(value),
+                        (None, None) => unreachable!("clap requires VALUE or --file"),
+                    };
+                    log::append(&ctx, &args.name, &source)?;
+                }
+                LogCommand::Batch(args) => log::batch(&ctx, &args.entries)?,
+                LogCommand::Get { name, seq } => log::get(&ctx, name, *seq)?,
+                LogCommand::Latest { name } => log::latest(&ctx, name)?,
+                LogCommand::Scan(args) => log::scan(&ctx, &args.name, args.from, args.to)?,
+                LogCommand::Tail(args) => log::tail(&ctx, &args.name, args.from)?,
+                LogCommand::Ls => log::ls(&ctx)?,
+                LogCommand::Rm { name } => log::rm(&ctx, name)?,
+                LogCommand::Info { name } => log::info(&ctx, name)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,389 @@
+//! `varve log …`: create, append to, read, follow, list and delete logs.
+//!
+//! Each function opens the namespace the way its operation needs (read-only
+//! for reads, for writing otherwise; see [`super::Context`]), does one thing,
+//! and prints one answer or a stream of records.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+use varve_log::{
+    validate_name, Limits, LogConfig, LogInfo, Namespace, OnFull, Record, Retention, Seq, SeqRange, Watch,
+};
+
+use super::{read_retrying, Context};
+use crate::output::{self, human_value, JsonRecord, Unit};
+
+/// `tail` without `--from` starts this many records before the end, like `tail -f`.
+const TAIL_START_RECORDS: u64 = 10;
+/// Scans longer than this show a progress bar (when stderr is a terminal).
+const SCAN_PROGRESS_RECORDS_MIN: u64 = 10_000;
+
+/// Where `append` gets its record.
+pub enum ValueSource<'a> {
+    Text(&'a str),
+    File(&'a Path),
+    Stdin,
+}
+
+pub fn create(ctx: &Context<'_>, name: &str, keep: Option<u64>, on_full: Option<OnFull>) -> anyhow::Result<()> {
+    let config = match keep {
+        Some(k) => LogConfig::keep(k, on_full.unwrap_or(OnFull::Refuse)),
+        None => LogConfig::unbounded(),
+    };
+    let ns = ctx.open_write()?;
+    let existed = ns.log_info(name).is_ok();
+    ns.create_log(name, config)?;
+    ns.close()?;
+    let answer = CreateAnswer { log: name, created: !existed, retention: RetentionJson::from(config.retention) };
+    ctx.out.answer(&answer, || {
+        if existed {
+            format!("log {name} already exists ({})", config.retention)
+        } else {
+            format!("created log {name} ({})", config.retention)
+        }
+    })?;
+    Ok(())
+}
+
+pub fn append(ctx: &Context<'_>, name: &str, source: &ValueSource<'_>) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let value = read_value(source)?;
+    let ns = ctx.open_write()?;
+    let seq = ns.append(name, &value)?;
+    ns.close()?;
+    ctx.out.answer(&Appended { log: name, seq }, || format!("appended {name} seq {seq}"))?;
+    Ok(())
+}
+
+pub fn batch(ctx: &Context<'_>, entries: &[String]) -> anyhow::Result<()> {
+    let mut batch: Vec<(&str, &[u8])> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Some((log, value)) = entry.split_once('=') else {
+            bail!("batch entry {entry:?} is not LOG=VALUE (the log name, `=`, then the record)");
+        };
+        validate_name(log, true)?;
+        batch.push((log, value.as_bytes()));
+    }
+    let ns = ctx.open_write()?;
+    let seqs = ns.append_batch(&batch)?;
+    ns.close()?;
+    let appended: Vec<Appended<'_>> = batch.iter().zip(&seqs).map(|((log, _), &seq)| Appended { log, seq }).collect();
+    ctx.out.answer(&BatchAnswer { appended: &appended }, || {
+        appended.iter().map(|a| format!("appended {} seq {}", a.log, a.seq)).collect::<Vec<_>>().join("\n")
+    })?;
+    Ok(())
+}
+
+pub fn get(ctx: &Context<'_>, name: &str, seq: Seq) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let ns = ctx.open_read()?;
+    let value = read_retrying(|| ns.get(name, seq))?;
+    ctx.out.answer(&JsonRecord::new(seq, &value), || human_value(&value).into_owned())?;
+    Ok(())
+}
+
+pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let ns = ctx.open_read()?;
+    let info = read_retrying(|| ns.log_info(name))?;
+    let answer = LatestAnswer { log: name, latest: info.latest, earliest: info.earliest };
+    ctx.out.answer(&answer, || format!("latest: {}\nearliest: {}", info.latest, info.earliest))?;
+    Ok(())
+}
+
+pub fn info(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let ns = ctx.open_read()?;
+    let info = read_retrying(|| ns.log_info(name))?;
+    let answer = InfoAnswer { namespace: &ctx.namespace, log: LogJson::from(&info) };
+    ctx.out.answer(&answer, || {
+        format!(
+            "log:        {}\nnamespace:  {}\nretention:  {}\nearliest:   {}\nlatest:     {}\nrecords:    {}",
+            info.name,
+            ctx.namespace,
+            info.config.retention,
+            info.earliest,
+            info.latest,
+            info.len(),
+        )
+    })?;
+    Ok(())
+}
+
+pub fn ls(ctx: &Context<'_>) -> anyhow::Result<()> {
+    let ns = ctx.open_read()?;
+    let logs = read_retrying(|| ns.list_logs())?;
+    let answer = ListAnswer { namespace: &ctx.namespace, logs: logs.iter().map(LogJson::from).collect() };
+    ctx.out.answer(&answer, || table(&ctx.namespace, &logs))?;
+    Ok(())
+}
+
+pub fn rm(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let ns = ctx.open_write()?;
+    ns.delete_log(name)?;
+    ns.close()?;
+    ctx.out.answer(&DeleteAnswer { log: name, deleted: true }, || format!("deleted log {name}"))?;
+    Ok(())
+}
+
+pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let ns = ctx.open_read()?;
+    let info = read_retrying(|| ns.log_info(name))?;
+    // Without --from, start at what retention still keeps (seq 1 may be trimmed).
+    let range = SeqRange::from_bounds(from.unwrap_or(info.earliest)..=to.unwrap_or(Seq::MAX));
+    let expected = range.last.min(info.latest).saturating_add(1).saturating_sub(range.first);
+    let bar = if expected > SCAN_PROGRESS_RECORDS_MIN {
+        output::progress_bar(expected, Unit::Records, &format!("scanning {name}"), true)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut writer = ctx.out.records();
+    for record in read_retrying(|| ns.scan(name, range))? {
+        let record = record?;
+        writer.write(record.seq, &record.value)?;
+        bar.inc(1);
+    }
+    writer.flush()?;
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Print the last records (or from `from`), then each new one as another
+/// process appends it. Runs until killed: Ctrl-C (SIGINT) or SIGTERM end the
+/// process with the default action, which is all a read-only follower needs —
+/// it holds no lock and has nothing buffered while it waits (output is flushed
+/// before each wait).
+pub fn tail(ctx: &Context<'_>, name: &str, from: Option<Seq>) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    let ns = ctx.open_read()?;
+    let info = read_retrying(|| ns.log_info(name))?;
+    let from = from.unwrap_or_else(|| info.latest.saturating_sub(TAIL_START_RECORDS - 1).max(info.earliest).max(1));
+    let mut watch = read_retrying(|| ns.watch(name, from))?;
+    let mut writer = ctx.out.records();
+    let mut block = false;
+    loop {
+        // Print whatever is there without flushing per record; flush only
+        // before blocking, so a follower reading our stdout sees every record.
+        // (A failed step leaves the watch where it was, so retrying is safe.)
+        match read_retrying(|| follow_step(&mut watch, block))? {
+            FollowStep::Record(record) => {
+                writer.write(record.seq, &record.value)?;
+                block = false;
+            }
+            FollowStep::Idle => {
+                writer.flush()?;
+                block = true;
+            }
+            FollowStep::Ended => return Ok(()),
+        }
+    }
+}
+
+/// What one step of following a log found.
+enum FollowStep {
+    Record(Record),
+    /// Nothing new yet.
+    Idle,
+    /// The watch ended (a blocking watch never does; if it did, so do we).
+    Ended,
+}
+
+/// The next record if it is there; with `block`, wait until one lands.
+fn follow_step(watch: &mut Watch, block: bool) -> varve_log::Result<FollowStep> {
+    if block {
+        watch.next().map_or(Ok(FollowStep::Ended), |record| record.map(FollowStep::Record))
+    } else {
+        Ok(watch.next_timeout(Duration::ZERO)?.map_or(FollowStep::Idle, FollowStep::Record))
+    }
+}
+
+// ------------------------------------------------------------ JSON answers
+
+/// `create`: `{"log":…,"created":true|false,"retention":…}` (false: it already existed).
+#[derive(Serialize)]
+struct CreateAnswer<'a> {
+    log: &'a str,
+    created: bool,
+    #[serde(flatten)]
+    retention: RetentionJson,
+}
+
+/// `batch`: `{"appended":[{"log":…,"seq":N},…]}`, in input order.
+#[derive(Serialize)]
+struct BatchAnswer<'a> {
+    appended: &'a [Appended<'a>],
+}
+
+/// `latest`.
+#[derive(Serialize)]
+struct LatestAnswer<'a> {
+    log: &'a str,
+    latest: Seq,
+    earliest: Seq,
+}
+
+/// `info`: the namespace and the log's [`LogJson`] fields.
+#[derive(Serialize)]
+struct InfoAnswer<'a> {
+    namespace: &'a str,
+    #[serde(flatten)]
+    log: LogJson<'a>,
+}
+
+/// `ls`: `{"namespace":…,"logs":[…]}`, logs in name order.
+#[derive(Serialize)]
+struct ListAnswer<'a> {
+    namespace: &'a str,
+    logs: Vec<LogJson<'a>>,
+}
+
+/// `rm`.
+#[derive(Serialize)]
+struct DeleteAnswer<'a> {
+    log: &'a str,
+    deleted: bool,
+}
+
+/// The answer to `append`, and each entry of the answer to `batch`.
+#[derive(Serialize)]
+struct Appended<'a> {
+    log: &'a str,
+    seq: Seq,
+}
+
+/// A log's configuration and bounds, as `info` and `ls` print it.
+#[derive(Serialize)]
+struct LogJson<'a> {
+    log: &'a str,
+    #[serde(flatten)]
+    retention: RetentionJson,
+    earliest: Seq,
+    latest: Seq,
+    len: u64,
+}
+
+impl<'a> From<&'a LogInfo> for LogJson<'a> {
+    fn from(info: &'a LogInfo) -> Self {
+        LogJson {
+            log: &info.name,
+            retention: RetentionJson::from(info.config.retention),
+            earliest: info.earliest,
+            latest: info.latest,
+            len: info.len(),
+        }
+    }
+}
+
+/// `"retention": "unbounded"`, or `"retention": "keep", "keep": K, "on_full": "refuse"|"overwrite"`.
+#[derive(Serialize)]
+struct RetentionJson {
+    retention: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_full: Option<&'static str>,
+}
+
+impl From<Retention> for RetentionJson {
+    fn from(retention: Retention) -> Self {
+        match retention {
+            Retention::Unbounded => RetentionJson { retention: "unbounded", keep: None, on_full: None },
+            Retention::Keep { k, on_full } => RetentionJson {
+                retention: "keep",
+                keep: Some(k),
+                on_full: Some(match on_full {
+                    OnFull::Refuse => "refuse",
+                    OnFull::Overwrite => "overwrite",
+                }),
+            },
+        }
+    }
+}
+
+/// `ls` for people: one row per log, columns aligned.
+fn table(namespace: &str, logs: &[LogInfo]) -> String {
+    if logs.is_empty() {
+        return format!("no logs in namespace {namespace}");
+    }
+    let header = ["LOG", "EARLIEST", "LATEST", "RECORDS", "RETENTION"];
+    let rows: Vec<[String; 5]> = logs
+        .iter()
+        .map(|info| {
+            [
+                info.name.clone(),
+                info.earliest.to_string(),
+                info.latest.to_string(),
+                info.len().to_string(),
+                info.config.retention.to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let line = |cells: [&str; 5]| {
+        let [name, earliest, latest, len, retention] = cells;
+        format!(
+            "{name:<w0$}  {earliest:>w1$}  {latest:>w2$}  {len:>w3$}  {retention}",
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+        )
+    };
+    let mut lines = vec![line(header)];
+    lines.extend(rows.iter().map(|row| line(row.each_ref().map(String::as_str))));
+    lines.join("\n")
+}
+
+/// The record to append, read whole. Reading stops just past the record size
+/// limit, so a huge file or endless stdin is refused without filling memory.
+fn read_value(source: &ValueSource<'_>) -> anyhow::Result<Vec<u8>> {
+    let limit = Limits::default().record_bytes_max;
+    let (reader, what): (Box<dyn Read>, String) = match source {
+        ValueSource::Text(text) => return Ok(text.as_bytes().to_vec()),
+        ValueSource::File(path) => (
+            Box::new(File::open(path).with_context(|| format!("opening {}", path.display()))?),
+            path.display().to_string(),
+        ),
+        ValueSource::Stdin => (Box::new(io::stdin().lock()), "stdin".to_owned()),
+    };
+    let mut value = Vec::new();
+    reader.take(limit + 1).read_to_end(&mut value).with_context(|| format!("reading the record from {what}"))?;
+    if value.len() as u64 > limit {
+        bail!("the record from {what} is over the limit of {limit} bytes: split it into several records");
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let info = |name: &str, latest| LogInfo {
+            name: name.into(),
+            config: LogConfig::keep(5, OnFull::Overwrite),
+            earliest: 1,
+            latest,
+        };
+        let text = table("default", &[info("a", 3), info("longer-name", 12_345)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("LOG          EARLIEST"), "{text}");
+        assert!(lines[2].starts_with("longer-name"), "{text}");
+        assert!(lines[2].ends_with("keep 5, overwrite when full"), "{text}");
+        assert_eq!(table("x", &[]), "no logs in namespace x");
+    }
+}
