@@ -1,0 +1,620 @@
+//! Node copying on logs (`PEDaLS` §III–IV, Algorithm 1), shared by every
+//! structure of this crate.
+//!
+//! A node is a pair of seqs: `dseq`, its DataLog entry (constant contents and
+//! the name of its LinkLog), and `lseq`, the first LinkLog entry of the node
+//! *copy* in use. A copy is `o` contiguous entries, one per original field
+//! (`rem = extra`), followed by up to `extra` entries that update one field
+//! each (`rem` counts down to 0, which ends the copy). When a version needs
+//! more changes to a node than its copy has `rem` left, the node is copied:
+//! its current fields are appended as a fresh copy (unchanged fields first, as
+//! in Figure 3) and its predecessor is changed to point to the copy — which
+//! may copy the predecessor, and so on up to the APLog.
+//!
+//! **Writes.** An update runs against an in-memory working set ([`Txn`])
+//! loaded from the latest committed version, then [`Txn::finish`] turns it
+//! into a *plan*: every append it needs, with the seq each one must land at.
+//! The plan is a pure function of the committed state and the op, so running
+//! it again after a crash reproduces it exactly. Appends go DataLog →
+//! LinkLogs (children before parents) → APLog; the APLog append commits.
+//!
+//! **Failures (C3, C4).** Each append is `append_if(log, seq - 1, entry)`: if
+//! an earlier attempt already wrote it (a lost acknowledgement — Type 2 — or a
+//! crashed run of the same op), the log answers `Conflict`, we read the entry
+//! at `seq` and accept it when it is byte-identical. So retries never create
+//! duplicates and every copy stays exactly `o + extra` entries long. Before
+//! the first append of an update its op is appended to the op log; reopening
+//! a structure whose op log is ahead of its APLog re-plans that op from the
+//! committed state and completes it (entries already written are recognised
+//! and skipped). Entries above the latest committed version ("rogue") carry
+//! `vs = latest + 1` and readers never see them: a reader at version `v`
+//! stops scanning a copy at the first entry with `vs > v`.
+//!
+//! **Reads.** Finding a node of version `v` costs one DataLog `get`, one
+//! `latest` of its LinkLog and at most `o + extra` LinkLog `get`s — never a
+//! scan of a whole log (C2).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use varve_log::{LogConfig, LogError, Namespace, OnFull, Seq};
+
+use crate::codec::{ApEntry, DataEntry, FieldKind, LinkEntry, MetaEntry, OpEntry};
+use crate::error::{PdsError, Result};
+use crate::{Structure, Version};
+
+/// Most fields (original pointers and versioned scalars) a node has.
+pub(crate) const FIELDS_MAX: usize = 3;
+
+/// How many times one append (or log creation) is tried when the log reports
+/// a transient error (`LogError::Io`), before the update gives up. The op
+/// stays in the op log and is completed by the next update or reopen.
+pub const APPEND_ATTEMPTS_MAX: u32 = 8;
+
+/// Largest `extra` accepted: a copy is `o + extra` entries and a read of a
+/// node scans at most that many, so this bounds the cost of a node visit.
+pub const EXTRA_MAX: u32 = 1024;
+
+/// A node copy: DataLog seq and first LinkLog seq (0, 0 is the null node).
+/// For a scalar field (colour) the value travels in `dseq`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Ref {
+    pub dseq: Seq,
+    pub lseq: Seq,
+}
+
+impl Ref {
+    pub const NULL: Ref = Ref { dseq: 0, lseq: 0 };
+
+    pub fn is_null(self) -> bool {
+        self.dseq == 0
+    }
+}
+
+/// One node as it reads at some version.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeView {
+    pub val: Bytes,
+    pub fields: [Ref; FIELDS_MAX],
+    /// The last entry of the copy visible at that version, and its `rem`.
+    pub tail_seq: Seq,
+    pub tail_rem: u32,
+}
+
+/// One append of a plan.
+#[derive(Clone, Debug)]
+pub(crate) struct PlannedAppend {
+    pub log: String,
+    pub seq: Seq,
+    pub bytes: Vec<u8>,
+    /// The log is a new node's LinkLog and must be created first.
+    pub create: bool,
+}
+
+/// How a structure applies one logged op to the working set; `Ok(false)`
+/// means the op changes nothing (no version is written).
+pub(crate) type ApplyFn = fn(&mut Txn<'_>, &OpEntry) -> Result<bool>;
+
+pub(crate) struct Engine {
+    pub ns: Arc<dyn Namespace>,
+    pub name: String,
+    pub structure: Structure,
+    pub extra: u32,
+    pub keep: Option<u64>,
+    pub kinds: &'static [FieldKind],
+    pub data_log: String,
+    pub ap_log: String,
+    pub ops_log: String,
+    link_prefix: String,
+    committed: Version,
+    needs_recovery: bool,
+}
+
+fn transient(e: &LogError) -> bool {
+    matches!(e, LogError::Io { .. })
+}
+
+impl Engine {
+    /// Open (creating if needed) the logs of structure `name`.
+    pub fn open(
+        ns: Arc<dyn Namespace>,
+        name: &str,
+        structure: Structure,
+        extra: u32,
+        keep: Option<u64>,
+        apply: ApplyFn,
+    ) -> Result<Engine> {
+        if !(1..=EXTRA_MAX).contains(&extra) {
+            return Err(PdsError::InvalidArgument { reason: format!("extra must be 1..={EXTRA_MAX}, not {extra}") });
+        }
+        if keep == Some(0) {
+            return Err(PdsError::InvalidArgument { reason: "keep must be at least 1 version".into() });
+        }
+        // The longest name this structure will use must be valid.
+        varve_log::validate_name(&format!("pds.{name}.link.{}", u64::MAX), false)?;
+        let prefix = format!("pds.{name}");
+        let meta_log = format!("{prefix}.meta");
+        let requested = MetaEntry { kind: structure.code(), extra, keep: keep.unwrap_or(0) };
+        let mut engine = Engine {
+            ns,
+            name: name.to_owned(),
+            structure,
+            extra,
+            keep,
+            kinds: structure.kinds(),
+            data_log: format!("{prefix}.data"),
+            ap_log: format!("{prefix}.ap"),
+            ops_log: format!("{prefix}.ops"),
+            link_prefix: format!("{prefix}.link."),
+            committed: 0,
+            needs_recovery: true,
+        };
+        engine.create(&meta_log, LogConfig::unbounded())?;
+        if engine.ns.latest(&meta_log)? == 0 {
+            engine.put(&meta_log, 1, &requested.encode())?;
+        }
+        let existing = MetaEntry::decode(&engine.ns.get(&meta_log, 1)?, &meta_log, 1)?;
+        if existing != requested {
+            let describe = |m: &MetaEntry| {
+                let kind = Structure::from_code(m.kind).map_or_else(|| format!("kind {}", m.kind), |s| s.to_string());
+                let keep = if m.keep == 0 { "unbounded".to_owned() } else { format!("keep {}", m.keep) };
+                format!("{kind} with extra {} and {keep}", m.extra)
+            };
+            return Err(PdsError::ConfigMismatch {
+                structure: name.to_owned(),
+                existing: describe(&existing),
+                requested: describe(&requested),
+            });
+        }
+        engine.create(&engine.data_log.clone(), LogConfig::unbounded())?;
+        let ap_config = keep.map_or_else(LogConfig::unbounded, |k| LogConfig::keep(k, OnFull::Refuse));
+        engine.create(&engine.ap_log.clone(), ap_config)?;
+        engine.create(&engine.ops_log.clone(), LogConfig::unbounded())?;
+        engine.recover(apply)?;
+        Ok(engine)
+    }
+
+    pub fn link_log(&self, dseq: Seq) -> String {
+        format!("{}{dseq}", self.link_prefix)
+    }
+
+    /// The latest committed version as this handle knows it.
+    pub fn committed(&self) -> Version {
+        self.committed
+    }
+
+    /// The latest committed version as the APLog says.
+    pub fn latest(&self) -> Result<Version> {
+        Ok(self.ns.latest(&self.ap_log)?)
+    }
+
+    /// The version a read names: `None` is the latest (0 when there is none yet).
+    pub fn resolve(&self, at: Option<Version>) -> Result<Version> {
+        let latest = self.latest()?;
+        match at {
+            None => Ok(latest),
+            Some(v) if v == 0 || v > latest => {
+                Err(PdsError::NoSuchVersion { structure: self.name.clone(), version: v, latest })
+            }
+            Some(v) => Ok(v),
+        }
+    }
+
+    /// The root of version `at` (0: the empty structure before any update).
+    pub fn root(&self, at: Version) -> Result<Ref> {
+        if at == 0 {
+            return Ok(Ref::NULL);
+        }
+        let entry = ApEntry::decode(&self.ns.get(&self.ap_log, at)?, &self.ap_log, at)?;
+        if entry.vs != at {
+            return Err(PdsError::Corrupt {
+                log: self.ap_log.clone(),
+                seq: at,
+                reason: format!("APLog entry at seq {at} names version {}", entry.vs),
+            });
+        }
+        Ok(Ref { dseq: entry.dseq, lseq: entry.lseq })
+    }
+
+    /// Read node copy `r` as of version `at`: one DataLog get, one LinkLog
+    /// `latest`, at most `o + extra` LinkLog gets.
+    pub fn load(&self, r: Ref, at: Version) -> Result<NodeView> {
+        let data = self.ns.get(&self.data_log, r.dseq).map_err(|e| self.dangling(e, &self.data_log, r.dseq))?;
+        let data = DataEntry::decode(&data, &self.data_log, r.dseq)?;
+        let link = data.link;
+        let latest = self.ns.latest(&link)?;
+        let o = self.kinds.len();
+        let last = latest.min(r.lseq + o as u64 + u64::from(self.extra) - 1);
+        let mut fields = [Ref::NULL; FIELDS_MAX];
+        let mut seen = [false; FIELDS_MAX];
+        let (mut tail_seq, mut tail_rem) = (0, 0);
+        for seq in r.lseq..=last {
+            let entry = LinkEntry::decode(&self.ns.get(&link, seq)?, &link, seq)?;
+            if entry.vs > at {
+                break;
+            }
+            let Some(index) = self.kinds.iter().position(|&k| k == entry.kind) else {
+                return Err(PdsError::Corrupt {
+                    log: link,
+                    seq,
+                    reason: format!("a {} has no {:?} field", self.structure, entry.kind),
+                });
+            };
+            fields[index] = Ref { dseq: entry.dseq, lseq: entry.lseq };
+            seen[index] = true;
+            (tail_seq, tail_rem) = (seq, entry.rem);
+            if entry.rem == 0 {
+                break;
+            }
+        }
+        if !seen[..o].iter().all(|&s| s) {
+            return Err(PdsError::Corrupt {
+                log: link,
+                seq: r.lseq,
+                reason: format!("node copy starting here lacks fields as of version {at}"),
+            });
+        }
+        Ok(NodeView { val: data.val, fields, tail_seq, tail_rem })
+    }
+
+    fn dangling(&self, e: LogError, log: &str, seq: Seq) -> PdsError {
+        match e {
+            LogError::SeqNotFound { .. } => PdsError::Corrupt {
+                log: log.to_owned(),
+                seq,
+                reason: format!("structure {:?} points to an entry that does not exist", self.name),
+            },
+            other => other.into(),
+        }
+    }
+
+    /// The op logged for an update that has not committed, if any.
+    pub fn pending_op(&self) -> Result<Option<OpEntry>> {
+        let latest = self.ns.latest(&self.ops_log)?;
+        if latest == 0 {
+            return Ok(None);
+        }
+        let op = OpEntry::decode(&self.ns.get(&self.ops_log, latest)?, &self.ops_log, latest)?;
+        Ok((op.vs > self.committed).then_some(op))
+    }
+
+    /// Complete an interrupted update, if the op log has one.
+    pub fn recover(&mut self, apply: ApplyFn) -> Result<()> {
+        self.committed = self.latest()?;
+        if let Some(op) = self.pending_op()? {
+            if op.vs != self.committed + 1 {
+                return Err(PdsError::Corrupt {
+                    log: self.ops_log.clone(),
+                    seq: self.ns.latest(&self.ops_log)?,
+                    reason: format!("pending op for version {} but {} versions are committed", op.vs, self.committed),
+                });
+            }
+            self.run(op, false, apply)?;
+        }
+        self.needs_recovery = false;
+        Ok(())
+    }
+
+    /// Run one update: plan it, log the op, append the plan, commit.
+    /// Returns the new version, or the current one if the op changes nothing.
+    pub fn update(&mut self, op: u8, a: Vec<u8>, b: Vec<u8>, apply: ApplyFn) -> Result<Version> {
+        if self.needs_recovery {
+            self.recover(apply)?;
+        }
+        self.run(OpEntry { vs: self.committed + 1, op, a, b }, true, apply)
+    }
+
+    fn run(&mut self, op: OpEntry, log_op: bool, apply: ApplyFn) -> Result<Version> {
+        if let Some(keep) = self.keep {
+            if self.committed >= keep {
+                return Err(PdsError::RetentionFull { structure: self.name.clone(), keep });
+            }
+        }
+        let v = self.committed + 1;
+        debug_assert_eq!(op.vs, v);
+        let mut txn = Txn { engine: self, v, nodes: Vec::new(), root: Slot::Stored(self.root(v - 1)?) };
+        if !apply(&mut txn, &op)? {
+            return Ok(self.committed);
+        }
+        let plan = txn.finish()?;
+        self.needs_recovery = true;
+        if log_op {
+            let latest = self.ns.latest(&self.ops_log)?;
+            self.put(&self.ops_log, latest + 1, &op.encode())?;
+        }
+        for append in &plan {
+            if append.create {
+                self.create(&append.log, LogConfig::unbounded())?;
+            }
+            self.put(&append.log, append.seq, &append.bytes)?;
+        }
+        self.committed = v;
+        self.needs_recovery = false;
+        Ok(v)
+    }
+
+    fn create(&self, log: &str, config: LogConfig) -> Result<()> {
+        let mut last = None;
+        for _ in 0..APPEND_ATTEMPTS_MAX {
+            match self.ns.create_log(log, config) {
+                Ok(()) => return Ok(()),
+                Err(e) if transient(&e) => last = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(PdsError::RetriesExhausted {
+            log: log.to_owned(),
+            attempts: APPEND_ATTEMPTS_MAX,
+            last: last.expect("at least one attempt"),
+        })
+    }
+
+    /// Idempotent append: make `bytes` the entry at `seq` of `log`, whether
+    /// this call or an earlier attempt writes it.
+    pub fn put(&self, log: &str, seq: Seq, bytes: &[u8]) -> Result<()> {
+        let mut last = None;
+        for _ in 0..APPEND_ATTEMPTS_MAX {
+            match self.ns.append_if(log, seq - 1, bytes) {
+                Ok(got) if got == seq => return Ok(()),
+                Ok(got) => {
+                    return Err(PdsError::Corrupt {
+                        log: log.to_owned(),
+                        seq: got,
+                        reason: format!("append expected to land at seq {seq}"),
+                    })
+                }
+                Err(LogError::Conflict { actual, .. }) if actual >= seq => {
+                    let existing = self.ns.get(log, seq)?;
+                    if existing[..] == bytes[..] {
+                        return Ok(());
+                    }
+                    return Err(PdsError::Corrupt {
+                        log: log.to_owned(),
+                        seq,
+                        reason: "holds another entry than the update being completed writes there".into(),
+                    });
+                }
+                Err(LogError::Conflict { actual, .. }) => {
+                    return Err(PdsError::Corrupt {
+                        log: log.to_owned(),
+                        seq: actual,
+                        reason: format!("log ends at seq {actual}, before the committed state (seq {})", seq - 1),
+                    })
+                }
+                Err(e) if transient(&e) => last = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(PdsError::RetriesExhausted {
+            log: log.to_owned(),
+            attempts: APPEND_ATTEMPTS_MAX,
+            last: last.expect("at least one attempt"),
+        })
+    }
+
+    /// The seq of the DataLog's last committed entry (entries of the version
+    /// being written, `vs >= v`, are skipped: at most a few per op).
+    fn data_tail(&self, v: Version) -> Result<Seq> {
+        let mut seq = self.ns.latest(&self.data_log)?;
+        while seq > 0 {
+            let entry = DataEntry::decode(&self.ns.get(&self.data_log, seq)?, &self.data_log, seq)?;
+            if entry.vs < v {
+                break;
+            }
+            seq -= 1;
+        }
+        Ok(seq)
+    }
+}
+
+/// Index of a node in a [`Txn`]'s working set.
+pub(crate) type NodeId = usize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// A pointer not followed yet (or a scalar): the committed value.
+    Stored(Ref),
+    /// A node of the working set.
+    Node(NodeId),
+}
+
+struct WorkNode {
+    /// `dseq` 0 until a new node is given its DataLog seq in `finish`.
+    r: Ref,
+    val: Bytes,
+    is_new: bool,
+    /// Field values in the committed version (for new nodes: unused).
+    orig: [Ref; FIELDS_MAX],
+    slots: [Slot; FIELDS_MAX],
+    tail_seq: Seq,
+    tail_rem: u32,
+}
+
+/// The working set of one update: nodes loaded from the committed version
+/// and changed in memory, turned into appends by [`Txn::finish`].
+pub(crate) struct Txn<'e> {
+    engine: &'e Engine,
+    v: Version,
+    nodes: Vec<WorkNode>,
+    root: Slot,
+}
+
+impl Txn<'_> {
+    fn resolve(&mut self, slot: Slot) -> Result<Option<NodeId>> {
+        match slot {
+            Slot::Node(id) => Ok(Some(id)),
+            Slot::Stored(r) if r.is_null() => Ok(None),
+            Slot::Stored(r) => {
+                let view = self.engine.load(r, self.v - 1)?;
+                let mut slots = [Slot::Stored(Ref::NULL); FIELDS_MAX];
+                for (slot, field) in slots.iter_mut().zip(view.fields) {
+                    *slot = Slot::Stored(field);
+                }
+                self.nodes.push(WorkNode {
+                    r,
+                    val: view.val,
+                    is_new: false,
+                    orig: view.fields,
+                    slots,
+                    tail_seq: view.tail_seq,
+                    tail_rem: view.tail_rem,
+                });
+                Ok(Some(self.nodes.len() - 1))
+            }
+        }
+    }
+
+    pub fn root(&mut self) -> Result<Option<NodeId>> {
+        let id = self.resolve(self.root)?;
+        if let Some(id) = id {
+            self.root = Slot::Node(id);
+        }
+        Ok(id)
+    }
+
+    pub fn set_root(&mut self, node: Option<NodeId>) {
+        self.root = node.map_or(Slot::Stored(Ref::NULL), Slot::Node);
+    }
+
+    pub fn child(&mut self, id: NodeId, field: usize) -> Result<Option<NodeId>> {
+        let child = self.resolve(self.nodes[id].slots[field])?;
+        if let Some(child) = child {
+            self.nodes[id].slots[field] = Slot::Node(child);
+        }
+        Ok(child)
+    }
+
+    pub fn set_child(&mut self, id: NodeId, field: usize, child: Option<NodeId>) {
+        self.nodes[id].slots[field] = child.map_or(Slot::Stored(Ref::NULL), Slot::Node);
+    }
+
+    pub fn scalar(&self, id: NodeId, field: usize) -> u64 {
+        match self.nodes[id].slots[field] {
+            Slot::Stored(r) => r.dseq,
+            Slot::Node(_) => unreachable!("scalar fields never hold nodes"),
+        }
+    }
+
+    pub fn set_scalar(&mut self, id: NodeId, field: usize, value: u64) {
+        self.nodes[id].slots[field] = Slot::Stored(Ref { dseq: value, lseq: 0 });
+    }
+
+    pub fn val(&self, id: NodeId) -> &Bytes {
+        &self.nodes[id].val
+    }
+
+    /// Whether `field` of `id` points to working node `child` (never loads).
+    pub fn slot_is(&self, id: NodeId, field: usize, child: NodeId) -> bool {
+        self.nodes[id].slots[field] == Slot::Node(child)
+    }
+
+    /// Give `to` every field of `from` (used when a node's contents change
+    /// and a new node takes its place).
+    pub fn copy_fields(&mut self, from: NodeId, to: NodeId) {
+        self.nodes[to].slots = self.nodes[from].slots;
+    }
+
+    /// A new node with null pointers and scalar fields 0.
+    pub fn new_node(&mut self, val: Bytes) -> NodeId {
+        self.nodes.push(WorkNode {
+            r: Ref::NULL,
+            val,
+            is_new: true,
+            orig: [Ref::NULL; FIELDS_MAX],
+            slots: [Slot::Stored(Ref::NULL); FIELDS_MAX],
+            tail_seq: 0,
+            tail_rem: 0,
+        });
+        self.nodes.len() - 1
+    }
+
+    /// Turn the working set into the ordered appends of this version.
+    fn finish(mut self) -> Result<Vec<PlannedAppend>> {
+        let engine = self.engine;
+        let (v, o, extra) = (self.v, engine.kinds.len(), engine.extra);
+        // Post-order over the working nodes reachable in the new version, so
+        // that a child's (possibly new) copy is known before its parent's
+        // pointer to it is written. Nodes no longer reachable are dropped.
+        let mut order = Vec::new();
+        if let Slot::Node(root) = self.root {
+            let mut stack = vec![(root, false)];
+            while let Some((id, expanded)) = stack.pop() {
+                if expanded {
+                    order.push(id);
+                    continue;
+                }
+                stack.push((id, true));
+                for slot in self.nodes[id].slots[..o].iter().rev() {
+                    if let Slot::Node(child) = *slot {
+                        stack.push((child, false));
+                    }
+                }
+            }
+        }
+        let mut plan = Vec::new();
+        let mut dseq = engine.data_tail(v)?;
+        for &id in &order {
+            let node = &mut self.nodes[id];
+            if node.is_new {
+                dseq += 1;
+                node.r = Ref { dseq, lseq: 1 };
+                let entry = DataEntry { vs: v, val: node.val.clone(), link: engine.link_log(dseq) };
+                plan.push(PlannedAppend { log: engine.data_log.clone(), seq: dseq, bytes: entry.encode(), create: false });
+            }
+        }
+        for &id in &order {
+            let mut fields = [Ref::NULL; FIELDS_MAX];
+            for (field, slot) in fields.iter_mut().zip(&self.nodes[id].slots[..o]) {
+                *field = match *slot {
+                    Slot::Stored(r) => r,
+                    Slot::Node(child) => self.nodes[child].r,
+                };
+            }
+            let node = &mut self.nodes[id];
+            let log = engine.link_log(node.r.dseq);
+            let entry = |f: usize, rem: u32| LinkEntry {
+                vs: v,
+                dseq: fields[f].dseq,
+                lseq: fields[f].lseq,
+                rem,
+                kind: engine.kinds[f],
+            };
+            if node.is_new {
+                for f in 0..o {
+                    let seq = f as u64 + 1;
+                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: entry(f, extra).encode(), create: f == 0 });
+                }
+                continue;
+            }
+            let changed: Vec<usize> = (0..o).filter(|&f| fields[f] != node.orig[f]).collect();
+            if changed.is_empty() {
+                continue;
+            }
+            let mut seq = node.tail_seq;
+            if changed.len() <= node.tail_rem as usize {
+                // Room in the copy: one extra pointer per changed field.
+                let mut rem = node.tail_rem;
+                for &f in &changed {
+                    seq += 1;
+                    rem -= 1;
+                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: entry(f, rem).encode(), create: false });
+                }
+            } else {
+                // Copy the node: unchanged fields first, then the new ones.
+                node.r.lseq = seq + 1;
+                let unchanged = (0..o).filter(|f| !changed.contains(f));
+                for f in unchanged.chain(changed.iter().copied()) {
+                    seq += 1;
+                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: entry(f, extra).encode(), create: false });
+                }
+            }
+        }
+        let root = match self.root {
+            Slot::Stored(r) => r,
+            Slot::Node(id) => self.nodes[id].r,
+        };
+        let ap = ApEntry { vs: v, dseq: root.dseq, lseq: root.lseq };
+        plan.push(PlannedAppend { log: engine.ap_log.clone(), seq: v, bytes: ap.encode(), create: false });
+        Ok(plan)
+    }
+}
