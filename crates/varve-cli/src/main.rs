@@ -52,8 +52,6 @@ struct GlobalArgs {
     json: bool,
 }
 
-// `varve bench log` will join these as `Command::Bench` (its own module under
-// `commands/`), added by the benchmark work.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Work with the logs of a namespace.
@@ -63,6 +61,31 @@ enum Command {
     },
     /// Check every frame of a namespace's journal and report damage.
     Fsck(FsckArgs),
+    /// Measure performance against the machine's own baselines.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Append throughput, get latency and open time of the embedded journal,
+    /// each beside a plain-file baseline; prints a Markdown table.
+    Log(BenchLogArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchLogArgs {
+    /// Directory for scratch files, on the disk to measure (deleted after).
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// One short trial per figure: a smoke run, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// Size of the journal whose open (recovery) time is measured, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    open_mib: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,6 +243,15 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
+        Command::Bench { command: BenchCommand::Log(args) } => {
+            let options = commands::bench::BenchOptions {
+                dir: args.dir.clone(),
+                quick: args.quick,
+                open_bytes: args.open_mib << 20,
+            };
+            commands::bench::run(&options)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

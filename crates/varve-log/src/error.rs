@@ -16,7 +16,7 @@ pub type Result<T, E = LogError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum LogError {
     /// The namespace does not exist (read-only opens do not create it).
-    #[error("namespace {namespace:?} not found: create it by opening it for writing, or check --data/--ns")]
+    #[error("namespace {namespace:?} not found: it is created by its first write (e.g. `varve log create`), or check --data/--ns")]
     NamespaceNotFound { namespace: String },
 
     /// The log does not exist in this namespace.
@@ -32,7 +32,7 @@ pub enum LogError {
     Trimmed { log: String, seq: Seq, earliest: Seq },
 
     /// A `Keep { on_full: Refuse }` log already holds `keep` records.
-    #[error("log {log:?} is full: it keeps at most {keep} records and refuses more (reads still work; create a larger or Overwrite log to go on)")]
+    #[error("log {log:?} is full: its retention keeps at most {keep} and refuses more appends (reads still work; create a larger or overwrite log to go on)")]
     Full { log: String, keep: u64 },
 
     /// `append_if` found a different latest seq than expected.

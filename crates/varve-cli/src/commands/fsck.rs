@@ -39,7 +39,7 @@ pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCod
         bar.finish_and_clear();
         // The library cuts at the first damage, so everything after it goes
         // too, and it re-opens the journal to confirm before returning.
-        let repaired = repair && !report.is_clean() && !report.quarantined.is_empty();
+        let repaired = report.repaired;
         damaged |= !report.is_clean() && !repaired;
         print(ctx, namespace, &dir, &report, repaired)?;
     }

@@ -15,7 +15,7 @@ use varve_log::{
     validate_name, Limits, LogConfig, LogInfo, Namespace, OnFull, Record, Retention, Seq, SeqRange, Watch,
 };
 
-use super::{read_retrying, Context};
+use super::Context;
 use crate::output::{self, human_value, JsonRecord, Unit};
 
 /// `tail` without `--from` starts this many records before the end, like `tail -f`.
@@ -82,7 +82,7 @@ pub fn batch(ctx: &Context<'_>, entries: &[String]) -> anyhow::Result<()> {
 pub fn get(ctx: &Context<'_>, name: &str, seq: Seq) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.open_read()?;
-    let value = read_retrying(|| ns.get(name, seq))?;
+    let value = ns.get(name, seq)?;
     ctx.out.answer(&JsonRecord::new(seq, &value), || human_value(&value).into_owned())?;
     Ok(())
 }
@@ -90,7 +90,7 @@ pub fn get(ctx: &Context<'_>, name: &str, seq: Seq) -> anyhow::Result<()> {
 pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.open_read()?;
-    let info = read_retrying(|| ns.log_info(name))?;
+    let info = ns.log_info(name)?;
     let answer = LatestAnswer { log: name, latest: info.latest, earliest: info.earliest };
     ctx.out.answer(&answer, || format!("latest: {}\nearliest: {}", info.latest, info.earliest))?;
     Ok(())
@@ -99,7 +99,7 @@ pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 pub fn info(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.open_read()?;
-    let info = read_retrying(|| ns.log_info(name))?;
+    let info = ns.log_info(name)?;
     let answer = InfoAnswer { namespace: &ctx.namespace, log: LogJson::from(&info) };
     ctx.out.answer(&answer, || {
         format!(
@@ -117,7 +117,7 @@ pub fn info(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 
 pub fn ls(ctx: &Context<'_>) -> anyhow::Result<()> {
     let ns = ctx.open_read()?;
-    let logs = read_retrying(|| ns.list_logs())?;
+    let logs = ns.list_logs()?;
     let answer = ListAnswer { namespace: &ctx.namespace, logs: logs.iter().map(LogJson::from).collect() };
     ctx.out.answer(&answer, || table(&ctx.namespace, &logs))?;
     Ok(())
@@ -135,7 +135,7 @@ pub fn rm(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.open_read()?;
-    let info = read_retrying(|| ns.log_info(name))?;
+    let info = ns.log_info(name)?;
     // Without --from, start at what retention still keeps (seq 1 may be trimmed).
     let range = SeqRange::from_bounds(from.unwrap_or(info.earliest)..=to.unwrap_or(Seq::MAX));
     let expected = range.last.min(info.latest).saturating_add(1).saturating_sub(range.first);
@@ -145,7 +145,7 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
         indicatif::ProgressBar::hidden()
     };
     let mut writer = ctx.out.records();
-    for record in read_retrying(|| ns.scan(name, range))? {
+    for record in ns.scan(name, range)? {
         let record = record?;
         writer.write(record.seq, &record.value)?;
         bar.inc(1);
@@ -163,16 +163,16 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
 pub fn tail(ctx: &Context<'_>, name: &str, from: Option<Seq>) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.open_read()?;
-    let info = read_retrying(|| ns.log_info(name))?;
+    let info = ns.log_info(name)?;
     let from = from.unwrap_or_else(|| info.latest.saturating_sub(TAIL_START_RECORDS - 1).max(info.earliest).max(1));
-    let mut watch = read_retrying(|| ns.watch(name, from))?;
+    let mut watch = ns.watch(name, from)?;
     let mut writer = ctx.out.records();
     let mut block = false;
     loop {
         // Print whatever is there without flushing per record; flush only
         // before blocking, so a follower reading our stdout sees every record.
         // (A failed step leaves the watch where it was, so retrying is safe.)
-        match read_retrying(|| follow_step(&mut watch, block))? {
+        match follow_step(&mut watch, block)? {
             FollowStep::Record(record) => {
                 writer.write(record.seq, &record.value)?;
                 block = false;

@@ -6,21 +6,15 @@
 //! writer lock, so a second writer fails with `LogError::Locked`; each append
 //! is fsynced before it is reported (`SyncPolicy::Always`).
 
+pub mod bench;
 pub mod fsck;
 pub mod log;
 
-use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use varve_log::{JournalNamespace, JournalOptions, JournalStore, LogError, SyncPolicy};
+use varve_log::{JournalNamespace, JournalOptions, JournalStore, SyncPolicy};
 
 use crate::output::Output;
-
-/// Most attempts [`read_retrying`] makes while a read keeps failing transiently.
-const READ_ATTEMPTS_MAX: u32 = 50;
-/// Pause between those attempts (so at most about half a second in all).
-const READ_RETRY_DELAY: Duration = Duration::from_millis(10);
 
 /// What every command needs: the global options and the printer.
 pub struct Context<'a> {
@@ -60,30 +54,4 @@ impl Context<'_> {
 /// `JournalStore`; the two must agree).
 pub fn namespace_dir(data: &Path, namespace: &str) -> PathBuf {
     data.join(namespace)
-}
-
-/// Run a read on a read-only handle, riding out one transient failure of
-/// the journal library: a writer process that closes truncates its
-/// preallocated active segment back to the bytes it holds, and a reader
-/// that sized the file just before (`JournalNamespace::refresh`) then reads
-/// past the new end and fails with `UnexpectedEof`. With `varve log append`
-/// processes coming and going this hits a few percent of concurrent reads.
-/// The failed refresh changes nothing, so trying again is safe. Remove once
-/// the library tolerates a shrinking active segment.
-pub fn read_retrying<T>(mut read: impl FnMut() -> varve_log::Result<T>) -> varve_log::Result<T> {
-    let mut attempt = 1;
-    loop {
-        match read() {
-            Err(error) if is_transient(&error) && attempt < READ_ATTEMPTS_MAX => {
-                attempt += 1;
-                std::thread::sleep(READ_RETRY_DELAY);
-            }
-            other => return other,
-        }
-    }
-}
-
-/// The failure [`read_retrying`] rides out.
-pub fn is_transient(error: &LogError) -> bool {
-    matches!(error, LogError::Io { source, .. } if source.kind() == io::ErrorKind::UnexpectedEof)
 }

@@ -34,9 +34,13 @@ pub struct FsckReport {
     pub logs: Vec<LogInfo>,
     /// With `repair`: the files the cut bytes were copied to.
     pub quarantined: Vec<PathBuf>,
+    /// With `repair`: the journal was cut at the first damage and reopened
+    /// cleanly. `damage` still lists what was found before the cut.
+    pub repaired: bool,
 }
 
 impl FsckReport {
+    /// No damage was found (see `repaired` for whether found damage was cut).
     #[must_use]
     pub fn is_clean(&self) -> bool {
         self.damage.is_empty()
@@ -96,6 +100,7 @@ pub fn fsck(dir: &Path, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Res
         // Confirm the cut journal opens cleanly.
         let ns = JournalNamespace::open(dir, "fsck", JournalOptions::default())?;
         ns.close()?;
+        report.repaired = true;
     }
     Ok(report)
 }

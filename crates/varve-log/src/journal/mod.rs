@@ -359,32 +359,42 @@ fn acquire_lock(dir: &Path) -> Result<File> {
     }
 }
 
-/// Rebuild the state from every segment. A writer (`repair_tail`) cuts a
-/// torn tail off the newest segment; a reader stops before it. Returns the
-/// newest segment and the offset where its valid frames end.
 /// The newest segment's id and the end of its valid frames.
 type Tail = Option<(u32, u64)>;
 
+/// Rebuild the state from every segment. A writer (`repair_tail`) cuts a
+/// torn tail off the newest segment; a reader stops before it. Returns the
+/// newest segment and the offset where its valid frames end.
 fn recover(dir: &Path, repair_tail: bool) -> Result<(State, RecoveryReport, Tail)> {
     let ids = list_segments(dir)?;
     let mut state = State::default();
     let mut report = RecoveryReport::default();
+    // A read-only open races the writer: a segment listed here may be
+    // deleted (it held no live record) before we read it. Skip it.
+    let gone = |e: &std::io::Error| !repair_tail && e.kind() == std::io::ErrorKind::NotFound;
     let mut disk_bytes = 0;
     for &id in &ids {
         let path = segment_path(dir, id);
-        disk_bytes += fs::metadata(&path).context(|| format!("reading {}", path.display()))?.len();
+        match fs::metadata(&path) {
+            Ok(metadata) => disk_bytes += metadata.len(),
+            Err(e) if gone(&e) => {}
+            Err(e) => return Err(LogError::io(format!("reading {}", path.display()), e)),
+        }
     }
     state.gap_records_max = disk_bytes / ENTRY_HEADER_BYTES as u64 + 1;
     let mut tail = None;
     for (i, &id) in ids.iter().enumerate() {
         let last = i + 1 == ids.len();
         let path = segment_path(dir, id);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(repair_tail && last)
-            .open(&path)
-            .context(|| format!("opening {}", path.display()))?;
-        let bytes = fs::read(&path).context(|| format!("reading {}", path.display()))?;
+        let opened = OpenOptions::new().read(true).write(repair_tail && last).open(&path);
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(LogError::io(format!("opening {}", path.display()), e)),
+        };
+        // Read through the handle: it stays valid if the file is deleted now.
+        let length = file.metadata().context(|| format!("reading {}", path.display()))?.len();
+        let bytes = read_up_to(&file, 0, length).context(|| format!("reading {}", path.display()))?;
         state.segments.insert(id, segment_state(path.clone(), Arc::new(file)));
         let scan = scan_segment(&mut state, id, &bytes, 0);
         report.segments += 1;
@@ -999,9 +1009,14 @@ impl Shared {
         let len = file.metadata().context(|| format!("reading {}", path.display()))?.len();
         let mut chunk = FOLLOW_CHUNK_BYTES;
         while from < len {
-            let n = chunk.min(len - from);
-            let mut bytes = vec![0; usize::try_from(n).expect("chunks fit memory")];
-            file.read_exact_at(&mut bytes, from).context(|| format!("reading {}", path.display()))?;
+            let wanted = chunk.min(len - from);
+            let bytes = read_up_to(file, from, wanted).context(|| format!("reading {}", path.display()))?;
+            // The writer cuts an active segment's zero reserve when it seals
+            // it or closes: the file may have shrunk since `len` was read.
+            let n = bytes.len() as u64;
+            if n == 0 {
+                break;
+            }
             let mut state = self.write_state();
             state.gap_records_max += n / ENTRY_HEADER_BYTES as u64;
             state.segments.entry(id).or_insert_with(|| segment_state(path.to_owned(), file.clone()));
@@ -1060,6 +1075,22 @@ fn position(segment: u32, frame_at: u64, offset_in_frame: usize, len: usize) -> 
         offset: u32::try_from(frame_at + offset_in_frame as u64).expect("segments are under 4 GiB"),
         len: u32::try_from(len).expect("records are bounded by Limits"),
     }
+}
+
+/// Read `len` bytes at `offset`, or fewer if the file ends first.
+fn read_up_to(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = vec![0; usize::try_from(len).expect("reads fit memory")];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read_at(&mut bytes[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
 }
 
 /// Read and check one record. `path` names the file, only for errors.
