@@ -1,0 +1,66 @@
+//! Crash-loop child: opens structure `STRUCTURE` (bst, balanced, list) in
+//! the journal namespace `DIR/crash` — completing any update a previous child
+//! was killed in — then applies the deterministic op of each next version
+//! (see `op_for` in tests/crash_loop.rs) and prints `ack <version>` after
+//! each one commits, until it is killed. Usage: `crash_writer DIR SEED STRUCTURE`.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use varve_log::{JournalOptions, JournalStore, Namespace, SyncPolicy};
+use varve_pds::{Options, SortedSet, Structure, VersionedList};
+
+/// Must agree with `op_for` in tests/crash_loop.rs.
+fn value_for(seed: u64, version: u64) -> u64 {
+    let mut x = seed ^ version.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 29;
+    x % 40 + 1
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, dir, seed, structure] = args.as_slice() else {
+        eprintln!("usage: crash_writer DIR SEED STRUCTURE");
+        std::process::exit(2);
+    };
+    let seed: u64 = seed.parse().expect("seed is a number");
+    let structure: Structure = structure.parse().expect("structure");
+    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
+    let store = JournalStore::open(dir, options).expect("open store");
+    let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("crash").expect("namespace"));
+    let name = format!("crash-{structure}");
+    let opts = Options { extra: 2, keep: None };
+    let stdout = std::io::stdout();
+    let ack = |v: u64| {
+        let mut out = stdout.lock();
+        writeln!(out, "ack {v}").expect("stdout");
+        out.flush().expect("stdout");
+    };
+    if structure == Structure::List {
+        let mut list = VersionedList::<u64>::open(ns, &name, opts).expect("open list");
+        let mut items: Vec<u64> = list.iter(None).expect("iter").collect();
+        loop {
+            let value = value_for(seed, list.latest().expect("latest") + 1);
+            let v = if let Some(at) = items.iter().position(|&x| x == value) {
+                items.remove(at);
+                list.remove(&value)
+            } else {
+                items.push(value);
+                list.push_back(&value)
+            }
+            .expect("update");
+            ack(v);
+        }
+    } else {
+        let mut set = SortedSet::<u64>::open_as(ns, &name, structure, opts).expect("open set");
+        loop {
+            let value = value_for(seed, set.latest().expect("latest") + 1);
+            let v = if set.contains(&value, None).expect("contains") { set.delete(&value) } else { set.insert(&value) }
+                .expect("update");
+            ack(v);
+        }
+    }
+}
