@@ -1,1 +1,375 @@
-//! TODO
+//! The paper's evaluation (§V, Figures 4–6), as a library function the CLI
+//! runs as `varve bench pds`: generated workloads (§V-A) on the list, the
+//! paper's BST and the balanced tree, for several `extra`, on the embedded
+//! journal (group commit) and on the memory backend (the paper's
+//! "persistent-n" baseline), with ephemeral std baselines (`BTreeSet`, `Vec`)
+//! measured in the same run. Also sorted inserts, where the paper's BST
+//! degenerates and the balanced tree does not.
+//!
+//! ```
+//! use varve_pds::bench::{run, BenchConfig};
+//! let config = BenchConfig { workloads: 1, ops: 50, extras: vec![1], ..BenchConfig::default() };
+//! let report = run(&config, &mut |_, _| {})?;
+//! println!("{}", report.to_markdown());
+//! # Ok::<(), varve_pds::PdsError>(())
+//! ```
+//!
+//! Figures: bytes stored per update is the slope of Figure 4 (bytes of every
+//! appended record, plus the journal's 20-byte per-record framing, divided
+//! by updates — DataLog, LinkLogs, APLog and op log all count); µs per
+//! update is Figure 5 (including the search each update does); µs per
+//! access is Figure 6 (the list's last node, the tree's maximum, on the
+//! latest version). Medians across workloads.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use varve_log::{JournalOptions, JournalStore, Limits, MemoryNamespace, Namespace, SyncPolicy};
+
+use crate::error::Result;
+use crate::testing::CountingNamespace;
+use crate::workload::{generate, parse, WorkloadOp};
+use crate::{Options, SortedSet, Structure, VersionedList};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Generated workloads per variant (the paper: 100).
+    pub workloads: usize,
+    /// Operations per workload (the paper: 1,000).
+    pub ops: usize,
+    /// Extra pointers (the paper: 1, 5, 10).
+    pub extras: Vec<u32>,
+    pub structures: Vec<Structure>,
+    /// Where the journal goes (a temporary directory when `None`).
+    pub dir: Option<PathBuf>,
+    /// First workload seed; workload i uses `seed + i`.
+    pub seed: u64,
+    /// Accesses timed per workload (median taken).
+    pub accesses: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig {
+            workloads: 100,
+            ops: 1000,
+            extras: vec![1, 5, 10],
+            structures: vec![Structure::List, Structure::Bst, Structure::Balanced],
+            dir: None,
+            seed: 1,
+            accesses: 15,
+        }
+    }
+}
+
+/// One line of the results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchRow {
+    /// `list`, `bst`, `balanced`, or `bst sorted` / `balanced sorted`.
+    pub structure: String,
+    /// `journal`, `memory` (persistent-n) or `ephemeral`.
+    pub backend: &'static str,
+    /// `None` for the ephemeral baseline.
+    pub extra: Option<u32>,
+    pub bytes_per_update: f64,
+    pub us_per_update: f64,
+    pub us_per_access: f64,
+    /// Versions written across all workloads.
+    pub updates: u64,
+}
+
+/// All rows, in run order.
+#[derive(Clone, Debug, Default)]
+pub struct BenchReport {
+    pub config_line: String,
+    pub rows: Vec<BenchRow>,
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+#[derive(Default)]
+struct Samples {
+    bytes: Vec<f64>,
+    update_us: Vec<f64>,
+    access_us: Vec<f64>,
+    updates: u64,
+}
+
+impl Samples {
+    fn row(self, structure: String, backend: &'static str, extra: Option<u32>) -> BenchRow {
+        BenchRow {
+            structure,
+            backend,
+            extra,
+            bytes_per_update: median(self.bytes),
+            us_per_update: median(self.update_us),
+            us_per_access: median(self.access_us),
+            updates: self.updates,
+        }
+    }
+}
+
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+fn one_workload(
+    ns: Arc<dyn Namespace>,
+    name: &str,
+    structure: Structure,
+    extra: u32,
+    ops: &[WorkloadOp],
+    accesses: usize,
+    samples: &mut Samples,
+) -> Result<()> {
+    let counting = CountingNamespace::new(ns);
+    let options = Options { extra, keep: None };
+    let started;
+    let mut access = Vec::new();
+    let versions;
+    if structure == Structure::List {
+        let mut list = VersionedList::<u64>::open(counting.clone(), name, options)?;
+        let base = counting.counts().bytes_appended;
+        started = Instant::now();
+        for op in ops {
+            match *op {
+                WorkloadOp::Insert(k) => list.push_back(&k)?,
+                WorkloadOp::Delete(k) => list.remove(&k)?,
+            };
+        }
+        let elapsed = started.elapsed();
+        versions = list.latest()?;
+        samples.update_us.push(us(elapsed) / ops.len().max(1) as f64);
+        samples.bytes.push((counting.counts().bytes_appended - base) as f64 / versions.max(1) as f64);
+        for _ in 0..accesses {
+            let t = Instant::now();
+            std::hint::black_box(list.last(None)?);
+            access.push(us(t.elapsed()));
+        }
+    } else {
+        let mut set = SortedSet::<u64>::open_as(counting.clone(), name, structure, options)?;
+        let base = counting.counts().bytes_appended;
+        started = Instant::now();
+        for op in ops {
+            match *op {
+                WorkloadOp::Insert(k) => set.insert(&k)?,
+                WorkloadOp::Delete(k) => set.delete(&k)?,
+            };
+        }
+        let elapsed = started.elapsed();
+        versions = set.latest()?;
+        samples.update_us.push(us(elapsed) / ops.len().max(1) as f64);
+        samples.bytes.push((counting.counts().bytes_appended - base) as f64 / versions.max(1) as f64);
+        for _ in 0..accesses {
+            let t = Instant::now();
+            std::hint::black_box(set.last(None)?);
+            access.push(us(t.elapsed()));
+        }
+    }
+    samples.updates += versions;
+    samples.access_us.push(median(access));
+    Ok(())
+}
+
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+fn ephemeral(structure: Structure, workloads: &[Vec<WorkloadOp>], accesses: usize) -> Samples {
+    let mut samples = Samples::default();
+    for ops in workloads {
+        let started = Instant::now();
+        let mut access = Vec::new();
+        if structure == Structure::List {
+            let mut list: Vec<u64> = Vec::new();
+            for op in ops {
+                match *op {
+                    WorkloadOp::Insert(k) => list.push(k),
+                    WorkloadOp::Delete(k) => {
+                        if let Some(i) = list.iter().position(|&x| x == k) {
+                            list.remove(i);
+                        }
+                    }
+                }
+            }
+            samples.update_us.push(us(started.elapsed()) / ops.len().max(1) as f64);
+            for _ in 0..accesses {
+                let t = Instant::now();
+                std::hint::black_box(list.iter().last());
+                access.push(us(t.elapsed()));
+            }
+            samples.bytes.push((list.len() * 8) as f64 / ops.len().max(1) as f64);
+        } else {
+            let mut set = BTreeSet::new();
+            for op in ops {
+                match *op {
+                    WorkloadOp::Insert(k) => set.insert(k),
+                    WorkloadOp::Delete(k) => set.remove(&k),
+                };
+            }
+            samples.update_us.push(us(started.elapsed()) / ops.len().max(1) as f64);
+            for _ in 0..accesses {
+                let t = Instant::now();
+                std::hint::black_box(set.last());
+                access.push(us(t.elapsed()));
+            }
+            samples.bytes.push((set.len() * 8) as f64 / ops.len().max(1) as f64);
+        }
+        samples.updates += ops.len() as u64;
+        samples.access_us.push(median(access));
+    }
+    samples
+}
+
+/// Run the benchmark. `progress(done, total)` is called after each workload.
+pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Result<BenchReport> {
+    let temp;
+    let dir = if let Some(dir) = &config.dir {
+        dir.clone()
+    } else {
+        temp = TempDir::new()?;
+        temp.0.clone()
+    };
+    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
+    let store = JournalStore::open(&dir, options)?;
+    let workloads: Vec<Vec<WorkloadOp>> = (0..config.workloads)
+        .map(|i| parse(&generate(config.ops, config.seed + i as u64)).map(|w| w.ops))
+        .collect::<Result<_>>()?;
+    let sorted: Vec<WorkloadOp> = (1..=config.ops as u64).map(WorkloadOp::Insert).collect();
+    let trees: Vec<Structure> = config.structures.iter().copied().filter(|s| *s != Structure::List).collect();
+    let total = config.structures.len() * config.extras.len() * config.workloads * 2
+        + trees.len() * config.extras.len() * 2;
+    let mut done = 0;
+    let mut report = BenchReport {
+        config_line: format!(
+            "{} workloads x {} ops (seeds {}..), extra {:?}, journal with group commit (5 ms) in {}",
+            config.workloads,
+            config.ops,
+            config.seed,
+            config.extras,
+            dir.display()
+        ),
+        rows: Vec::new(),
+    };
+    for &structure in &config.structures {
+        report.rows.push(ephemeral(structure, &workloads, config.accesses).row(structure.to_string(), "ephemeral", None));
+        for &extra in &config.extras {
+            for backend in ["journal", "memory"] {
+                let ns: Arc<dyn Namespace> = if backend == "journal" {
+                    Arc::new(store.journal_namespace(&format!("bench-{structure}-e{extra}"))?)
+                } else {
+                    Arc::new(MemoryNamespace::new("bench", Limits::default()))
+                };
+                let mut samples = Samples::default();
+                for (i, ops) in workloads.iter().enumerate() {
+                    one_workload(ns.clone(), &format!("w{i}"), structure, extra, ops, config.accesses, &mut samples)?;
+                    done += 1;
+                    progress(done, total);
+                }
+                report.rows.push(samples.row(structure.to_string(), backend, Some(extra)));
+            }
+        }
+    }
+    for &structure in &trees {
+        for &extra in &config.extras {
+            for backend in ["journal", "memory"] {
+                let ns: Arc<dyn Namespace> = if backend == "journal" {
+                    Arc::new(store.journal_namespace(&format!("bench-sorted-{structure}-e{extra}"))?)
+                } else {
+                    Arc::new(MemoryNamespace::new("bench", Limits::default()))
+                };
+                let mut samples = Samples::default();
+                one_workload(ns, "sorted", structure, extra, &sorted, config.accesses, &mut samples)?;
+                done += 1;
+                progress(done, total);
+                report.rows.push(samples.row(format!("{structure} sorted"), backend, Some(extra)));
+            }
+        }
+    }
+    Ok(report)
+}
+
+impl BenchReport {
+    /// The results as a Markdown table, with the journal/memory ratios.
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}\n", self.config_line);
+        out.push_str("| structure | backend | extra | bytes/update | µs/update | µs/access | bytes vs memory | update vs memory |\n");
+        out.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+        for row in &self.rows {
+            let memory = self
+                .rows
+                .iter()
+                .find(|r| r.structure == row.structure && r.extra == row.extra && r.backend == "memory");
+            let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "-".into() };
+            let (bytes_ratio, time_ratio) = match (row.backend, memory) {
+                ("journal", Some(m)) => {
+                    (ratio(row.bytes_per_update, m.bytes_per_update), ratio(row.us_per_update, m.us_per_update))
+                }
+                _ => ("-".into(), "-".into()),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.1} | {:.2} | {:.2} | {} | {} |",
+                row.structure,
+                row.backend,
+                row.extra.map_or_else(|| "-".into(), |e| e.to_string()),
+                row.bytes_per_update,
+                row.us_per_update,
+                row.us_per_access,
+                bytes_ratio,
+                time_ratio
+            );
+        }
+        out
+    }
+
+    /// The rows as CSV (for charts).
+    #[must_use]
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from("structure,backend,extra,bytes_per_update,us_per_update,us_per_access,updates\n");
+        for r in &self.rows {
+            let _ = writeln!(
+                out,
+                "{},{},{},{:.3},{:.3},{:.3},{}",
+                r.structure,
+                r.backend,
+                r.extra.map_or_else(String::new, |e| e.to_string()),
+                r.bytes_per_update,
+                r.us_per_update,
+                r.us_per_access,
+                r.updates
+            );
+        }
+        out
+    }
+}
+
+/// A temporary directory removed on drop (the crate has no tempfile
+/// dependency outside tests).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!("varve-bench-pds-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .map_err(|e| varve_log::LogError::Io { context: format!("creating {}", path.display()), source: e })?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

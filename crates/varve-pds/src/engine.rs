@@ -178,11 +178,6 @@ impl Engine {
         format!("{}{dseq}", self.link_prefix)
     }
 
-    /// The latest committed version as this handle knows it.
-    pub fn committed(&self) -> Version {
-        self.committed
-    }
-
     /// The latest committed version as the APLog says.
     pub fn latest(&self) -> Result<Version> {
         Ok(self.ns.latest(&self.ap_log)?)

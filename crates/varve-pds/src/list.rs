@@ -182,10 +182,6 @@ impl<T: Key> VersionedList<T> {
         Ok(1..=self.engine.latest()?)
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
     /// Visit the nodes of version `at` in order until `visit` returns false.
     fn walk(&self, at: Option<Version>, mut visit: impl FnMut(&NodeView) -> bool) -> Result<()> {
         let at = self.engine.resolve(at)?;

@@ -407,10 +407,6 @@ impl<K: Key, V: Key> SortedMap<K, V> {
         Ok(1..=self.engine.latest()?)
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
     fn decode(view: &NodeView) -> Result<(K, V)> {
         let (k, v) = split_val(&view.val)?;
         Ok((K::decode_all(k)?, V::decode_all(v)?))
