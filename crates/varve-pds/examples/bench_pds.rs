@@ -1,3 +1,4 @@
+#![allow(clippy::doc_markdown, reason = "the paper's terms and file names in prose")]
 //! Run the PEDaLS benchmark: `cargo run --release -p varve-pds --example bench_pds [WORKLOADS] [OPS]`
 //! (defaults: the paper's 100 workloads of 1,000 operations).
 

@@ -153,6 +153,9 @@ fn len_u32(n: usize) -> [u8; 4] {
 }
 
 impl DataEntry {
+    /// # Panics
+    ///
+    /// If `val` is 4 GiB or more (the log's record limit is far lower).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(15 + self.val.len() + self.link.len());
@@ -165,6 +168,9 @@ impl DataEntry {
         out
     }
 
+    /// # Panics
+    ///
+    /// Never: every slice is length-checked first.
     pub fn decode(bytes: &Bytes, log: &str, seq: Seq) -> Result<DataEntry> {
         let mut r = Reader::new(bytes, log, seq)?;
         let vs = r.u64()?;

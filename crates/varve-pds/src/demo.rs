@@ -76,12 +76,12 @@ pub struct PaperExample {
 
 /// Run the paper's example on a memory namespace.
 pub fn paper_example() -> Result<PaperExample> {
-    paper_example_on(Arc::new(MemoryNamespace::new("demo", Limits::default())), "demo")
+    paper_example_on(&(Arc::new(MemoryNamespace::new("demo", Limits::default())) as Arc<dyn Namespace>), "demo")
 }
 
 /// Run the paper's example as structure `name` in `ns` (which must not
 /// hold that structure yet) and read its logs back.
-pub fn paper_example_on(ns: Arc<dyn Namespace>, name: &str) -> Result<PaperExample> {
+pub fn paper_example_on(ns: &Arc<dyn Namespace>, name: &str) -> Result<PaperExample> {
     let mut tree = SortedSet::<u64>::open_as(ns.clone(), name, Structure::Bst, Options { extra: 1, keep: None })?;
     let mut ops = Vec::new();
     for k in [7u64, 2, 5] {

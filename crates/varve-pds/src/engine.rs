@@ -284,7 +284,7 @@ impl Engine {
                     reason: format!("pending op for version {} but {} versions are committed", op.vs, self.committed),
                 });
             }
-            self.run(op, false, apply)?;
+            self.run(&op, false, apply)?;
         }
         self.needs_recovery = false;
         Ok(())
@@ -296,10 +296,10 @@ impl Engine {
         if self.needs_recovery {
             self.recover(apply)?;
         }
-        self.run(OpEntry { vs: self.committed + 1, op, a, b }, true, apply)
+        self.run(&OpEntry { vs: self.committed + 1, op, a, b }, true, apply)
     }
 
-    fn run(&mut self, op: OpEntry, log_op: bool, apply: ApplyFn) -> Result<Version> {
+    fn run(&mut self, op: &OpEntry, log_op: bool, apply: ApplyFn) -> Result<Version> {
         if let Some(keep) = self.keep {
             if self.committed >= keep {
                 return Err(PdsError::RetentionFull { structure: self.name.clone(), keep });
@@ -308,7 +308,7 @@ impl Engine {
         let v = self.committed + 1;
         debug_assert_eq!(op.vs, v);
         let mut txn = Txn { engine: self, v, nodes: Vec::new(), root: Slot::Stored(self.root(v - 1)?) };
-        if !apply(&mut txn, &op)? {
+        if !apply(&mut txn, op)? {
             return Ok(self.committed);
         }
         let plan = txn.finish()?;

@@ -206,6 +206,7 @@ impl<T: Key> VersionedList<T> {
     }
 
     /// The items of version `at`, head first.
+    #[expect(clippy::iter_not_returning_iterator, reason = "reads can fail, so the iterator comes in a Result")]
     pub fn iter(&self, at: Option<Version>) -> Result<std::vec::IntoIter<T>> {
         let items = self.raw_items(at)?.iter().map(|b| T::decode_all(b)).collect::<Result<Vec<_>>>()?;
         Ok(items.into_iter())
@@ -266,25 +267,25 @@ impl<T: Key> VersionedList<T> {
 
     /// Items added and removed from version `from` to `to` (as multisets).
     pub fn diff(&self, from: Version, to: Version) -> Result<(Vec<T>, Vec<T>)> {
-        let mut a = self.raw_items(Some(from))?;
-        let mut b = self.raw_items(Some(to))?;
-        a.sort();
-        b.sort();
+        let mut old = self.raw_items(Some(from))?;
+        let mut new = self.raw_items(Some(to))?;
+        old.sort();
+        new.sort();
         let (mut added, mut removed) = (Vec::new(), Vec::new());
         let (mut i, mut j) = (0, 0);
-        while i < a.len() || j < b.len() {
-            match (a.get(i), b.get(j)) {
-                (Some(x), Some(y)) if x == y => (i, j) = (i + 1, j + 1),
-                (Some(x), Some(y)) if x < y => {
-                    removed.push(T::decode_all(x)?);
+        while i < old.len() || j < new.len() {
+            match (old.get(i), new.get(j)) {
+                (Some(before), Some(after)) if before == after => (i, j) = (i + 1, j + 1),
+                (Some(before), Some(after)) if before < after => {
+                    removed.push(T::decode_all(before)?);
                     i += 1;
                 }
-                (Some(_), Some(y)) | (None, Some(y)) => {
-                    added.push(T::decode_all(y)?);
+                (_, Some(after)) => {
+                    added.push(T::decode_all(after)?);
                     j += 1;
                 }
-                (Some(x), None) => {
-                    removed.push(T::decode_all(x)?);
+                (Some(before), None) => {
+                    removed.push(T::decode_all(before)?);
                     i += 1;
                 }
                 (None, None) => unreachable!("loop condition"),

@@ -94,7 +94,9 @@ fn replace_child(txn: &mut Txn<'_>, parent: Option<NodeId>, old: NodeId, new: Op
 
 /// Descend to `key`; returns the path of ancestors (root first) with the
 /// side taken at each, and the node holding `key` if present.
-fn descend(txn: &mut Txn<'_>, key: &[u8]) -> Result<(Vec<(NodeId, usize)>, Option<NodeId>)> {
+type Path = Vec<(NodeId, usize)>;
+
+fn descend(txn: &mut Txn<'_>, key: &[u8]) -> Result<(Path, Option<NodeId>)> {
     let mut path = Vec::new();
     let mut cur = txn.root()?;
     while let Some(n) = cur {
@@ -473,6 +475,7 @@ impl<K: Key, V: Key> SortedMap<K, V> {
     }
 
     /// Every entry of version `at`, in key order.
+    #[expect(clippy::iter_not_returning_iterator, reason = "reads can fail, so the iterator comes in a Result")]
     pub fn iter(&self, at: Option<Version>) -> Result<std::vec::IntoIter<(K, V)>> {
         self.range(.., at)
     }
@@ -543,6 +546,10 @@ impl<K: Key, V: Key> SortedMap<K, V> {
     }
 
     /// What changed from version `from` to version `to`.
+    ///
+    /// # Panics
+    ///
+    /// Never: it only takes items it has just peeked.
     pub fn diff(&self, from: Version, to: Version) -> Result<MapDiff<K, V>>
     where
         V: PartialEq,
@@ -571,6 +578,7 @@ impl<K: Key, V: Key> SortedMap<K, V> {
         Ok(diff)
     }
 
+    #[expect(clippy::type_complexity, reason = "a private helper: (encoded key, decoded entry)")]
     fn encoded_entries(&self, at: Version) -> Result<Vec<(Vec<u8>, (K, V))>> {
         let at = self.engine.resolve(Some(at))?;
         let views = self.scan(at, Bound::Unbounded, Bound::Unbounded, usize::MAX)?;
@@ -580,6 +588,7 @@ impl<K: Key, V: Key> SortedMap<K, V> {
     /// For the balanced tree: a description of the first red-black or
     /// search-order violation in version `at`, `None` if it has none.
     pub fn balance_violation(&self, at: Option<Version>) -> Result<Option<String>> {
+        type Pending = (Ref, Option<Vec<u8>>, Option<Vec<u8>>, u32, bool);
         let at = self.engine.resolve(at)?;
         let root = self.engine.root(at)?;
         if root.is_null() {
@@ -588,9 +597,9 @@ impl<K: Key, V: Key> SortedMap<K, V> {
         if self.engine.structure != Structure::Balanced {
             return Ok(Some(format!("{} is not a balanced tree", self.engine.structure)));
         }
-        // (node, lower key, upper key, black height so far, parent red)
+        // Pending: (node, lower key, upper key, black height so far, parent red)
         let mut black_height = None;
-        let mut stack: Vec<(Ref, Option<Vec<u8>>, Option<Vec<u8>>, u32, bool)> = vec![(root, None, None, 0, false)];
+        let mut stack: Vec<Pending> = vec![(root, None, None, 0, false)];
         let root_view = self.engine.load(root, at)?;
         if root_view.fields[COLOR].dseq != BLACK {
             return Ok(Some(format!("version {at}: the root is red")));
@@ -653,6 +662,7 @@ impl<K: Key> SortedSet<K> {
         self.map.contains(key, at)
     }
 
+    #[expect(clippy::iter_not_returning_iterator, reason = "reads can fail, so the iterator comes in a Result")]
     pub fn iter(&self, at: Option<Version>) -> Result<impl Iterator<Item = K>> {
         Ok(self.map.iter(at)?.map(|(k, ())| k))
     }

@@ -49,6 +49,10 @@ pub struct Workload {
 }
 
 /// Generate a workload of `ops` operations from `seed`, in the file format.
+///
+/// # Panics
+///
+/// Never: a delete is only drawn when the structure is not empty.
 #[must_use]
 pub fn generate(ops: usize, seed: u64) -> String {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -170,6 +174,10 @@ pub fn run(
 /// `verify`, every version's full contents are checked against a model of
 /// all versions (`VerifyFailed` on the first difference). The report holds
 /// every version's contents either way (one read of each version).
+///
+/// # Panics
+///
+/// Never: the model only removes values a delete has just removed.
 pub fn run_named(
     ns: Arc<dyn Namespace>,
     name: &str,

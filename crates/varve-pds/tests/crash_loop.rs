@@ -1,3 +1,4 @@
+#![allow(clippy::doc_markdown, reason = "the paper's terms and file names in prose")]
 //! Real-process crash loop (§IV-A C3/C4): a child runs a deterministic
 //! workload on the embedded journal and prints each committed version; we
 //! SIGKILL it at a random moment (sometimes while it is still recovering),

@@ -1,3 +1,4 @@
+#![allow(clippy::doc_markdown, reason = "the paper's terms and file names in prose")]
 //! The paper's failures (§IV-A C3/C4) injected with `FaultyNamespace` at
 //! every write of a workload: Type 1 (append fails before it is written),
 //! Type 2 (written, acknowledgement lost) and a stop between two appends
@@ -80,7 +81,9 @@ fn contents(ns: &dyn Namespace) -> Vec<(String, Vec<Vec<u8>>)> {
 }
 
 /// The fault-free run: its logs, each version's items, and the writes it made.
-fn reference(structure: Structure) -> (Vec<(String, Vec<Vec<u8>>)>, Vec<Vec<u64>>, u64) {
+type Logs = Vec<(String, Vec<Vec<u8>>)>;
+
+fn reference(structure: Structure) -> (Logs, Vec<Vec<u64>>, u64) {
     let inner = memory();
     let faulty = FaultyNamespace::new(inner.clone());
     let mut subject = open(faulty.clone(), structure).expect("open");
@@ -136,7 +139,7 @@ fn a_stop_between_any_two_appends_is_completed_or_abandoned_on_reopen() {
             let faulty = FaultyNamespace::new(inner.clone());
             let mut subject = open(faulty.clone(), structure).expect("open");
             faulty.stop_at(faulty.writes() + index);
-            let mut done = 0;
+            let mut done: u64 = 0;
             for op in &all {
                 match subject.apply(*op) {
                     Ok(_) => done += 1,
@@ -150,13 +153,13 @@ fn a_stop_between_any_two_appends_is_completed_or_abandoned_on_reopen() {
             let latest = subject.latest();
             // Each op of this workload makes exactly one version (no no-ops).
             assert_eq!(versions.len() - 1, all.len());
-            let committed_before = done as u64;
+            let committed_before: u64 = done;
             assert!(
                 latest == committed_before || latest == committed_before + 1,
                 "{structure} stop at {index}: latest {latest}, {committed_before} committed before the stop"
             );
             for v in 1..=latest {
-                assert_eq!(subject.items(v), versions[v as usize], "{structure} stop at {index}: version {v}");
+                assert_eq!(subject.items(v), versions[usize::try_from(v).expect("small")], "{structure} stop at {index}: version {v}");
             }
             // The interrupted op was applied once (completed) or not at all: run the rest.
             let resume = usize::try_from(latest).expect("small");

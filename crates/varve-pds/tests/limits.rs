@@ -1,3 +1,4 @@
+#![allow(clippy::doc_markdown, reason = "the paper's terms and file names in prose")]
 //! Retention of K versions, bounded reads per node visit (no log scans,
 //! §IV-B C2), and corrupted entries reported with their log and seq.
 

@@ -1,3 +1,4 @@
+#![allow(clippy::doc_markdown, reason = "the paper's terms and file names in prose")]
 //! Every version of every structure against a plain model holding all
 //! versions (`Vec<BTreeSet>` / `Vec<Vec>`): random insert/delete mixes for
 //! extra ∈ {1, 2, 5, 10}, adversarial orders, and reopening from the

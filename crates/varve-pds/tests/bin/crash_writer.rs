@@ -1,3 +1,4 @@
+#![allow(clippy::doc_markdown, reason = "the paper's terms and file names in prose")]
 //! Crash-loop child: opens structure `STRUCTURE` (bst, balanced, list) in
 //! the journal namespace `DIR/crash` — completing any update a previous child
 //! was killed in — then applies the deterministic op of each next version
