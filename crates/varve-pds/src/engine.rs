@@ -34,7 +34,8 @@
 //! `latest` of its LinkLog and at most `o + extra` LinkLog `get`s — never a
 //! scan of a whole log (C2).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use varve_log::{LogConfig, LogError, Namespace, OnFull, Seq};
@@ -54,6 +55,20 @@ pub const APPEND_ATTEMPTS_MAX: u32 = 8;
 /// Largest `extra` accepted: a copy is `o + extra` entries and a read of a
 /// node scans at most that many, so this bounds the cost of a node visit.
 pub const EXTRA_MAX: u32 = 1024;
+
+/// Node copies kept decoded in memory (see [`Engine::load`]); the cache is
+/// emptied when it reaches this many, which bounds its memory.
+pub const NODE_CACHE_ENTRIES_MAX: usize = 1 << 16;
+
+/// What is known of one node copy. Log entries never change once written,
+/// so this is never stale; it only grows as extra pointers are appended.
+struct CachedCopy {
+    val: Bytes,
+    link: String,
+    entries: Vec<LinkEntry>,
+    /// The copy ended (`rem` 0 or `o + extra` entries): nothing more to read.
+    complete: bool,
+}
 
 /// A node copy: DataLog seq and first LinkLog seq (0, 0 is the null node).
 /// For a scalar field (colour) the value travels in `dseq`.
@@ -108,6 +123,7 @@ pub(crate) struct Engine {
     link_prefix: String,
     committed: Version,
     needs_recovery: bool,
+    cache: Mutex<HashMap<Ref, CachedCopy>>,
 }
 
 fn transient(e: &LogError) -> bool {
@@ -148,6 +164,7 @@ impl Engine {
             link_prefix: format!("{prefix}.link."),
             committed: 0,
             needs_recovery: true,
+            cache: Mutex::default(),
         };
         engine.create(&meta_log, LogConfig::unbounded())?;
         if engine.ns.latest(&meta_log)? == 0 {
@@ -213,24 +230,51 @@ impl Engine {
 
     /// Read node copy `r` as of version `at`: one DataLog get, one LinkLog
     /// `latest`, at most `o + extra` LinkLog gets.
+    ///
+    /// Decoded copies are cached: a repeated visit costs one `latest` (to
+    /// see extra pointers appended since) until the copy is complete, then
+    /// no log call at all.
     pub fn load(&self, r: Ref, at: Version) -> Result<NodeView> {
-        let data = self.ns.get(&self.data_log, r.dseq).map_err(|e| self.dangling(e, &self.data_log, r.dseq))?;
-        let data = DataEntry::decode(&data, &self.data_log, r.dseq)?;
-        let link = data.link;
-        let latest = self.ns.latest(&link)?;
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if !cache.contains_key(&r) {
+            if cache.len() >= NODE_CACHE_ENTRIES_MAX {
+                cache.clear();
+            }
+            let data = self.ns.get(&self.data_log, r.dseq).map_err(|e| self.dangling(e, &self.data_log, r.dseq))?;
+            let data = DataEntry::decode(&data, &self.data_log, r.dseq)?;
+            cache.insert(r, CachedCopy { val: data.val, link: data.link, entries: Vec::new(), complete: false });
+        }
+        let copy = cache.get_mut(&r).expect("inserted above");
         let o = self.kinds.len();
-        let last = latest.min(r.lseq + o as u64 + u64::from(self.extra) - 1);
+        let window = o + self.extra as usize;
+        let seen_enough = |copy: &CachedCopy| copy.entries.last().is_some_and(|e| e.vs > at);
+        if !copy.complete && !seen_enough(copy) {
+            let latest = self.ns.latest(&copy.link)?;
+            let last = latest.min(r.lseq + window as u64 - 1);
+            let mut seq = r.lseq + copy.entries.len() as u64;
+            while seq <= last {
+                let entry = LinkEntry::decode(&self.ns.get(&copy.link, seq)?, &copy.link, seq)?;
+                copy.entries.push(entry);
+                if entry.rem == 0 || copy.entries.len() == window {
+                    copy.complete = true;
+                    break;
+                }
+                if entry.vs > at {
+                    break;
+                }
+                seq += 1;
+            }
+        }
         let mut fields = [Ref::NULL; FIELDS_MAX];
         let mut seen = [false; FIELDS_MAX];
         let (mut tail_seq, mut tail_rem) = (0, 0);
-        for seq in r.lseq..=last {
-            let entry = LinkEntry::decode(&self.ns.get(&link, seq)?, &link, seq)?;
+        for (seq, entry) in (r.lseq..).zip(&copy.entries) {
             if entry.vs > at {
                 break;
             }
             let Some(index) = self.kinds.iter().position(|&k| k == entry.kind) else {
                 return Err(PdsError::Corrupt {
-                    log: link,
+                    log: copy.link.clone(),
                     seq,
                     reason: format!("a {} has no {:?} field", self.structure, entry.kind),
                 });
@@ -244,12 +288,12 @@ impl Engine {
         }
         if !seen[..o].iter().all(|&s| s) {
             return Err(PdsError::Corrupt {
-                log: link,
+                log: copy.link.clone(),
                 seq: r.lseq,
                 reason: format!("node copy starting here lacks fields as of version {at}"),
             });
         }
-        Ok(NodeView { val: data.val, fields, tail_seq, tail_rem })
+        Ok(NodeView { val: copy.val.clone(), fields, tail_seq, tail_rem })
     }
 
     fn dangling(&self, e: LogError, log: &str, seq: Seq) -> PdsError {
