@@ -86,6 +86,9 @@ struct BenchLogArgs {
     /// Size of the journal whose open (recovery) time is measured, in MiB.
     #[arg(long, default_value_t = 1024)]
     open_mib: u64,
+    /// Run only one part.
+    #[arg(long, value_parser = ["append", "get", "open"])]
+    only: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -248,6 +251,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                 dir: args.dir.clone(),
                 quick: args.quick,
                 open_bytes: args.open_mib << 20,
+                only: args.only.clone(),
             };
             commands::bench::run(&options)?;
             Ok(ExitCode::SUCCESS)

@@ -30,6 +30,8 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Size of the journal for the open/recovery measurement.
     pub open_bytes: u64,
+    /// Run only this part: `append`, `get` or `open`.
+    pub only: Option<String>,
 }
 
 struct Row {
@@ -69,8 +71,9 @@ pub fn run(options: &BenchOptions) -> Result<()> {
     let budget = if options.quick { Duration::from_millis(200) } else { Duration::from_millis(1500) };
     let mut rows = Vec::new();
     eprintln!("varve bench log: scratch in {}, {trials} trial(s) per figure", options.dir.display());
+    let wanted = |part: &str| options.only.as_deref().is_none_or(|only| only == part);
     let group = SyncPolicy::Group(Duration::from_millis(5));
-    for size in [64usize, 1024, 65536] {
+    for size in [64usize, 1024, 65536].into_iter().filter(|_| wanted("append")) {
         for sync in [SyncPolicy::Always, group, SyncPolicy::Never] {
             let (mut ours, mut raw) = (Vec::new(), Vec::new());
             for trial in 0..trials {
@@ -90,7 +93,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
         }
     }
     let records: u64 = if options.quick { 20_000 } else { 1_000_000 };
-    for (size, random) in [(64usize, true), (64, false), (1024, true)] {
+    for (size, random) in [(64usize, true), (64, false), (1024, true)].into_iter().filter(|_| wanted("get")) {
         let (mut ours50, mut ours99, mut raw50, mut raw99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let dir = options.dir.join("get");
         let ns = fill_for_reads(&dir, size, records)?;
@@ -120,7 +123,7 @@ pub fn run(options: &BenchOptions) -> Result<()> {
             });
         }
     }
-    for size in [1024usize, 65536] {
+    for size in [1024usize, 65536].into_iter().filter(|_| wanted("open")) {
         let (ours, raw, recovered) = open_time(&options.dir, size, options.open_bytes, trials)?;
         eprintln!("  open {} MiB of {size} B records: {ours:.3} s   raw read {raw:.3} s ({recovered} records)", options.open_bytes >> 20);
         rows.push(Row {

@@ -47,7 +47,7 @@ use crate::error::{IoContext, LogError, Result};
 use crate::notify::{NotifiedWatch, Notifier};
 use crate::rules;
 use format::{FrameEncoder, FrameKind, LogDescriptor, ENTRY_HEADER_BYTES};
-use mapped::SegmentMap;
+use mapped::{SegmentBytes, SegmentMap};
 use scan::{corrupt, list_segments, scan_segment, segment_path, Stop};
 use state::{Position, SegmentState, State};
 
@@ -393,8 +393,7 @@ fn recover(dir: &Path, repair_tail: bool) -> Result<(State, RecoveryReport, Tail
             Err(e) => return Err(LogError::io(format!("opening {}", path.display()), e)),
         };
         // Read through the handle: it stays valid if the file is deleted now.
-        let length = file.metadata().context(|| format!("reading {}", path.display()))?.len();
-        let bytes = read_up_to(&file, 0, length).context(|| format!("reading {}", path.display()))?;
+        let bytes = SegmentBytes::load(&file, &path, repair_tail)?;
         state.segments.insert(id, segment_state(path.clone(), Arc::new(file)));
         let scan = scan_segment(&mut state, id, &bytes, 0);
         report.segments += 1;
