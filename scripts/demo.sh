@@ -61,4 +61,12 @@ v log append readings "after the crash"
 v fsck
 v log ls
 
+step "Versioned structures on logs (PEDaLS): the paper's example, every version still readable"
+v pds demo
+echo "(a generated workload of the paper's format, run on the journal and checked version by version)"
+"$VARVE" pds gen --ops 1000 --seed 42 > "$DATA/workload.txt"
+head -n 4 "$DATA/workload.txt"
+v --ns structures pds run "$DATA/workload.txt" --structure bst --extra 1 --verify
+v --ns structures pds run "$DATA/workload.txt" --structure balanced --extra 5 --verify
+
 printf '\nDone. Everything above ran on the embedded journal in %s (now removed).\n' "$DATA"

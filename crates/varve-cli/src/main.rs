@@ -61,6 +61,11 @@ enum Command {
     },
     /// Check every frame of a namespace's journal and report damage.
     Fsck(FsckArgs),
+    /// Versioned list and BST on logs (PEDaLS): workloads and the paper's example.
+    Pds {
+        #[command(subcommand)]
+        command: PdsCommand,
+    },
     /// Measure performance against the machine's own baselines.
     Bench {
         #[command(subcommand)]
@@ -73,6 +78,65 @@ enum BenchCommand {
     /// Append throughput, get latency and open time of the embedded journal,
     /// each beside a plain-file baseline; prints a Markdown table.
     Log(BenchLogArgs),
+    /// The PEDaLS evaluation (Figures 4-6): bytes and time per update, time
+    /// per access, beside an ephemeral structure and node copying in memory.
+    Pds(BenchPdsArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchPdsArgs {
+    /// Generated workloads per variant (the paper: 100).
+    #[arg(long, default_value_t = 100)]
+    workloads: usize,
+    /// Operations per workload (the paper: 1,000).
+    #[arg(long, default_value_t = 1000)]
+    ops: usize,
+    /// Directory for the journal (a temporary one by default).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Also write the rows as CSV to this file (for charts).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum PdsCommand {
+    /// Print a workload in the paper's format: a count, then `op value` lines
+    /// (1 insert, 0 delete), values 1..=100 drawn uniformly (§V-A).
+    Gen {
+        /// Number of operations.
+        #[arg(long)]
+        ops: usize,
+        /// Seed of the generator: the same seed gives the same workload.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Run a workload file on a new structure in the namespace.
+    Run(PdsRunArgs),
+    /// The paper's example: insert 7, 2, 5, delete 2 with one extra pointer,
+    /// with every version and the DataLog, LinkLogs and APLog as tables.
+    Demo,
+}
+
+#[derive(Debug, Args)]
+struct PdsRunArgs {
+    /// The workload file (`varve pds gen` writes one).
+    file: PathBuf,
+    /// `bst` (the paper's), `balanced` (red-black) or `list`.
+    #[arg(long, default_value = "bst")]
+    structure: String,
+    /// Extra pointers per node (the paper: 1, 5 or 10).
+    #[arg(long, default_value_t = 1)]
+    extra: u32,
+    /// Structure name (default `workload.<structure>.e<extra>`); must be new.
+    #[arg(long)]
+    name: Option<String>,
+    /// Check every version's full contents against a model of all versions.
+    #[arg(long)]
+    verify: bool,
+    /// Print every version's contents (with --json: one object per version).
+    #[arg(long)]
+    dump: bool,
 }
 
 #[derive(Debug, Args)]
@@ -246,6 +310,38 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
+        Command::Pds { command } => {
+            use commands::pds;
+            match command {
+                PdsCommand::Gen { ops, seed } => pds::gen(*ops, *seed)?,
+                PdsCommand::Run(args) => pds::run(
+                    &ctx,
+                    &args.file,
+                    &args.structure,
+                    args.extra,
+                    args.name.as_deref(),
+                    args.verify,
+                    args.dump,
+                )?,
+                PdsCommand::Demo => pds::demo(&ctx)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench { command: BenchCommand::Pds(args) } => {
+            let config = varve_pds::bench::BenchConfig {
+                workloads: args.workloads,
+                ops: args.ops,
+                dir: args.dir.clone(),
+                ..varve_pds::bench::BenchConfig::default()
+            };
+            let report = varve_pds::bench::run(&config, &mut |done, total| eprint!("\r{done}/{total} workload runs"))?;
+            eprintln!();
+            if let Some(path) = &args.csv {
+                std::fs::write(path, report.to_csv()).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            }
+            println!("{}", report.to_markdown());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench { command: BenchCommand::Log(args) } => {
             let options = commands::bench::BenchOptions {
                 dir: args.dir.clone(),

@@ -43,6 +43,27 @@ impl Output {
     pub fn records(&self) -> RecordWriter<'_> {
         RecordWriter { output: self, stdout: io::BufWriter::new(io::stdout().lock()) }
     }
+
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// A writer for a stream of lines the caller has already formatted.
+    pub fn lines(&self) -> LineWriter {
+        LineWriter { stdout: io::BufWriter::new(io::stdout().lock()) }
+    }
+}
+
+/// Buffered lines on stdout, flushed when dropped.
+pub struct LineWriter {
+    stdout: io::BufWriter<io::StdoutLock<'static>>,
+}
+
+impl LineWriter {
+    pub fn line(&mut self, line: &str) -> io::Result<()> {
+        writeln!(self.stdout, "{line}")
+    }
 }
 
 /// A warning: one line on stderr, in both modes (stdout stays parseable).

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod fsck;
 pub mod log;
+pub mod pds;
 
 use std::path::{Path, PathBuf};
 

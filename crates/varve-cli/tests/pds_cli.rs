@@ -1,0 +1,94 @@
+//! `varve pds …` through the real binary: workload generation, runs checked
+//! against the model of all versions, dumps, the paper's example, bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn varve(data: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_varve")).arg("--data").arg(data).args(args).output().expect("run varve")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
+
+#[test]
+fn gen_is_deterministic_and_in_the_papers_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = stdout(&varve(dir.path(), &["pds", "gen", "--ops", "200", "--seed", "7"]));
+    let again = stdout(&varve(dir.path(), &["pds", "gen", "--ops", "200", "--seed", "7"]));
+    let other = stdout(&varve(dir.path(), &["pds", "gen", "--ops", "200", "--seed", "8"]));
+    assert_eq!(first, again);
+    assert_ne!(first, other);
+    let mut lines = first.lines();
+    assert_eq!(lines.next(), Some("200"));
+    for line in lines {
+        let (op, value) = line.split_once(' ').expect("op value");
+        assert!(op == "0" || op == "1", "{line}");
+        assert!((1..=100).contains(&value.parse::<u32>().expect("number")), "{line}");
+    }
+}
+
+#[test]
+fn runs_verify_every_version_for_each_structure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workload = dir.path().join("w.txt");
+    std::fs::write(&workload, stdout(&varve(dir.path(), &["pds", "gen", "--ops", "300", "--seed", "1"]))).expect("write");
+    for (structure, extra) in [("bst", "1"), ("list", "5"), ("balanced", "10")] {
+        let data = dir.path().join(format!("data-{structure}"));
+        let args = ["--json", "pds", "run", workload.to_str().expect("path"), "--structure", structure, "--extra", extra, "--verify"];
+        let summary: serde_json::Value = serde_json::from_str(&stdout(&varve(&data, &args))).expect("json");
+        assert_eq!(summary["verified"], true, "{structure}");
+        assert_eq!(summary["ops"], 300);
+        let versions = summary["versions"].as_u64().expect("versions");
+        let no_ops = summary["no_ops"].as_u64().expect("no_ops");
+        assert_eq!(versions + no_ops, 300, "every op is a version or a no-op");
+    }
+}
+
+#[test]
+fn dump_prints_every_version_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workload = dir.path().join("w.txt");
+    std::fs::write(&workload, "4\n1 5\n1 3\n0 5\n1 9\n").expect("write");
+    let path = workload.to_str().expect("path");
+    let text = stdout(&varve(dir.path(), &["pds", "run", path, "--structure", "bst", "--dump", "--name", "a"]));
+    assert_eq!(text, "1: [5]\n2: [3, 5]\n3: [3]\n4: [3, 9]\n");
+    let list = stdout(&varve(dir.path(), &["--json", "pds", "run", path, "--structure", "list", "--dump", "--name", "b"]));
+    let versions: Vec<serde_json::Value> = list.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(versions.len(), 4);
+    assert_eq!(versions[3], serde_json::json!({"version": 4, "items": [3, 9]}), "the list keeps insertion order");
+}
+
+#[test]
+fn demo_prints_the_papers_example() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = stdout(&varve(dir.path(), &["pds", "demo"]));
+    assert!(text.contains("version 4 (after delete(2)): preorder [7, 5]"), "{text}");
+    assert!(text.contains("APLog"));
+    // The APLog's last entry: version 4's root is node 1 at LinkLog seq 4.
+    assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["4", "4", "1", "4"]), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&varve(dir.path(), &["--json", "pds", "demo"]))).expect("json");
+    assert_eq!(json["ap_log"].as_array().expect("rows").len(), 4);
+    assert_eq!(json["versions"][3]["preorder"], serde_json::json!([7, 5]));
+}
+
+#[test]
+fn bad_input_is_one_error_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "2\n1 5\n7 x\n").expect("write");
+    let cases: [&[&str]; 3] = [
+        &["pds", "run", bad.to_str().expect("path")],
+        &["pds", "run", "/nonexistent/workload.txt"],
+        &["pds", "run", bad.to_str().expect("path"), "--structure", "heap"],
+    ];
+    for args in cases {
+        let output = varve(dir.path(), args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"));
+    }
+}
