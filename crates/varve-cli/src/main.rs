@@ -19,6 +19,8 @@
 //! Exit codes: 0 success; 1 an error (one line on stderr, `error: …`);
 //! 2 a usage error (from clap) or, for `fsck`, damage found and not repaired.
 
+#![allow(clippy::doc_markdown, reason = "doc comments here are --help text, shown as written; backticks would show too")]
+
 mod commands;
 mod output;
 

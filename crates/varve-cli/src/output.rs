@@ -49,8 +49,11 @@ impl Output {
         self.json
     }
 
+}
+
+impl LineWriter {
     /// A writer for a stream of lines the caller has already formatted.
-    pub fn lines(&self) -> LineWriter {
+    pub fn stdout() -> LineWriter {
         LineWriter { stdout: io::BufWriter::new(io::stdout().lock()) }
     }
 }

@@ -1,4 +1,4 @@
-//! `varve pds …`: the PEDaLS workloads (§V-A) and the paper's worked example
+//! `varve pds …`: the `PEDaLS` workloads (§V-A) and the paper's worked example
 //! (Figure 3 / Table I), over `varve-pds`.
 
 use std::path::Path;
@@ -16,7 +16,10 @@ use super::Context;
 
 /// `varve pds gen`: print a workload in the paper's format.
 pub fn gen(ops: usize, seed: u64) -> anyhow::Result<()> {
-    print!("{}", workload::generate(ops, seed));
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(workload::generate(ops, seed).as_bytes())?;
+    stdout.flush()?;
     Ok(())
 }
 
@@ -38,7 +41,7 @@ pub fn run(
     let report = workload::run_named(ns.clone(), &name, &parsed, structure, extra, verify)?;
     ns.sync()?;
     if dump {
-        let mut out = ctx.out.lines();
+        let mut out = crate::output::LineWriter::stdout();
         for version in &report.versions {
             let line = if ctx.out.json() {
                 serde_json::to_string(&json!({ "version": version.version, "items": version.items }))?
