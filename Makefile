@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 VARVE := target/release/varve
 
-.PHONY: demo test build bench soak lint clean check-toolchain
+.PHONY: demo test build bench bench-pds soak lint clean check-toolchain
 
 check-toolchain:
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found: install Rust (https://rustup.rs) and retry" >&2; exit 1; }
@@ -22,6 +22,14 @@ test: check-toolchain
 # Figures for docs/benchmarks.md (a few minutes; writes scratch files under target/bench).
 bench: build
 	$(VARVE) bench log --dir target/bench
+
+# The PEDaLS evaluation (Figures 4-6): table, CSVs and PNG charts into docs/
+# (several minutes). The charts need matplotlib, installed into .venv here.
+bench-pds: build
+	$(VARVE) bench pds --csv docs/pds_bench.csv --series-csv docs/pds_series.csv
+	test -x .venv/bin/python || python3 -m venv .venv
+	.venv/bin/python -m pip install --quiet matplotlib
+	.venv/bin/python scripts/plot_pds.py docs/pds_series.csv docs
 
 # The crash loop, longer: 1000 SIGKILLs instead of 50.
 soak: check-toolchain

@@ -96,9 +96,13 @@ struct BenchPdsArgs {
     /// Directory for the journal (a temporary one by default).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Also write the rows as CSV to this file (for charts).
+    /// Also write the rows as CSV to this file.
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Also write the space/time curves (a point every 50 operations of each
+    /// variant's first workload) as CSV to this file, for `scripts/plot_pds.py`.
+    #[arg(long)]
+    series_csv: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -338,8 +342,10 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             };
             let report = varve_pds::bench::run(&config, &mut |done, total| eprint!("\r{done}/{total} workload runs"))?;
             eprintln!();
-            if let Some(path) = &args.csv {
-                std::fs::write(path, report.to_csv()).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            for (path, text) in [(&args.csv, report.to_csv()), (&args.series_csv, report.series_csv())] {
+                if let Some(path) = path {
+                    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+                }
             }
             println!("{}", report.to_markdown());
             Ok(ExitCode::SUCCESS)

@@ -87,6 +87,8 @@ pub struct BenchRow {
 pub struct BenchReport {
     pub config_line: String,
     pub rows: Vec<BenchRow>,
+    /// Curves of the first workload of each persistent variant.
+    pub series: Vec<SeriesPoint>,
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -123,6 +125,64 @@ impl Samples {
     }
 }
 
+/// The structure a workload runs on.
+enum Subject {
+    List(VersionedList<u64>),
+    Set(SortedSet<u64>),
+}
+
+impl Subject {
+    fn open(ns: Arc<dyn Namespace>, name: &str, structure: Structure, options: Options) -> Result<Subject> {
+        Ok(match structure {
+            Structure::List => Subject::List(VersionedList::open(ns, name, options)?),
+            tree => Subject::Set(SortedSet::open_as(ns, name, tree, options)?),
+        })
+    }
+
+    /// Trees insert and delete keys; the list appends at the end and removes the value (§V-A).
+    fn apply(&mut self, op: WorkloadOp) -> Result<()> {
+        match (self, op) {
+            (Subject::List(list), WorkloadOp::Insert(k)) => list.push_back(&k)?,
+            (Subject::List(list), WorkloadOp::Delete(k)) => list.remove(&k)?,
+            (Subject::Set(set), WorkloadOp::Insert(k)) => set.insert(&k)?,
+            (Subject::Set(set), WorkloadOp::Delete(k)) => set.delete(&k)?,
+        };
+        Ok(())
+    }
+
+    /// The paper's access: the last node of the list, the maximum of the tree.
+    fn access(&self) -> Result<Option<u64>> {
+        match self {
+            Subject::List(list) => list.last(None),
+            Subject::Set(set) => set.last(None),
+        }
+    }
+
+    fn latest(&self) -> Result<u64> {
+        match self {
+            Subject::List(list) => list.latest(),
+            Subject::Set(set) => set.latest(),
+        }
+    }
+}
+
+/// Record a point of the space/time curves every this many operations.
+const SERIES_STEP_OPS: usize = 50;
+
+/// One point of the curves of Figures 4-6, for one variant's first workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesPoint {
+    /// `bst journal e1`, …
+    pub variant: String,
+    pub ops_done: usize,
+    /// Bytes stored so far.
+    pub bytes: u64,
+    /// Update time so far (accesses excluded), µs.
+    pub update_us: f64,
+    /// One access at this point, µs.
+    pub access_us: f64,
+}
+
 #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
 #[expect(clippy::too_many_arguments, reason = "a private benchmark step; a struct would only rename the arguments")]
 fn one_workload(
@@ -134,62 +194,47 @@ fn one_workload(
     ops: &[WorkloadOp],
     accesses: usize,
     samples: &mut Samples,
+    mut series: Option<(&str, &mut Vec<SeriesPoint>)>,
 ) -> Result<()> {
     // Bytes stored: on the journal, what its segment files grew by (frame
     // headers, catalog frames for each new LinkLog and all); elsewhere,
     // payloads plus the 20-byte record overhead every backend counts.
-    let disk_before = disk_bytes.map(|bytes| bytes());
     let counting = CountingNamespace::new(ns);
-    let options = Options { extra, keep: None };
-    let started;
+    let stored = || match disk_bytes {
+        Some(bytes) => bytes(),
+        None => counting.counts().bytes_appended,
+    };
+    let mut subject = Subject::open(counting.clone(), name, structure, Options { extra, keep: None })?;
+    let base = stored();
+    let mut elapsed = Duration::ZERO;
+    for (done, op) in ops.iter().enumerate() {
+        let started = Instant::now();
+        subject.apply(*op)?;
+        elapsed += started.elapsed();
+        if let Some((variant, points)) = series.as_mut() {
+            if (done + 1) % SERIES_STEP_OPS == 0 {
+                let t = Instant::now();
+                std::hint::black_box(subject.access()?);
+                let access_us = us(t.elapsed());
+                let point = SeriesPoint {
+                    variant: (*variant).to_owned(),
+                    ops_done: done + 1,
+                    bytes: stored() - base,
+                    update_us: us(elapsed),
+                    access_us,
+                };
+                points.push(point);
+            }
+        }
+    }
+    let versions = subject.latest()?;
+    samples.update_us.push(us(elapsed) / ops.len().max(1) as f64);
+    samples.bytes.push((stored() - base) as f64 / versions.max(1) as f64);
     let mut access = Vec::new();
-    let versions;
-    if structure == Structure::List {
-        let mut list = VersionedList::<u64>::open(counting.clone(), name, options)?;
-        let base = counting.counts().bytes_appended;
-        started = Instant::now();
-        for op in ops {
-            match *op {
-                WorkloadOp::Insert(k) => list.push_back(&k)?,
-                WorkloadOp::Delete(k) => list.remove(&k)?,
-            };
-        }
-        let elapsed = started.elapsed();
-        versions = list.latest()?;
-        samples.update_us.push(us(elapsed) / ops.len().max(1) as f64);
-        let stored = match (disk_bytes, disk_before) {
-            (Some(bytes), Some(before)) => bytes() - before,
-            _ => counting.counts().bytes_appended - base,
-        };
-        samples.bytes.push(stored as f64 / versions.max(1) as f64);
-        for _ in 0..accesses {
-            let t = Instant::now();
-            std::hint::black_box(list.last(None)?);
-            access.push(us(t.elapsed()));
-        }
-    } else {
-        let mut set = SortedSet::<u64>::open_as(counting.clone(), name, structure, options)?;
-        let base = counting.counts().bytes_appended;
-        started = Instant::now();
-        for op in ops {
-            match *op {
-                WorkloadOp::Insert(k) => set.insert(&k)?,
-                WorkloadOp::Delete(k) => set.delete(&k)?,
-            };
-        }
-        let elapsed = started.elapsed();
-        versions = set.latest()?;
-        samples.update_us.push(us(elapsed) / ops.len().max(1) as f64);
-        let stored = match (disk_bytes, disk_before) {
-            (Some(bytes), Some(before)) => bytes() - before,
-            _ => counting.counts().bytes_appended - base,
-        };
-        samples.bytes.push(stored as f64 / versions.max(1) as f64);
-        for _ in 0..accesses {
-            let t = Instant::now();
-            std::hint::black_box(set.last(None)?);
-            access.push(us(t.elapsed()));
-        }
+    for _ in 0..accesses {
+        let t = Instant::now();
+        std::hint::black_box(subject.access()?);
+        access.push(us(t.elapsed()));
     }
     samples.updates += versions;
     samples.access_us.push(median(access));
@@ -272,6 +317,7 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
             dir.display()
         ),
         rows: Vec::new(),
+        series: Vec::new(),
     };
     for &structure in &config.structures {
         report.rows.push(ephemeral(structure, &workloads, config.accesses).row(structure.to_string(), "ephemeral", None));
@@ -287,9 +333,11 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
                 let disk = journal.as_ref().map(|j| move || j.disk_usage().0);
                 let disk: Option<&dyn Fn() -> u64> = disk.as_ref().map(|f| f as &dyn Fn() -> u64);
                 let mut samples = Samples::default();
+                let variant = format!("{structure} {backend} e{extra}");
                 for (i, ops) in workloads.iter().enumerate() {
                     let name = format!("w{i}");
-                    one_workload(ns.clone(), disk, &name, structure, extra, ops, config.accesses, &mut samples)?;
+                    let series = (i == 0).then_some((variant.as_str(), &mut report.series));
+                    one_workload(ns.clone(), disk, &name, structure, extra, ops, config.accesses, &mut samples, series)?;
                     done += 1;
                     progress(done, total);
                 }
@@ -310,7 +358,9 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
                 let disk = journal.as_ref().map(|j| move || j.disk_usage().0);
                 let disk: Option<&dyn Fn() -> u64> = disk.as_ref().map(|f| f as &dyn Fn() -> u64);
                 let mut samples = Samples::default();
-                one_workload(ns, disk, "sorted", structure, extra, &sorted, config.accesses, &mut samples)?;
+                let variant = format!("{structure} sorted {backend} e{extra}");
+                let series = Some((variant.as_str(), &mut report.series));
+                one_workload(ns, disk, "sorted", structure, extra, &sorted, config.accesses, &mut samples, series)?;
                 done += 1;
                 progress(done, total);
                 report.rows.push(samples.row(format!("{structure} sorted"), backend, Some(extra)));
@@ -352,6 +402,16 @@ impl BenchReport {
                 bytes_ratio,
                 time_ratio
             );
+        }
+        out
+    }
+
+    /// The curves as CSV: `variant,ops,bytes,update_us,access_us`.
+    #[must_use]
+    pub fn series_csv(&self) -> String {
+        let mut out = String::from("variant,ops,bytes,update_us,access_us\n");
+        for p in &self.series {
+            let _ = writeln!(out, "{},{},{},{:.3},{:.3}", p.variant, p.ops_done, p.bytes, p.update_us, p.access_us);
         }
         out
     }
