@@ -340,8 +340,12 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                 dir: args.dir.clone(),
                 ..varve_pds::bench::BenchConfig::default()
             };
-            let report = varve_pds::bench::run(&config, &mut |done, total| eprint!("\r{done}/{total} workload runs"))?;
-            eprintln!();
+            let bar = output::progress_bar(0, output::Unit::Steps, "workload runs", false);
+            let report = varve_pds::bench::run(&config, &mut |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })?;
+            bar.finish_and_clear();
             for (path, text) in [(&args.csv, report.to_csv()), (&args.series_csv, report.series_csv())] {
                 if let Some(path) = path {
                     std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;

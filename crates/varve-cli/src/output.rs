@@ -149,6 +149,8 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
 pub enum Unit {
     Bytes,
     Records,
+    /// Units of work, named by the bar's message.
+    Steps,
 }
 
 /// A progress bar on stderr, or a hidden one unless stderr is a terminal.
@@ -163,6 +165,7 @@ pub fn progress_bar(len: u64, unit: Unit, message: &str, stdout_busy: bool) -> P
     let template = match unit {
         Unit::Bytes => "{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})",
         Unit::Records => "{msg} [{bar:40}] {human_pos}/{human_len} records ({eta})",
+        Unit::Steps => "[{bar:40}] {human_pos}/{human_len} {msg} ({eta})",
     };
     let style = ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
     ProgressBar::new(len).with_style(style.progress_chars("=> ")).with_message(message.to_owned())
