@@ -211,3 +211,28 @@ fn a_missing_segment_with_live_records_is_reported() {
     let err = JournalNamespace::open(dir.path(), "ns", small).err().expect("refused");
     assert!(matches!(&err, LogError::Corrupt { reason, .. } if reason.contains("missing")), "{err}");
 }
+
+#[test]
+fn a_sealed_segment_left_with_its_zero_reserve_is_cut_back_on_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = JournalOptions { segment_bytes_max: 4096, ..options() };
+    {
+        let ns = JournalNamespace::open(dir.path(), "ns", small).expect("open");
+        ns.create_log("a", LogConfig::unbounded()).expect("create");
+        for seq in 1..=60 {
+            ns.append("a", &record(seq % 10 + 1)).expect("append");
+        }
+    }
+    // A crash between starting segment 2 and cutting segment 1's reserve.
+    let first = segment(dir.path(), 1);
+    let sealed_len = fs::metadata(&first).expect("stat").len();
+    fs::OpenOptions::new().write(true).open(&first).expect("open").set_len(1 << 20).expect("grow");
+    let ns = JournalNamespace::open(dir.path(), "ns", small).expect("reopen");
+    assert_eq!(fs::metadata(&first).expect("stat").len(), sealed_len, "reserve cut back");
+    assert!(ns.recovery_report().torn_tail.is_none(), "zeros are not damage");
+    assert_eq!(ns.latest("a").expect("latest"), 60);
+    for r in ns.scan("a", SeqRange::ALL).expect("scan") {
+        let r = r.expect("record");
+        assert_eq!(r.value, record(r.seq % 10 + 1));
+    }
+}

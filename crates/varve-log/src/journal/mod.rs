@@ -412,6 +412,12 @@ fn recover(dir: &Path, repair_tail: bool) -> Result<(State, RecoveryReport, Tail
             if repair_tail {
                 report.torn_tail = Some(cut_tail(dir, &path, &bytes, &stop)?);
             }
+        } else if repair_tail && !last && (bytes.len() as u64) > scan.valid_end {
+            // A roll that crashed before cutting the sealed segment's zero
+            // reserve: finish the cut (the scan has just seen it is all zero).
+            drop(bytes);
+            let sealed = OpenOptions::new().write(true).open(&path).context(|| format!("opening {}", path.display()))?;
+            sealed.set_len(scan.valid_end).context(|| format!("sealing {}", path.display()))?;
         }
         tail = Some((id, scan.valid_end));
     }
