@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use varve_log::{JournalOptions, JournalStore, Limits, MemoryNamespace, Namespace, SyncPolicy};
+use varve_log::{JournalNamespace, JournalOptions, JournalStore, Limits, MemoryNamespace, Namespace, SyncPolicy};
 
 use crate::error::Result;
 use crate::testing::CountingNamespace;
@@ -187,7 +187,7 @@ pub struct SeriesPoint {
 #[expect(clippy::too_many_arguments, reason = "a private benchmark step; a struct would only rename the arguments")]
 fn one_workload(
     ns: Arc<dyn Namespace>,
-    disk_bytes: Option<&dyn Fn() -> u64>,
+    journal: Option<&JournalNamespace>,
     name: &str,
     structure: Structure,
     extra: u32,
@@ -200,8 +200,8 @@ fn one_workload(
     // headers, catalog frames for each new LinkLog and all); elsewhere,
     // payloads plus the 20-byte record overhead every backend counts.
     let counting = CountingNamespace::new(ns);
-    let stored = || match disk_bytes {
-        Some(bytes) => bytes(),
+    let stored = || match journal {
+        Some(journal) => journal.disk_usage().0,
         None => counting.counts().bytes_appended,
     };
     let mut subject = Subject::open(counting.clone(), name, structure, Options { extra, keep: None })?;
@@ -288,6 +288,17 @@ fn ephemeral(structure: Structure, workloads: &[Vec<WorkloadOp>], accesses: usiz
     samples
 }
 
+/// A fresh namespace of `backend` (`journal` or `memory`); the journal's
+/// concrete handle too, for its disk usage.
+fn open_backend(store: &JournalStore, backend: &str, name: &str) -> Result<(Arc<dyn Namespace>, Option<JournalNamespace>)> {
+    if backend == "journal" {
+        let journal = store.journal_namespace(name)?;
+        Ok((Arc::new(journal.clone()), Some(journal)))
+    } else {
+        Ok((Arc::new(MemoryNamespace::new(name, Limits::default())), None))
+    }
+}
+
 /// Run the benchmark. `progress(done, total)` is called after each workload.
 pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Result<BenchReport> {
     let temp;
@@ -323,21 +334,13 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
         report.rows.push(ephemeral(structure, &workloads, config.accesses).row(structure.to_string(), "ephemeral", None));
         for &extra in &config.extras {
             for backend in ["journal", "memory"] {
-                let journal = (backend == "journal")
-                    .then(|| store.journal_namespace(&format!("bench-{structure}-e{extra}")))
-                    .transpose()?;
-                let ns: Arc<dyn Namespace> = match &journal {
-                    Some(journal) => Arc::new(journal.clone()),
-                    None => Arc::new(MemoryNamespace::new("bench", Limits::default())),
-                };
-                let disk = journal.as_ref().map(|j| move || j.disk_usage().0);
-                let disk: Option<&dyn Fn() -> u64> = disk.as_ref().map(|f| f as &dyn Fn() -> u64);
+                let (ns, journal) = open_backend(&store, backend, &format!("bench-{structure}-e{extra}"))?;
                 let mut samples = Samples::default();
                 let variant = format!("{structure} {backend} e{extra}");
                 for (i, ops) in workloads.iter().enumerate() {
                     let name = format!("w{i}");
                     let series = (i == 0).then_some((variant.as_str(), &mut report.series));
-                    one_workload(ns.clone(), disk, &name, structure, extra, ops, config.accesses, &mut samples, series)?;
+                    one_workload(ns.clone(), journal.as_ref(), &name, structure, extra, ops, config.accesses, &mut samples, series)?;
                     done += 1;
                     progress(done, total);
                 }
@@ -348,19 +351,11 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
     for &structure in &trees {
         for &extra in &config.extras {
             for backend in ["journal", "memory"] {
-                let journal = (backend == "journal")
-                    .then(|| store.journal_namespace(&format!("bench-sorted-{structure}-e{extra}")))
-                    .transpose()?;
-                let ns: Arc<dyn Namespace> = match &journal {
-                    Some(journal) => Arc::new(journal.clone()),
-                    None => Arc::new(MemoryNamespace::new("bench", Limits::default())),
-                };
-                let disk = journal.as_ref().map(|j| move || j.disk_usage().0);
-                let disk: Option<&dyn Fn() -> u64> = disk.as_ref().map(|f| f as &dyn Fn() -> u64);
+                let (ns, journal) = open_backend(&store, backend, &format!("bench-sorted-{structure}-e{extra}"))?;
                 let mut samples = Samples::default();
                 let variant = format!("{structure} sorted {backend} e{extra}");
                 let series = Some((variant.as_str(), &mut report.series));
-                one_workload(ns, disk, "sorted", structure, extra, &sorted, config.accesses, &mut samples, series)?;
+                one_workload(ns, journal.as_ref(), "sorted", structure, extra, &sorted, config.accesses, &mut samples, series)?;
                 done += 1;
                 progress(done, total);
                 report.rows.push(samples.row(format!("{structure} sorted"), backend, Some(extra)));
