@@ -1,15 +1,21 @@
-//! The journal's byte format is frozen by a committed fixture
-//! (`tests/fixtures/format-v1/`): this build must read it, and must write
-//! exactly the same bytes for the same operations. Changing the format is a
-//! conscious act: bump `FORMAT_VERSION`, describe it in `docs/design.md`, and
-//! regenerate with `VARVE_WRITE_FIXTURES=1 cargo test -p varve-log --test format_fixture`.
+//! The journal's byte format is frozen by committed fixtures: this build must
+//! write exactly the bytes of `tests/fixtures/format-v2/` for the same
+//! operations, and read every older format's fixture (`format-v1/`) too.
+//! Changing the format is a conscious act: bump `FORMAT_VERSION`, describe it
+//! in `docs/design.md`, keep the old fixture, and write the new one with
+//! `VARVE_WRITE_FIXTURES=1 cargo test -p varve-log --test format_fixture`.
 
 use std::path::{Path, PathBuf};
 
 use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, OnFull, SeqRange, SyncPolicy};
 
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1")
+/// The format this build writes.
+const CURRENT: &str = "format-v2";
+/// Every format this build must still read.
+const READABLE: [&str; 2] = ["format-v1", "format-v2"];
+
+fn fixture_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 /// The operations the fixture records: every frame kind appears.
@@ -45,7 +51,7 @@ fn this_build_writes_the_frozen_format() {
     let fresh = tempfile::tempdir().expect("tempdir");
     write_journal(fresh.path());
     if std::env::var_os("VARVE_WRITE_FIXTURES").is_some() {
-        let target = fixture_dir();
+        let target = fixture_dir(CURRENT);
         std::fs::remove_dir_all(&target).ok();
         std::fs::create_dir_all(&target).expect("mkdir");
         for (name, bytes) in segments(fresh.path()) {
@@ -53,7 +59,7 @@ fn this_build_writes_the_frozen_format() {
         }
     }
     let written = segments(fresh.path());
-    let frozen = segments(&fixture_dir());
+    let frozen = segments(&fixture_dir(CURRENT));
     assert!(!frozen.is_empty(), "fixture missing: see this file's doc comment");
     assert_eq!(written.len(), frozen.len(), "segment count changed");
     for ((name, bytes), (frozen_name, frozen_bytes)) in written.iter().zip(&frozen) {
@@ -63,13 +69,19 @@ fn this_build_writes_the_frozen_format() {
 }
 
 #[test]
-fn this_build_reads_the_frozen_format() {
+fn this_build_reads_every_frozen_format() {
+    for fixture in READABLE {
+        reads_the_fixture(fixture);
+    }
+}
+
+fn reads_the_fixture(fixture: &str) {
     let copy = tempfile::tempdir().expect("tempdir");
-    for (name, bytes) in segments(&fixture_dir()) {
+    for (name, bytes) in segments(&fixture_dir(fixture)) {
         std::fs::write(copy.path().join(name), bytes).expect("copy");
     }
     let options = JournalOptions { read_only: true, ..JournalOptions::default() };
-    let ns = JournalNamespace::open(copy.path(), "fixture", options).expect("open fixture");
+    let ns = JournalNamespace::open(copy.path(), "fixture", options).unwrap_or_else(|e| panic!("{fixture}: {e}"));
     let logs: Vec<(String, u64, u64)> = ns.list_logs().expect("list").into_iter().map(|l| (l.name, l.earliest, l.latest)).collect();
     assert_eq!(logs, [("latest".to_owned(), 59, 60), ("readings".to_owned(), 1, 61)]);
     assert_eq!(ns.get("readings", 1).expect("get"), &b"sensor-0 20.0"[..]);

@@ -32,13 +32,14 @@ fn build(dir: &Path) -> (Vec<u64>, u64) {
     }
     drop(ns);
     // The active segment is preallocated while open and cut to its frames on
-    // close, so frame starts follow from the end and the frame sizes: frame
-    // header 16, record count 4, record header 20, payload.
+    // close, so frame starts follow from the end and the frame sizes: a
+    // one-record frame is its 16-byte header, the 20-byte record header and
+    // the payload.
     let end = fs::metadata(segment(dir, 1)).expect("stat").len();
     let mut starts = Vec::new();
     let mut at = end;
     for seq in (1..=RECORDS).rev() {
-        at -= 16 + 4 + 20 + record(seq).len() as u64;
+        at -= 16 + 20 + record(seq).len() as u64;
         starts.push(at);
     }
     starts.reverse();

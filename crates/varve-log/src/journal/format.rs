@@ -9,16 +9,22 @@
 //! header  = magic u16 | kind u8 | reserved u8 (0) | body_len u32 | body_crc u32 | header_crc u32
 //! ```
 //!
+//! (Kinds: 1 segment header, 2 create log, 3 delete log, 4 append, 5
+//! relocate, 6 append of one record — see `docs/design.md`.)
+//!
 //! `header_crc` is CRC32C of the header's first 12 bytes, so a damaged length
 //! is never trusted. `body_crc` is CRC32C of the body — except that for
-//! `Append` and `Relocate` frames the record payloads are left out of it,
+//! `Append`, `AppendOne` and `Relocate` frames the record payloads are left out of it,
 //! because each record carries its own CRC32C (checked on every `get`), and
 //! the frame CRC covers those. Every byte is thus checked exactly once.
 
 use crate::contract::{LogConfig, OnFull, Retention, Seq};
 
 pub(crate) const MAGIC: u16 = 0x5656; // "VV"
-pub(crate) const FORMAT_VERSION: u16 = 1;
+/// Version 2 added `AppendOne`. Segments of version 1 are still read.
+pub(crate) const FORMAT_VERSION: u16 = 2;
+/// The oldest segment format this build reads.
+pub(crate) const FORMAT_VERSION_READ_MIN: u16 = 1;
 pub(crate) const FRAME_HEADER_BYTES: usize = 16;
 /// Per-record header inside `Append`/`Relocate` bodies: log id, seq, len, crc.
 pub(crate) const ENTRY_HEADER_BYTES: usize = 20;
@@ -38,6 +44,9 @@ pub(crate) enum FrameKind {
     Append = 4,
     /// Live records copied out of a segment the compactor is reclaiming.
     Relocate = 5,
+    /// One record: an `Append` without the record count (format 2), since
+    /// most appends are single records and 4 bytes is 4% of a 64 B record.
+    AppendOne = 6,
 }
 
 impl FrameKind {
@@ -48,12 +57,18 @@ impl FrameKind {
             3 => FrameKind::DeleteLog,
             4 => FrameKind::Append,
             5 => FrameKind::Relocate,
+            6 => FrameKind::AppendOne,
             _ => return None,
         })
     }
 
     fn has_payloads(self) -> bool {
-        matches!(self, FrameKind::Append | FrameKind::Relocate)
+        matches!(self, FrameKind::Append | FrameKind::Relocate | FrameKind::AppendOne)
+    }
+
+    /// Bytes before the first entry: the record count, except in `AppendOne`.
+    fn entries_offset(self) -> usize {
+        if self == FrameKind::AppendOne { 0 } else { 4 }
     }
 }
 
@@ -210,9 +225,8 @@ fn body_crc(kind: FrameKind, body: &[u8]) -> Option<u32> {
     if !kind.has_payloads() {
         return Some(crc32c::crc32c(body));
     }
-    let count_bytes = body.get(0..4)?;
-    let mut crc = crc32c::crc32c(count_bytes);
-    let mut at = 4;
+    let mut at = kind.entries_offset();
+    let mut crc = crc32c::crc32c(body.get(0..at)?);
     while at < body.len() {
         let header = body.get(at..at + ENTRY_HEADER_BYTES)?;
         crc = crc32c::crc32c_append(crc, header);
@@ -264,7 +278,7 @@ pub(crate) fn check_frame(bytes: &[u8], verify_payloads: bool) -> Result<RawFram
     }
     let frame = RawFrame { kind, body, len };
     if verify_payloads && kind.has_payloads() {
-        for entry in parse_entries(body)? {
+        for entry in parse_entries(kind, body)? {
             if !payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES) {
                 return Err(FrameError::Damaged(format!(
                     "record checksum mismatch (log id {}, seq {})",
@@ -359,9 +373,9 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn parse_entries(body: &[u8]) -> Result<Vec<Entry<'_>>, FrameError> {
+fn parse_entries(kind: FrameKind, body: &[u8]) -> Result<Vec<Entry<'_>>, FrameError> {
     let mut cursor = Cursor { bytes: body, at: 0 };
-    let count = cursor.u32()? as usize;
+    let count = if kind == FrameKind::AppendOne { 1 } else { cursor.u32()? as usize };
     // Each entry takes at least its header: bounds the allocation.
     if count > body.len() / ENTRY_HEADER_BYTES {
         return Err(FrameError::Damaged(format!("record count {count} cannot fit the frame")));
@@ -389,9 +403,9 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
     let body = match frame.kind {
         FrameKind::SegmentHeader => {
             let format_version = cursor.u16()?;
-            if format_version != FORMAT_VERSION {
+            if !(FORMAT_VERSION_READ_MIN..=FORMAT_VERSION).contains(&format_version) {
                 return Err(FrameError::Damaged(format!(
-                    "segment format version {format_version}; this build reads version {FORMAT_VERSION}"
+                    "segment format version {format_version}; this build reads versions {FORMAT_VERSION_READ_MIN} to {FORMAT_VERSION}"
                 )));
             }
             let segment_id = cursor.u32()?;
@@ -405,8 +419,8 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
         }
         FrameKind::CreateLog => FrameBody::CreateLog(cursor.descriptor()?),
         FrameKind::DeleteLog => FrameBody::DeleteLog(cursor.u32()?),
-        FrameKind::Append => return Ok(FrameBody::Append(parse_entries(frame.body)?)),
-        FrameKind::Relocate => return Ok(FrameBody::Relocate(parse_entries(frame.body)?)),
+        FrameKind::Append | FrameKind::AppendOne => return Ok(FrameBody::Append(parse_entries(frame.kind, frame.body)?)),
+        FrameKind::Relocate => return Ok(FrameBody::Relocate(parse_entries(frame.kind, frame.body)?)),
     };
     cursor.done()?;
     Ok(body)

@@ -896,8 +896,13 @@ impl Shared {
             }
         }
         writer.frame.clear();
-        let mut frame = FrameEncoder::begin(&mut writer.frame, FrameKind::Append);
-        frame.u32(u32::try_from(batch.len()).expect("bounded by Limits"));
+        let mut frame = if batch.len() == 1 {
+            FrameEncoder::begin(&mut writer.frame, FrameKind::AppendOne)
+        } else {
+            let mut frame = FrameEncoder::begin(&mut writer.frame, FrameKind::Append);
+            frame.u32(u32::try_from(batch.len()).expect("bounded by Limits"));
+            frame
+        };
         let offsets: Vec<usize> =
             batch.iter().zip(&ids_and_seqs).map(|((_, value), (id, seq))| frame.entry(*id, *seq, value)).collect();
         frame.finish();
