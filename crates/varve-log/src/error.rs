@@ -72,10 +72,6 @@ pub enum LogError {
     #[error("namespace {namespace:?} refuses writes after an earlier I/O failure ({cause}); reopen it to recover from what is on disk")]
     Poisoned { namespace: String, cause: String },
 
-    /// The handle was closed.
-    #[error("namespace {namespace:?} is closed")]
-    Closed { namespace: String },
-
     /// An operating-system I/O error, with what Varve was doing.
     #[error("I/O error while {context}: {source}")]
     Io {
