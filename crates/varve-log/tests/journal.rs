@@ -279,3 +279,50 @@ fn get_checks_each_record_and_names_the_damage() {
     }
     assert_eq!(ns.get("a", 2).expect("undamaged records still read"), &b"record number 0001 with some padding"[..]);
 }
+
+#[test]
+fn readers_never_see_damage_while_retention_and_compaction_move_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions { segment_bytes_max: 8 << 10, sync: SyncPolicy::Never, ..JournalOptions::default() };
+    let ns = open(dir.path(), options);
+    ns.create_log("hot", LogConfig::keep(50, OnFull::Overwrite)).expect("create");
+    ns.create_log("cold", LogConfig::unbounded()).expect("create");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let value = |log: &str, seq: u64| format!("{log}:{seq}:").repeat(8).into_bytes();
+    std::thread::scope(|scope| {
+        for reader in 0..3u64 {
+            let (ns, done) = (&ns, &done);
+            scope.spawn(move || {
+                let mut state = reader + 1;
+                let mut reads = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads < 1000 {
+                    for log in ["hot", "cold"] {
+                        let (earliest, latest) = (ns.earliest(log).expect("earliest"), ns.latest(log).expect("latest"));
+                        if latest == 0 {
+                            continue;
+                        }
+                        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                        let seq = earliest + (state >> 33) % (latest - earliest + 1);
+                        match ns.get(log, seq) {
+                            Ok(bytes) => assert_eq!(bytes, value(log, seq), "{log} seq {seq}"),
+                            // Trimmed between reading the bounds and the record.
+                            Err(LogError::Trimmed { .. }) if log == "hot" => {}
+                            Err(e) => panic!("{log} seq {seq}: {e}"),
+                        }
+                        reads += 1;
+                    }
+                }
+            });
+        }
+        for i in 1..=6000u64 {
+            ns.append("hot", &value("hot", i)).expect("append");
+            if i % 20 == 0 {
+                ns.append("cold", &value("cold", i / 20)).expect("append");
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let (disk, live) = ns.disk_usage();
+    assert!(disk <= 2 * live + (8 << 10), "compaction kept up: {disk} on disk for {live} live");
+    assert_eq!(ns.scan("cold", SeqRange::ALL).expect("scan").count(), 300);
+}
