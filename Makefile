@@ -5,7 +5,13 @@ SHELL := /bin/bash
 CARGO ?= cargo
 VARVE := target/release/varve
 
-.PHONY: demo test build bench bench-pds soak lint clean check-toolchain
+.PHONY: demo test build bench bench-pds soak lint clean check-toolchain python test-python bench-python
+
+# The Python package (bindings/python) is built into this virtual
+# environment; `make test` creates it on a fresh clone.
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_DEPS := $(VENV)/.varve-python-deps
 
 check-toolchain:
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found: install Rust (https://rustup.rs) and retry" >&2; exit 1; }
@@ -18,6 +24,28 @@ demo: build
 
 test: check-toolchain
 	$(CARGO) test --locked --workspace
+	$(MAKE) --no-print-directory test-python
+
+$(PY):
+	python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' || { echo "error: the Python package needs python3 >= 3.9" >&2; exit 1; }
+	python3 -m venv $(VENV)
+
+# Build tools and test libraries (pinned major versions), reinstalled when the list changes.
+$(PY_DEPS): bindings/python/requirements-dev.txt | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r bindings/python/requirements-dev.txt
+	touch $@
+
+# Build the extension (release) and install the `varve` package into .venv.
+python: check-toolchain $(PY_DEPS)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked --quiet -m bindings/python/Cargo.toml
+
+# The pytest suite of the Python package.
+test-python: python
+	$(PY) -m pytest -q bindings/python/tests
+
+# Python-vs-Rust overhead per call and batch throughput (docs/benchmarks.md).
+bench-python: python
+	$(PY) -m varve.bench
 
 # Figures for docs/benchmarks.md (a few minutes; writes scratch files under target/bench).
 bench: build

@@ -1,0 +1,76 @@
+"""Varve: versioned, append-only data — logs and versioned structures.
+
+>>> import varve, tempfile
+>>> with varve.open(tempfile.mkdtemp()) as store:
+...     log = store.namespace("sensors").log("temperature")
+...     log.append(b"21.5")
+...     log.get(1)
+1
+b'21.5'
+
+- :func:`open` returns a :class:`Store` (a directory of namespaces).
+- :meth:`Store.namespace` returns a :class:`Namespace` (logs sharing one
+  journal; batches across them are atomic).
+- :meth:`Namespace.log` returns a :class:`Log` (append, get, scan, watch).
+- :meth:`Namespace.sorted_set`, :meth:`Namespace.sorted_map` and
+  :meth:`Namespace.list` return versioned structures whose every version
+  stays readable (``at=version``).
+- Errors are :class:`VarveError` subclasses (see :mod:`varve.errors`).
+
+See docs/python.md in the repository for the guide.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._varve import (
+    KEY_INT_MAX,
+    KEY_INT_MIN,
+    List,
+    Log,
+    LogInfo,
+    Namespace,
+    Scan,
+    SortedMap,
+    SortedSet,
+    Store,
+    Watch,
+    _bench_rust,
+    open,
+)
+from .errors import (
+    AlreadyExists,
+    Closed,
+    Conflict,
+    Corrupt,
+    Full,
+    InvalidArgument,
+    InvalidName,
+    Locked,
+    NoSuchVersion,
+    NotFound,
+    Poisoned,
+    PositionOutOfRange,
+    ReadOnly,
+    TooLarge,
+    Trimmed,
+    VarveError,
+    VarveIOError,
+)
+
+__all__ = [
+    "open",
+    "Store",
+    "Namespace",
+    "Log",
+    "LogInfo",
+    "Scan",
+    "Watch",
+    "SortedSet",
+    "SortedMap",
+    "List",
+    "KEY_INT_MIN",
+    "KEY_INT_MAX",
+    "errors",
+    *errors.__all__,
+]

@@ -1,0 +1,20 @@
+"""``async for`` over a :class:`varve.Watch`.
+
+The watch blocks in Rust without the GIL; here each wait runs in a worker
+thread (``asyncio.to_thread``) for at most ``_POLL_SECONDS`` at a time, so a
+cancelled task frees its thread quickly and the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Tuple
+
+_POLL_SECONDS = 0.25
+
+
+async def anext_record(watch: Any) -> Tuple[int, bytes]:
+    while True:
+        record = await asyncio.to_thread(watch.next, _POLL_SECONDS)
+        if record is not None:
+            return record

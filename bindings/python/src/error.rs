@@ -1,0 +1,205 @@
+//! Rust errors → the exception classes of `varve/errors.py`.
+//!
+//! The classes are defined in Python (so that `InvalidName` can be both a
+//! `VarveError` and a `ValueError`, and `VarveIOError` an `OSError`); this
+//! module builds an instance with the error's message and its fields as
+//! keyword arguments. The field names here and the class docs in
+//! `errors.py` must agree.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
+use varve_log::LogError;
+use varve_pds::PdsError;
+
+/// Every error a binding call can fail with before it becomes a Python exception.
+#[derive(Debug)]
+pub enum Error {
+    Log(LogError),
+    Pds(PdsError),
+    /// The store (or namespace) was closed; `what` names the object used.
+    Closed(String),
+    /// A stored key or value does not decode.
+    Corrupt(String),
+}
+
+impl From<LogError> for Error {
+    fn from(e: LogError) -> Self {
+        Error::Log(e)
+    }
+}
+
+impl From<PdsError> for Error {
+    fn from(e: PdsError) -> Self {
+        match e {
+            PdsError::Log(e) | PdsError::RetriesExhausted { last: e, .. } => Error::Log(e),
+            other => Error::Pds(other),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
+    let kwargs = PyDict::new(py);
+    let message = match &error {
+        Error::Log(e) => e.to_string(),
+        Error::Pds(e) => e.to_string(),
+        Error::Closed(what) => format!("{what} is closed: its store was closed; open the store again to go on"),
+        Error::Corrupt(reason) => reason.clone(),
+    };
+    let class = match error {
+        Error::Closed(what) => {
+            kwargs.set_item("what", what)?;
+            "Closed"
+        }
+        Error::Corrupt(reason) => {
+            kwargs.set_item("reason", reason)?;
+            "Corrupt"
+        }
+        Error::Log(e) => log_fields(e, &kwargs)?,
+        Error::Pds(e) => pds_fields(e, &kwargs)?,
+    };
+    let module = ERRORS.get_or_try_init(py, || py.import("varve.errors").map(Bound::unbind))?;
+    let instance = module.bind(py).getattr(class)?.call((message,), Some(&kwargs))?;
+    Ok(PyErr::from_value(instance))
+}
+
+fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        LogError::NamespaceNotFound { namespace } => {
+            kw.set_item("namespace", namespace)?;
+            "NotFound"
+        }
+        LogError::LogNotFound { namespace, log } => {
+            kw.set_item("namespace", namespace)?;
+            kw.set_item("log", log)?;
+            "NotFound"
+        }
+        LogError::SeqNotFound { log, seq, latest } => {
+            kw.set_item("log", log)?;
+            kw.set_item("seq", seq)?;
+            kw.set_item("latest", latest)?;
+            "NotFound"
+        }
+        LogError::Trimmed { log, seq, earliest } => {
+            kw.set_item("log", log)?;
+            kw.set_item("seq", seq)?;
+            kw.set_item("earliest", earliest)?;
+            "Trimmed"
+        }
+        LogError::Full { log, keep } => {
+            kw.set_item("log", log)?;
+            kw.set_item("keep", keep)?;
+            "Full"
+        }
+        LogError::Conflict { log, expected, actual } => {
+            kw.set_item("log", log)?;
+            kw.set_item("expected", expected)?;
+            kw.set_item("actual", actual)?;
+            "Conflict"
+        }
+        LogError::InvalidName { name, reason } => {
+            kw.set_item("name", name)?;
+            kw.set_item("reason", reason)?;
+            "InvalidName"
+        }
+        LogError::TooLarge { what, size, limit } => {
+            kw.set_item("what", what)?;
+            kw.set_item("size", size)?;
+            kw.set_item("limit", limit)?;
+            "TooLarge"
+        }
+        LogError::AlreadyExists { log, existing, requested } => {
+            kw.set_item("name", log)?;
+            kw.set_item("existing", existing)?;
+            kw.set_item("requested", requested)?;
+            "AlreadyExists"
+        }
+        LogError::InvalidArgument { reason } => {
+            kw.set_item("reason", reason)?;
+            "InvalidArgument"
+        }
+        LogError::Corrupt { segment, offset, reason } => {
+            kw.set_item("segment", segment.display().to_string())?;
+            kw.set_item("offset", offset)?;
+            kw.set_item("reason", reason)?;
+            "Corrupt"
+        }
+        LogError::Locked { path } => {
+            kw.set_item("path", path.display().to_string())?;
+            "Locked"
+        }
+        LogError::ReadOnly { namespace, operation } => {
+            kw.set_item("namespace", namespace)?;
+            kw.set_item("operation", operation)?;
+            "ReadOnly"
+        }
+        LogError::Poisoned { namespace, cause } => {
+            kw.set_item("namespace", namespace)?;
+            kw.set_item("cause", cause)?;
+            "Poisoned"
+        }
+        LogError::Io { context, source } => {
+            kw.set_item("context", context)?;
+            kw.set_item("errno", source.raw_os_error())?;
+            "VarveIOError"
+        }
+        // LogError is non_exhaustive: a variant added later still arrives
+        // as a VarveError with its message.
+        _ => "VarveError",
+    })
+}
+
+fn pds_fields(e: PdsError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        PdsError::Corrupt { log, seq, reason } => {
+            kw.set_item("log", log)?;
+            kw.set_item("seq", seq)?;
+            kw.set_item("reason", reason)?;
+            "Corrupt"
+        }
+        PdsError::NoSuchVersion { structure, version, latest } => {
+            kw.set_item("structure", structure)?;
+            kw.set_item("version", version)?;
+            kw.set_item("latest", latest)?;
+            "NoSuchVersion"
+        }
+        PdsError::RetentionFull { structure, keep } => {
+            kw.set_item("structure", structure)?;
+            kw.set_item("keep", keep)?;
+            "Full"
+        }
+        PdsError::ConfigMismatch { structure, existing, requested } => {
+            kw.set_item("name", structure)?;
+            kw.set_item("existing", existing)?;
+            kw.set_item("requested", requested)?;
+            "AlreadyExists"
+        }
+        PdsError::PositionOutOfRange { position, len } => {
+            kw.set_item("position", position)?;
+            kw.set_item("len", len)?;
+            "PositionOutOfRange"
+        }
+        PdsError::Decode { ty, reason } => {
+            kw.set_item("reason", format!("{ty}: {reason}"))?;
+            "Corrupt"
+        }
+        PdsError::InvalidArgument { reason } => {
+            kw.set_item("reason", reason)?;
+            "InvalidArgument"
+        }
+        _ => "VarveError",
+    })
+}
+
+impl From<Error> for PyErr {
+    fn from(error: Error) -> PyErr {
+        Python::attach(|py| {
+            build(py, error).unwrap_or_else(|e| PyRuntimeError::new_err(format!("varve: could not raise its error: {e}")))
+        })
+    }
+}

@@ -1,0 +1,50 @@
+//! # varve-python — the `varve` Python package's extension module
+//!
+//! `varve._varve`, built by maturin (see `bindings/python/pyproject.toml`):
+//! the Log contract ([`log`]) and the `PEDaLS` versioned structures ([`pds`])
+//! with Pythonic types, Python keys mapped to the order-preserving encoding
+//! ([`key`]), and typed errors raised as the exception classes of
+//! `varve/errors.py` ([`error`]). The pure-Python half of the package
+//! (`python/varve/`) re-exports these and adds the async watch helper, the
+//! type stubs and the benchmark.
+//!
+//! ```python
+//! import varve
+//! with varve.open("data") as store:
+//!     log = store.namespace("sensors").log("temperature")
+//!     seq = log.append(b"21.5")
+//!     assert log.get(seq) == b"21.5"
+//! ```
+//!
+//! No Rust panic reaches Python as anything but an exception, and none is
+//! expected: every operating error is a typed `varve.VarveError`.
+
+#![expect(clippy::needless_pass_by_value, reason = "pyo3 extracts arguments by value")]
+#![expect(clippy::unused_self, reason = "pyo3 methods take self even when they do not use it")]
+
+mod bench;
+mod error;
+mod key;
+mod log;
+mod pds;
+
+use pyo3::prelude::*;
+
+/// The extension module; `varve/__init__.py` re-exports its public names.
+#[pymodule]
+fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(log::open, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_rust, m)?)?;
+    m.add_class::<log::Store>()?;
+    m.add_class::<log::Namespace>()?;
+    m.add_class::<log::Log>()?;
+    m.add_class::<log::Scan>()?;
+    m.add_class::<log::Watch>()?;
+    m.add_class::<log::LogInfo>()?;
+    m.add_class::<pds::SortedSet>()?;
+    m.add_class::<pds::SortedMap>()?;
+    m.add_class::<pds::List>()?;
+    m.add("KEY_INT_MIN", i64::MIN)?;
+    m.add("KEY_INT_MAX", u64::MAX)?;
+    Ok(())
+}

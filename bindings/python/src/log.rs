@@ -1,0 +1,699 @@
+//! `Store`, `Namespace`, `Log`, `Scan`, `Watch`: the Log contract from Python.
+//!
+//! **Closing.** A journal namespace holds its writer lock for as long as any
+//! handle to it lives, and Python objects may outlive `store.close()`. So
+//! Python objects never hold a journal handle directly: they hold an
+//! [`NsState`], whose handle `close` takes away (waiting for calls in
+//! flight), and every later call raises `varve.Closed`. Structures and
+//! watches hold their own `Arc`s to the journal, so the namespace keeps a
+//! registry of them and empties them on close too.
+//!
+//! **The GIL** is released around every call into the store
+//! (`Python::detach`), so other Python threads run while one waits on disk,
+//! on a lock or on a watch.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
+use varve_log::{
+    JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, LogInfo as RustLogInfo, Namespace as _,
+    OnFull, Record, Retention, Seq, SeqRange, SyncPolicy, Watch as RustWatch,
+};
+
+use crate::error::{Error, Result};
+use crate::pds::StructState;
+
+/// How long a blocking watch waits in one go before it checks for Ctrl-C and
+/// for a closed store (and lets `close` proceed).
+const WATCH_POLL: Duration = Duration::from_millis(100);
+/// Records a scan reads from the journal per batch (bounds its memory).
+const SCAN_BATCH_RECORDS: u64 = 256;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+// ------------------------------------------------------------------ state
+
+struct StoreState {
+    path: PathBuf,
+    read_only: bool,
+    /// `None` once closed.
+    store: RwLock<Option<JournalStore>>,
+    namespaces: Mutex<HashMap<String, Arc<NsState>>>,
+}
+
+pub(crate) struct NsState {
+    pub name: String,
+    handle: RwLock<Option<JournalNamespace>>,
+    pub structures: Mutex<HashMap<String, Arc<StructState>>>,
+    watches: Mutex<Vec<Weak<WatchState>>>,
+    pub read_only: bool,
+}
+
+impl NsState {
+    /// Run `f` on the open namespace; `Closed` once the store is closed.
+    pub fn with<R>(&self, f: impl FnOnce(&JournalNamespace) -> Result<R>) -> Result<R> {
+        let guard = self.handle.read().unwrap_or_else(PoisonError::into_inner);
+        let ns = guard.as_ref().ok_or_else(|| Error::Closed(format!("namespace {:?}", self.name)))?;
+        f(ns)
+    }
+
+    /// Drop every handle to the journal, then sync and release it.
+    fn close(&self) -> Result<()> {
+        for structure in lock(&self.structures).drain().map(|(_, s)| s) {
+            structure.close();
+        }
+        for watch in lock(&self.watches).drain(..).filter_map(|w| w.upgrade()) {
+            *lock(&watch.watch) = None;
+        }
+        let handle = self.handle.write().unwrap_or_else(PoisonError::into_inner).take();
+        match handle {
+            Some(ns) => Ok(ns.close()?),
+            None => Ok(()),
+        }
+    }
+}
+
+fn sync_policy(sync: &str, group_delay: f64) -> PyResult<SyncPolicy> {
+    match sync {
+        "always" => Ok(SyncPolicy::Always),
+        "never" => Ok(SyncPolicy::Never),
+        "group" => {
+            if !(group_delay > 0.0 && group_delay <= 60.0) {
+                return Err(PyValueError::new_err("group_delay is in seconds, above 0 and at most 60"));
+            }
+            Ok(SyncPolicy::Group(Duration::from_secs_f64(group_delay)))
+        }
+        other => Err(PyValueError::new_err(format!("sync={other:?}: use \"always\", \"group\" or \"never\""))),
+    }
+}
+
+/// Open (creating it unless read-only) the store in directory `path`.
+///
+/// `sync`: ``"always"`` (fsync before every append returns; survives power
+/// loss), ``"group"`` (appends return at once and are fsynced within
+/// `group_delay` seconds; a process crash loses nothing) or ``"never"``.
+/// `read_only=True` opens without the writer lock, to read and follow
+/// another process's appends.
+#[pyfunction]
+#[pyo3(signature = (path, sync = "group", *, read_only = false, group_delay = 0.005))]
+pub fn open(py: Python<'_>, path: PathBuf, sync: &str, read_only: bool, group_delay: f64) -> PyResult<Store> {
+    let options = JournalOptions { sync: sync_policy(sync, group_delay)?, read_only, ..JournalOptions::default() };
+    let store = py.detach(|| JournalStore::open(&path, options)).map_err(Error::from)?;
+    Ok(Store {
+        state: Arc::new(StoreState {
+            path,
+            read_only,
+            store: RwLock::new(Some(store)),
+            namespaces: Mutex::default(),
+        }),
+    })
+}
+
+// ------------------------------------------------------------------ Store
+
+/// A directory of namespaces, opened by :func:`varve.open`.
+///
+/// Use it as a context manager (``with varve.open(path) as store:``) or call
+/// :meth:`close`. Safe to share between threads. After ``close()`` every
+/// object obtained from it raises :class:`varve.Closed`.
+#[pyclass(frozen, module = "varve")]
+pub struct Store {
+    state: Arc<StoreState>,
+}
+
+#[pymethods]
+impl Store {
+    /// Open (creating it on first write) the namespace `name`: a set of logs
+    /// with one journal, the unit of atomic batches. One process may write a
+    /// namespace at a time (:class:`varve.Locked` otherwise).
+    fn namespace(&self, py: Python<'_>, name: &str) -> PyResult<Namespace> {
+        let state = py.detach(|| -> Result<Arc<NsState>> {
+            let store = self.state.store.read().unwrap_or_else(PoisonError::into_inner);
+            let store = store.as_ref().ok_or_else(|| Error::Closed(format!("store {}", self.state.path.display())))?;
+            let mut namespaces = lock(&self.state.namespaces);
+            if let Some(ns) = namespaces.get(name) {
+                return Ok(ns.clone());
+            }
+            let handle = store.journal_namespace(name)?;
+            let ns = Arc::new(NsState {
+                name: name.to_owned(),
+                handle: RwLock::new(Some(handle)),
+                structures: Mutex::default(),
+                watches: Mutex::default(),
+                read_only: self.state.read_only,
+            });
+            namespaces.insert(name.to_owned(), ns.clone());
+            Ok(ns)
+        })?;
+        Ok(Namespace { state })
+    }
+
+    /// Names of the namespaces in this store, sorted.
+    fn namespaces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| -> Result<Vec<String>> {
+            let store = self.state.store.read().unwrap_or_else(PoisonError::into_inner);
+            let store = store.as_ref().ok_or_else(|| Error::Closed(format!("store {}", self.state.path.display())))?;
+            Ok(varve_log::Store::list_namespaces(store)?)
+        })
+        .map_err(Into::into)
+    }
+
+    /// Sync every namespace and release the store (and its writer locks).
+    /// Objects obtained from it raise :class:`varve.Closed` afterwards.
+    /// Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| -> Result<()> {
+            let store = self.state.store.write().unwrap_or_else(PoisonError::into_inner).take();
+            let namespaces: Vec<_> = lock(&self.state.namespaces).drain().map(|(_, ns)| ns).collect();
+            let mut first_error = None;
+            for ns in namespaces {
+                if let Err(e) = ns.close() {
+                    first_error.get_or_insert(e);
+                }
+            }
+            drop(store);
+            first_error.map_or(Ok(()), Err)
+        })
+        .map_err(Into::into)
+    }
+
+    /// Whether :meth:`close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.state.store.read().unwrap_or_else(PoisonError::into_inner).is_none()
+    }
+
+    /// The store's directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.state.path.clone()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { " closed" } else { "" };
+        format!("<varve.Store {}{state}>", self.state.path.display())
+    }
+}
+
+// -------------------------------------------------------------- Namespace
+
+/// A namespace: named logs sharing one journal, and the versioned structures
+/// stored in them. Batches across its logs are atomic.
+#[pyclass(frozen, module = "varve")]
+pub struct Namespace {
+    pub(crate) state: Arc<NsState>,
+}
+
+fn retention(keep: Option<u64>, on_full: &str) -> PyResult<LogConfig> {
+    let on_full = match on_full {
+        "refuse" => OnFull::Refuse,
+        "overwrite" => OnFull::Overwrite,
+        other => return Err(PyValueError::new_err(format!("on_full={other:?}: use \"refuse\" or \"overwrite\""))),
+    };
+    Ok(keep.map_or_else(LogConfig::unbounded, |k| LogConfig::keep(k, on_full)))
+}
+
+/// Bytes of a record argument: `bytes` (no copy) or `bytearray`.
+enum Data<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl Data<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Data::Borrowed(b) => b,
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+fn data<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Data<'a>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok(Data::Borrowed(b.as_bytes()))
+    } else if let Ok(b) = obj.cast::<PyByteArray>() {
+        Ok(Data::Owned(b.to_vec()))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "a record is bytes (or bytearray), not {}; encode text first, e.g. value.encode()",
+            obj.get_type().name()?
+        )))
+    }
+}
+
+#[pymethods]
+impl Namespace {
+    /// The namespace's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// The log `name`, created if absent.
+    ///
+    /// `keep=None` opens an existing log whatever its retention, or creates
+    /// one that keeps every record. `keep=k` keeps at most k records; then
+    /// `on_full="refuse"` fails appends with :class:`varve.Full` (reads go
+    /// on) and `on_full="overwrite"` trims the oldest. An existing log with
+    /// another retention raises :class:`varve.AlreadyExists`.
+    #[pyo3(signature = (name, keep = None, on_full = "refuse"))]
+    fn log(&self, py: Python<'_>, name: &str, keep: Option<u64>, on_full: &str) -> PyResult<Log> {
+        let config = retention(keep, on_full)?;
+        py.detach(|| {
+            self.state.with(|ns| {
+                let exists = match ns.log_info(name) {
+                    Ok(info) => Some(info),
+                    Err(LogError::LogNotFound { .. }) => None,
+                    Err(e) => return Err(e.into()),
+                };
+                match exists {
+                    Some(_) if keep.is_none() => Ok(()),
+                    None if self.state.read_only => ns.log_info(name).map(drop).map_err(Into::into),
+                    _ => Ok(ns.create_log(name, config)?),
+                }
+            })
+        })?;
+        Ok(Log { ns: self.state.clone(), name: name.to_owned() })
+    }
+
+    /// Append records to several logs at once, all or nothing.
+    ///
+    /// `batch` is a dict ``{log_name: [record, ...]}`` — returns
+    /// ``{log_name: [seq, ...]}`` — or a list of ``(log_name, record)``
+    /// pairs — returns the list of seqs in input order. Records for one log
+    /// get consecutive seqs. The logs must exist.
+    fn append_batch<'py>(&self, py: Python<'py>, batch: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let mut names: Vec<String> = Vec::new();
+        let mut owned: Vec<Bound<'py, PyAny>> = Vec::new();
+        let mut counts: Vec<usize> = Vec::new();
+        let is_dict = if let Ok(dict) = batch.cast::<PyDict>() {
+            for (log, records) in dict.iter() {
+                let log: String = log.extract()?;
+                let mut n = 0;
+                for record in records.try_iter()? {
+                    names.push(log.clone());
+                    owned.push(record?);
+                    n += 1;
+                }
+                counts.push(n);
+            }
+            true
+        } else {
+            for pair in batch.try_iter()? {
+                let (log, record): (String, Bound<'py, PyAny>) = pair?.extract()?;
+                names.push(log);
+                owned.push(record);
+            }
+            false
+        };
+        let datas = owned.iter().map(|o| data(o)).collect::<PyResult<Vec<_>>>()?;
+        let entries: Vec<(&str, &[u8])> = names.iter().map(String::as_str).zip(datas.iter().map(Data::as_slice)).collect();
+        let seqs = py.detach(|| self.state.with(|ns| Ok(ns.append_batch(&entries)?)))?;
+        if !is_dict {
+            return Ok(PyList::new(py, seqs)?.into_any());
+        }
+        let out = PyDict::new(py);
+        let (mut at, dict) = (0, batch.cast::<PyDict>()?);
+        for ((log, _), n) in dict.iter().zip(counts) {
+            out.set_item(log, PyList::new(py, &seqs[at..at + n])?)?;
+            at += n;
+        }
+        Ok(out.into_any())
+    }
+
+    /// Every log of the namespace, in name order, as :class:`LogInfo`.
+    /// Versioned structures keep their data in logs named ``pds.<name>.*``.
+    fn logs(&self, py: Python<'_>) -> PyResult<Vec<LogInfo>> {
+        let infos = py.detach(|| self.state.with(|ns| Ok(ns.list_logs()?)))?;
+        Ok(infos.into_iter().map(LogInfo::from).collect())
+    }
+
+    /// Delete a log and its records; the name may be created again (from seq 1).
+    fn delete_log(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        py.detach(|| self.state.with(|ns| Ok(ns.delete_log(name)?))).map_err(Into::into)
+    }
+
+    /// Make every acknowledged append durable now, whatever the sync policy.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.state.with(|ns| Ok(ns.sync()?))).map_err(Into::into)
+    }
+
+    /// A versioned sorted set (see :class:`SortedSet`), created if absent.
+    #[pyo3(signature = (name, extra = 5, keep_versions = None, tree = "balanced"))]
+    fn sorted_set(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        extra: u32,
+        keep_versions: Option<u64>,
+        tree: &str,
+    ) -> PyResult<crate::pds::SortedSet> {
+        crate::pds::SortedSet::open(py, &self.state, name, extra, keep_versions, tree)
+    }
+
+    /// A versioned sorted map (see :class:`SortedMap`), created if absent.
+    #[pyo3(signature = (name, extra = 5, keep_versions = None, tree = "balanced"))]
+    fn sorted_map(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        extra: u32,
+        keep_versions: Option<u64>,
+        tree: &str,
+    ) -> PyResult<crate::pds::SortedMap> {
+        crate::pds::SortedMap::open(py, &self.state, name, extra, keep_versions, tree)
+    }
+
+    /// A versioned list (see :class:`List`), created if absent.
+    #[pyo3(signature = (name, extra = 5, keep_versions = None))]
+    fn list(&self, py: Python<'_>, name: &str, extra: u32, keep_versions: Option<u64>) -> PyResult<crate::pds::List> {
+        crate::pds::List::open(py, &self.state, name, extra, keep_versions)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<varve.Namespace {:?}>", self.state.name)
+    }
+}
+
+// -------------------------------------------------------------------- Log
+
+/// One append-only log: a dense sequence of byte records, seq 1 first.
+///
+/// ``append`` returns the new record's seq; ``get(seq)`` reads it back;
+/// ``scan`` and ``watch`` iterate as ``(seq, record)`` pairs. ``len(log)``
+/// counts the records still kept; ``latest`` and ``earliest`` are 0 when
+/// there are none.
+#[pyclass(frozen, module = "varve")]
+pub struct Log {
+    ns: Arc<NsState>,
+    name: String,
+}
+
+impl Log {
+    fn info(&self, py: Python<'_>) -> Result<RustLogInfo> {
+        py.detach(|| self.ns.with(|ns| Ok(ns.log_info(&self.name)?)))
+    }
+}
+
+fn record_tuple<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyTuple>> {
+    (record.seq, PyBytes::new(py, &record.value)).into_pyobject(py)
+}
+
+#[pymethods]
+impl Log {
+    /// The log's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Append `record` (bytes); returns its seq. Durable as the store's
+    /// `sync` policy says when it returns.
+    fn append(&self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let record = data(record)?;
+        let bytes = record.as_slice();
+        py.detach(|| self.ns.with(|ns| Ok(ns.append(&self.name, bytes)?))).map_err(Into::into)
+    }
+
+    /// Append `record` only if the log's latest seq is still `expected`;
+    /// raises :class:`varve.Conflict` (with ``.actual``) otherwise.
+    fn append_if(&self, py: Python<'_>, expected: u64, record: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let record = data(record)?;
+        let bytes = record.as_slice();
+        py.detach(|| self.ns.with(|ns| Ok(ns.append_if(&self.name, expected, bytes)?))).map_err(Into::into)
+    }
+
+    /// The record at `seq`. :class:`varve.NotFound` beyond the latest (or
+    /// for 0), :class:`varve.Trimmed` below the earliest kept.
+    fn get<'py>(&self, py: Python<'py>, seq: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let value = py.detach(|| self.ns.with(|ns| Ok(ns.get(&self.name, seq)?)))?;
+        Ok(PyBytes::new(py, &value))
+    }
+
+    /// The newest seq; 0 when nothing was appended.
+    #[getter]
+    fn latest(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.ns.with(|ns| Ok(ns.latest(&self.name)?))).map_err(Into::into)
+    }
+
+    /// The oldest seq still kept; 0 when the log holds no record.
+    #[getter]
+    fn earliest(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.ns.with(|ns| Ok(ns.earliest(&self.name)?))).map_err(Into::into)
+    }
+
+    /// Retention: the most records kept, or None for unbounded.
+    #[getter]
+    fn keep(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        Ok(LogInfo::from(self.info(py)?).keep)
+    }
+
+    /// What happens when a ``keep`` log is full: "refuse", "overwrite", or None.
+    #[getter]
+    fn on_full(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        Ok(LogInfo::from(self.info(py)?).on_full)
+    }
+
+    /// Records with ``start <= seq < stop``, in order, as ``(seq, record)``.
+    ///
+    /// `start` defaults to the earliest kept record (a `start` below it
+    /// raises :class:`varve.Trimmed`: records were lost); `stop` to one past
+    /// the latest record when the scan starts (later appends are not seen —
+    /// use :meth:`watch` to follow them).
+    #[pyo3(signature = (start = None, stop = None))]
+    fn scan(&self, py: Python<'_>, start: Option<u64>, stop: Option<u64>) -> PyResult<Scan> {
+        let (earliest, latest) = py.detach(|| {
+            self.ns.with(|ns| {
+                let info = ns.log_info(&self.name)?;
+                Ok((info.earliest, info.latest))
+            })
+        })?;
+        let next = start.unwrap_or(earliest).max(1);
+        let end = stop.unwrap_or(Seq::MAX).min(latest.saturating_add(1));
+        let scan = Scan { ns: self.ns.clone(), log: self.name.clone(), inner: Mutex::new((next, end, VecDeque::new())) };
+        // Read the first batch now, so a bad start raises here and not at the first next().
+        py.detach(|| scan.fill())?;
+        Ok(scan)
+    }
+
+    /// Follow the log: the records from `start` on (default: the earliest
+    /// kept), then each new one as it is appended. A blocking iterator
+    /// (``for seq, record in log.watch(): ...``) and an async one
+    /// (``async for seq, record in log.watch(): ...``); see :class:`Watch`.
+    #[pyo3(signature = (start = None))]
+    fn watch(&self, py: Python<'_>, start: Option<u64>) -> PyResult<Watch> {
+        let state = py.detach(|| {
+            self.ns.with(|ns| {
+                let start = match start {
+                    Some(s) => s,
+                    None => ns.earliest(&self.name)?.max(1),
+                };
+                Ok(Arc::new(WatchState { watch: Mutex::new(Some(ns.watch(&self.name, start)?)) }))
+            })
+        })?;
+        lock(&self.ns.watches).push(Arc::downgrade(&state));
+        Ok(Watch { state, what: format!("watch of log {:?}", self.name) })
+    }
+
+    /// Records kept now (``latest - earliest + 1``, or 0).
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(usize::try_from(self.info(py)?.len()).unwrap_or(usize::MAX))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<varve.Log {:?} in namespace {:?}>", self.name, self.ns.name)
+    }
+}
+
+// ------------------------------------------------------------------- Scan
+
+/// An iterator over ``(seq, record)`` pairs of a range, returned by
+/// :meth:`Log.scan`. Reads the journal in batches of 256 records.
+#[pyclass(frozen, module = "varve")]
+pub struct Scan {
+    ns: Arc<NsState>,
+    log: String,
+    /// (next seq to read, stop (exclusive), buffered records)
+    inner: Mutex<(Seq, Seq, VecDeque<Record>)>,
+}
+
+impl Scan {
+    fn fill(&self) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        let (next, stop, buffer) = &mut *inner;
+        if !buffer.is_empty() || *next >= *stop {
+            return Ok(());
+        }
+        let last = (*stop - 1).min(next.saturating_add(SCAN_BATCH_RECORDS - 1));
+        self.ns.with(|ns| {
+            for record in ns.scan(&self.log, SeqRange { first: *next, last })? {
+                buffer.push_back(record?);
+            }
+            Ok(())
+        })?;
+        *next = last + 1;
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Scan {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        loop {
+            if let Some(record) = lock(&self.inner).2.pop_front() {
+                return record_tuple(py, &record).map(Some);
+            }
+            {
+                let inner = lock(&self.inner);
+                if inner.0 >= inner.1 {
+                    return Ok(None);
+                }
+            }
+            py.detach(|| self.fill())?;
+        }
+    }
+}
+
+// ------------------------------------------------------------------ Watch
+
+pub(crate) struct WatchState {
+    /// `None` once the store is closed.
+    watch: Mutex<Option<RustWatch>>,
+}
+
+impl WatchState {
+    fn next(&self, timeout: Duration, what: &str) -> Result<Option<Record>> {
+        let mut guard = lock(&self.watch);
+        let watch = guard.as_mut().ok_or_else(|| Error::Closed(what.to_owned()))?;
+        Ok(watch.next_timeout(timeout)?)
+    }
+}
+
+/// Follows a log: existing records, then new ones as they land, as
+/// ``(seq, record)`` pairs. Returned by :meth:`Log.watch`.
+///
+/// - ``for seq, record in watch:`` blocks (without holding the GIL) until
+///   each record lands; Ctrl-C interrupts it.
+/// - ``watch.next(timeout=1.0)`` waits at most `timeout` seconds and returns
+///   None on timeout.
+/// - ``async for seq, record in watch:`` waits in a worker thread
+///   (``asyncio.to_thread``), so the event loop goes on.
+///
+/// It never ends by itself; after ``store.close()`` it raises
+/// :class:`varve.Closed`.
+#[pyclass(frozen, module = "varve")]
+pub struct Watch {
+    state: Arc<WatchState>,
+    what: String,
+}
+
+#[pymethods]
+impl Watch {
+    /// The next record, waiting at most `timeout` seconds (forever if None);
+    /// None on timeout.
+    #[pyo3(signature = (timeout = None))]
+    fn next<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let deadline = match timeout {
+            Some(t) if !(t >= 0.0 && t < 1e9) => {
+                return Err(PyValueError::new_err("timeout is in seconds, at least 0"));
+            }
+            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
+            None => None,
+        };
+        loop {
+            let wait = deadline.map_or(WATCH_POLL, |d| d.saturating_duration_since(Instant::now()).min(WATCH_POLL));
+            if let Some(record) = py.detach(|| self.state.next(wait, &self.what))? {
+                return record_tuple(py, &record).map(Some);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            py.check_signals()?;
+        }
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.next(py, None)
+    }
+
+    fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// Awaitable for ``async for``: waits in a worker thread.
+    fn __anext__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import("varve._aio")?.getattr("anext_record")?.call1((slf,))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<varve.Watch ({})>", self.what)
+    }
+}
+
+// ---------------------------------------------------------------- LogInfo
+
+/// What a namespace knows about one log (see :meth:`Namespace.logs`).
+#[pyclass(frozen, module = "varve", get_all)]
+pub struct LogInfo {
+    /// The log's name.
+    name: String,
+    /// Oldest seq kept (0: none).
+    earliest: u64,
+    /// Newest seq (0: none ever).
+    latest: u64,
+    /// Records kept now.
+    len: u64,
+    /// Retention: most records kept, None for unbounded.
+    keep: Option<u64>,
+    /// "refuse", "overwrite", or None for unbounded logs.
+    on_full: Option<&'static str>,
+}
+
+impl From<RustLogInfo> for LogInfo {
+    fn from(info: RustLogInfo) -> Self {
+        let (keep, on_full) = match info.config.retention {
+            Retention::Unbounded => (None, None),
+            Retention::Keep { k, on_full: OnFull::Refuse } => (Some(k), Some("refuse")),
+            Retention::Keep { k, on_full: OnFull::Overwrite } => (Some(k), Some("overwrite")),
+        };
+        LogInfo { len: info.len(), name: info.name, earliest: info.earliest, latest: info.latest, keep, on_full }
+    }
+}
+
+#[pymethods]
+impl LogInfo {
+    fn __repr__(&self) -> String {
+        let keep = self.keep.map_or_else(|| "None".to_owned(), |k| k.to_string());
+        let on_full = self.on_full.map_or_else(|| "None".to_owned(), |o| format!("{o:?}"));
+        format!(
+            "LogInfo(name={:?}, earliest={}, latest={}, len={}, keep={keep}, on_full={on_full})",
+            self.name, self.earliest, self.latest, self.len
+        )
+    }
+}

@@ -1,0 +1,193 @@
+"""Exceptions and their fields, use after close, no panics, threads, watch (sync and async)."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import varve
+
+
+def test_error_hierarchy():
+    for cls in [
+        varve.NotFound, varve.Trimmed, varve.Full, varve.Conflict, varve.InvalidName, varve.TooLarge,
+        varve.Corrupt, varve.Locked, varve.Closed, varve.VarveIOError, varve.AlreadyExists,
+    ]:
+        assert issubclass(cls, varve.VarveError)
+    assert issubclass(varve.InvalidName, ValueError) and issubclass(varve.NotFound, LookupError)
+    assert issubclass(varve.VarveIOError, OSError) and issubclass(varve.PositionOutOfRange, IndexError)
+    e = varve.VarveIOError("disk on fire", context="appending", errno=5)
+    assert (str(e), e.context, e.errno) == ("disk on fire", "appending", 5)
+
+
+def test_second_writer_is_locked(tmp_path):
+    with varve.open(tmp_path) as first:
+        first.namespace("n").log("a").append(b"x")
+        with varve.open(tmp_path) as second:
+            with pytest.raises(varve.Locked) as e:
+                second.namespace("n")
+            assert str(tmp_path) in e.value.path and "locked" in str(e.value)
+            # A read-only open needs no lock.
+        with varve.open(tmp_path, read_only=True) as reader:
+            assert reader.namespace("n").log("a").get(1) == b"x"
+    # Closing released the lock.
+    with varve.open(tmp_path) as again:
+        assert again.namespace("n").log("a").latest == 1
+
+
+def test_objects_after_close_raise_closed(tmp_path):
+    store = varve.open(tmp_path)
+    ns = store.namespace("n")
+    log = ns.log("a")
+    log.append(b"x")
+    s, m, lst = ns.sorted_set("s"), ns.sorted_map("m"), ns.list("l")
+    s.insert(1)
+    scan, watch = log.scan(), log.watch()
+    store.close()
+    store.close()  # twice is harmless
+    assert store.closed and "closed" in repr(store)
+    calls = [
+        lambda: log.append(b"y"), lambda: log.get(1), lambda: log.latest, lambda: len(log),
+        lambda: ns.log("b"), lambda: ns.logs(), lambda: store.namespace("n"), lambda: store.namespaces(),
+        lambda: s.insert(2), lambda: s.to_list(), lambda: m.insert(1, 2), lambda: lst.push_back(1),
+        lambda: watch.next(timeout=0.01), lambda: ns.sorted_set("s"),
+    ]
+    for call in calls:
+        with pytest.raises(varve.Closed) as e:
+            call()
+        assert "closed" in str(e.value) and e.value.what
+    # The lock is free: another store may write now.
+    with varve.open(tmp_path) as again:
+        assert again.namespace("n").log("a").latest == 1
+
+
+def test_bad_arguments_raise_python_errors_not_panics(ns):
+    log = ns.log("a")
+    cases = [
+        (lambda: log.append("text"), TypeError),
+        (lambda: log.append(123), TypeError),
+        (lambda: log.get(-1), OverflowError),
+        (lambda: log.get(2**64), OverflowError),
+        (lambda: log.get("1"), TypeError),
+        (lambda: log.scan(-5), OverflowError),
+        (lambda: log.append_if(2**70, b"x"), OverflowError),
+        (lambda: log.watch(1).next(timeout=-1), ValueError),
+        (lambda: ns.append_batch(42), TypeError),
+        (lambda: ns.append_batch([("a",)]), (TypeError, ValueError)),
+        (lambda: ns.log("a", keep=-1), OverflowError),
+        (lambda: ns.list("l").insert_after(2**64, 1), OverflowError),
+        (lambda: ns.list("l").remove_at(5), varve.PositionOutOfRange),
+        (lambda: ns.list("l")[3], IndexError),
+        (lambda: ns.sorted_set("s", extra=0), varve.InvalidArgument),
+        (lambda: ns.sorted_set("t", tree="trie"), varve.InvalidArgument),
+        (lambda: varve.open("/proc/forbidden/x"), varve.VarveIOError),
+        (lambda: varve.open("/tmp", sync="sometimes"), ValueError),
+    ]
+    for call, expected in cases:
+        with pytest.raises(expected):
+            call()
+    # No panic for the largest seq either.
+    with pytest.raises(varve.NotFound):
+        log.get(2**64 - 1)
+
+
+def test_threads_share_a_store(ns):
+    log = ns.log("c")
+    s = ns.sorted_set("s")
+    threads, per_thread = 4, 200
+
+    def work(t):
+        for i in range(per_thread):
+            log.append(f"{t}-{i}".encode())
+            if i % 20 == 0:
+                s.insert(t * 1000 + i)
+            log.get(1)
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert log.latest == threads * per_thread
+    assert len({r for _, r in log.scan()}) == threads * per_thread, "every append landed exactly once"
+    assert len(s) == threads * per_thread // 20
+
+
+def test_blocking_watch_releases_the_gil(ns):
+    log = ns.log("w")
+    got = []
+
+    def follow():
+        for seq, record in log.watch():
+            got.append((seq, record))
+            if seq == 50:
+                return
+
+    t = threading.Thread(target=follow)
+    t.start()
+    # If the watcher held the GIL while it waits, these appends could not run.
+    for i in range(1, 51):
+        log.append(b"%d" % i)
+        if i % 10 == 0:
+            time.sleep(0.005)
+    t.join(timeout=10)
+    assert not t.is_alive()
+    assert got == [(i, b"%d" % i) for i in range(1, 51)]
+
+
+def test_close_stops_a_blocked_watch(tmp_path):
+    store = varve.open(tmp_path)
+    log = store.namespace("n").log("w")
+    errors = []
+
+    def follow():
+        try:
+            for _ in log.watch():
+                pass
+        except varve.Closed as e:
+            errors.append(e)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    time.sleep(0.05)
+    store.close()
+    t.join(timeout=5)
+    assert not t.is_alive() and len(errors) == 1
+
+
+async def test_async_watch(ns):
+    log = ns.log("aw")
+    log.append(b"existing")
+
+    async def produce():
+        for i in range(3):
+            await asyncio.sleep(0.01)
+            log.append(b"new%d" % i)
+
+    producer = asyncio.create_task(produce())
+    seen = []
+    async for seq, record in log.watch():
+        seen.append((seq, record))
+        if seq == 4:
+            break
+    await producer
+    assert seen == [(1, b"existing"), (2, b"new0"), (3, b"new1"), (4, b"new2")]
+
+
+async def test_async_watch_does_not_block_the_loop(ns):
+    log = ns.log("aw2")
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    t = asyncio.create_task(ticker())
+    watch = log.watch()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(watch.__anext__(), timeout=0.2)
+    t.cancel()
+    assert ticks >= 5
