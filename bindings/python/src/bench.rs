@@ -17,8 +17,8 @@ use crate::pds::Raw;
 /// sync, as `varve.open`'s default) and return the seconds they took.
 ///
 /// `op`: "append" (`record_bytes`-byte records), "get" (reads n records
-/// appended first, untimed), "sorted_set_insert" (n distinct int keys, in
-/// the Python encoding), "append_batch" (n records in batches of `batch`).
+/// appended first, untimed), "`sorted_set_insert`" (n distinct int keys, in
+/// the Python encoding), "`append_batch`" (n records in batches of `batch`).
 #[pyfunction]
 #[pyo3(name = "_bench_rust", signature = (op, n, path, record_bytes = 16, batch = 1000))]
 pub fn bench_rust(py: Python<'_>, op: &str, n: u64, path: PathBuf, record_bytes: usize, batch: usize) -> PyResult<f64> {

@@ -20,7 +20,6 @@
 //! expected: every operating error is a typed `varve.VarveError`.
 
 #![expect(clippy::needless_pass_by_value, reason = "pyo3 extracts arguments by value")]
-#![expect(clippy::unused_self, reason = "pyo3 methods take self even when they do not use it")]
 
 mod bench;
 mod error;

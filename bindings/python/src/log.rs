@@ -508,7 +508,9 @@ impl Log {
                 Ok(Arc::new(WatchState { watch: Mutex::new(Some(ns.watch(&self.name, start)?)) }))
             })
         })?;
-        lock(&self.ns.watches).push(Arc::downgrade(&state));
+        let mut watches = lock(&self.ns.watches);
+        watches.retain(|w| w.strong_count() > 0); // forget watches already dropped
+        watches.push(Arc::downgrade(&state));
         Ok(Watch { state, what: format!("watch of log {:?}", self.name) })
     }
 
@@ -615,7 +617,7 @@ impl Watch {
     #[pyo3(signature = (timeout = None))]
     fn next<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let deadline = match timeout {
-            Some(t) if !(t >= 0.0 && t < 1e9) => {
+            Some(t) if !(0.0..1e9).contains(&t) => {
                 return Err(PyValueError::new_err("timeout is in seconds, at least 0"));
             }
             Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
@@ -646,7 +648,7 @@ impl Watch {
     }
 
     /// Awaitable for ``async for``: waits in a worker thread.
-    fn __anext__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    fn __anext__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, PyAny>> {
         let py = slf.py();
         py.import("varve._aio")?.getattr("anext_record")?.call1((slf,))
     }

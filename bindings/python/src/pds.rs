@@ -114,7 +114,7 @@ fn open_state(
     Ok(state)
 }
 
-fn py_list<'py>(py: Python<'py>, items: impl IntoIterator<Item = Raw>) -> PyResult<Bound<'py, PyList>> {
+fn py_list(py: Python<'_>, items: impl IntoIterator<Item = Raw>) -> PyResult<Bound<'_, PyList>> {
     let objs = items.into_iter().map(|r| key::decode(py, &r.0)).collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, objs)
 }
@@ -186,7 +186,7 @@ impl Tree {
         Ok(Raw(raw))
     }
 
-    fn after_update(opened: &mut Opened, shape: String, deleted: bool) -> Result<()> {
+    fn after_update(opened: &mut Opened, shape: String, deleted: bool) {
         if deleted {
             // The last key may have gone; learn the shape again when needed.
             opened.shape_known = false;
@@ -194,7 +194,6 @@ impl Tree {
             opened.shape = Some(shape);
             opened.shape_known = true;
         }
-        Ok(())
     }
 }
 
@@ -219,7 +218,7 @@ macro_rules! tree_common {
 /// number; reads take ``at=version`` (default: the latest). Keys are int,
 /// str, bytes or tuples of these, all of one type per set, and iterate in
 /// Python's order. Stored only as appends to logs ``pds.<name>.*`` of its
-/// namespace (the PEDaLS node-copy method), so it survives crashes.
+/// namespace (the `PEDaLS` node-copy method), so it survives crashes.
 #[pyclass(frozen, module = "varve")]
 pub struct SortedSet {
     tree: Tree,
@@ -266,7 +265,7 @@ impl SortedSet {
         let shape = key::shape_of(&raw.0);
         self.with(py, |o| {
             let v = set_of(o).insert(&raw)?;
-            Tree::after_update(o, shape, false)?;
+            Tree::after_update(o, shape, false);
             Ok(v)
         })
     }
@@ -276,7 +275,7 @@ impl SortedSet {
         let raw = Raw(key::encode(key, Role::Key)?);
         self.with(py, |o| {
             let v = set_of(o).delete(&raw)?;
-            Tree::after_update(o, String::new(), true)?;
+            Tree::after_update(o, String::new(), true);
             Ok(v)
         })
     }
@@ -408,7 +407,7 @@ fn map_of(opened: &mut Opened) -> &mut varve_pds::SortedMap<Raw, Raw> {
     }
 }
 
-fn pairs<'py>(py: Python<'py>, items: Vec<(Raw, Raw)>) -> PyResult<Bound<'py, PyList>> {
+fn pairs(py: Python<'_>, items: Vec<(Raw, Raw)>) -> PyResult<Bound<'_, PyList>> {
     let objs = items
         .into_iter()
         .map(|(k, v)| PyTuple::new(py, [key::decode(py, &k.0)?, key::decode(py, &v.0)?]))
@@ -455,7 +454,7 @@ impl SortedMap {
         let shape = key::shape_of(&raw.0);
         self.with(py, |o| {
             let v = map_of(o).insert(&raw, &value)?;
-            Tree::after_update(o, shape, false)?;
+            Tree::after_update(o, shape, false);
             Ok(v)
         })
     }
@@ -465,7 +464,7 @@ impl SortedMap {
         let raw = Raw(key::encode(key, Role::Key)?);
         self.with(py, |o| {
             let v = map_of(o).delete(&raw)?;
-            Tree::after_update(o, String::new(), true)?;
+            Tree::after_update(o, String::new(), true);
             Ok(v)
         })
     }
@@ -667,7 +666,7 @@ impl List {
     }
 
     /// Insert `value` after the item at `position` (0 is the head);
-    /// :class:`varve.PositionOutOfRange` (an IndexError) if there is none.
+    /// :class:`varve.PositionOutOfRange` (an `IndexError`) if there is none.
     fn insert_after(&self, py: Python<'_>, position: usize, value: &Bound<'_, PyAny>) -> PyResult<Version> {
         let raw = Raw(key::encode(value, Role::Value)?);
         self.with(py, |l| Ok(l.insert_after(position, &raw)?))
