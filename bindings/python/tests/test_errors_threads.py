@@ -191,3 +191,25 @@ async def test_async_watch_does_not_block_the_loop(ns):
         await asyncio.wait_for(watch.__anext__(), timeout=0.2)
     t.cancel()
     assert ticks >= 5
+
+
+def test_ctrl_c_interrupts_a_blocking_watch(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, varve\n"
+        "log = varve.open(sys.argv[1]).namespace('n').log('w')\n"
+        "print('watching', flush=True)\n"
+        "try:\n"
+        "    for _ in log.watch(): pass\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "watching"
+    time.sleep(0.2)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=10)
+    assert out.strip() == "interrupted" and child.returncode == 0
