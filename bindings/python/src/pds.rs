@@ -17,6 +17,18 @@ use crate::error::{Error, Result};
 use crate::key::{self, Role};
 use crate::log::{lock, NsState};
 
+/// ``start <= key < stop`` as range bounds (a missing end is unbounded);
+/// `None` when the range is empty, as Python's slices are.
+fn half_open(start: Option<Raw>, stop: Option<Raw>) -> Option<(std::ops::Bound<Raw>, std::ops::Bound<Raw>)> {
+    use std::ops::Bound;
+    if let (Some(lo), Some(hi)) = (&start, &stop) {
+        if lo.0 >= hi.0 {
+            return None;
+        }
+    }
+    Some((start.map_or(Bound::Unbounded, Bound::Included), stop.map_or(Bound::Unbounded, Bound::Excluded)))
+}
+
 /// An encoded key or value, stored as is (the tags make it self-describing).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Raw(pub Vec<u8>);
@@ -315,13 +327,9 @@ impl SortedSet {
         let lo = start.map(|k| self.tree.key_checked(py, &k)).transpose()?;
         let hi = stop.map(|k| self.tree.key_checked(py, &k)).transpose()?;
         let keys = self.with(py, |o| {
-            let set = set_of(o);
-            let r = match (lo, hi) {
-                (Some(lo), Some(hi)) if lo.0 >= hi.0 => Ok(Vec::new()),
-                (Some(lo), Some(hi)) => set.range(lo..hi, at).map(Iterator::collect),
-                (Some(lo), None) => set.range(lo.., at).map(Iterator::collect),
-                (None, Some(hi)) => set.range(..hi, at).map(Iterator::collect),
-                (None, None) => set.iter(at).map(Iterator::collect),
+            let r = match half_open(lo, hi) {
+                None => Ok(Vec::new()),
+                Some(bounds) => set_of(o).range(bounds, at).map(Iterator::collect),
             };
             Ok(r.or_else(latest_empty(at, Vec::new()))?)
         })?;
@@ -542,13 +550,9 @@ impl SortedMap {
         let lo = start.map(|k| self.tree.key_checked(py, &k)).transpose()?;
         let hi = stop.map(|k| self.tree.key_checked(py, &k)).transpose()?;
         let items = self.with(py, |o| {
-            let map = map_of(o);
-            let r = match (lo, hi) {
-                (Some(lo), Some(hi)) if lo.0 >= hi.0 => Ok(Vec::new()),
-                (Some(lo), Some(hi)) => map.range(lo..hi, at).map(Iterator::collect),
-                (Some(lo), None) => map.range(lo.., at).map(Iterator::collect),
-                (None, Some(hi)) => map.range(..hi, at).map(Iterator::collect),
-                (None, None) => map.iter(at).map(Iterator::collect),
+            let r = match half_open(lo, hi) {
+                None => Ok(Vec::new()),
+                Some(bounds) => map_of(o).range(bounds, at).map(Iterator::collect),
             };
             Ok(r.or_else(latest_empty(at, Vec::new()))?)
         })?;
