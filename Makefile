@@ -3,15 +3,17 @@
 #   make test   every test
 SHELL := /bin/bash
 CARGO ?= cargo
-VARVE := target/release/varve
+# Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
+VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-pds soak lint clean check-toolchain python test-python bench-python
+.PHONY: demo test build bench bench-pds bench-part bench-runtime soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
 VENV := .venv
 PY := $(VENV)/bin/python
 PY_DEPS := $(VENV)/.varve-python-deps
+PLOT_DEPS := $(VENV)/.varve-plot-deps
 
 check-toolchain:
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found: install Rust (https://rustup.rs) and retry" >&2; exit 1; }
@@ -19,7 +21,7 @@ check-toolchain:
 build: check-toolchain
 	$(CARGO) build --release --locked --workspace
 
-demo: build
+demo: build plot-deps
 	./scripts/demo.sh $(VARVE)
 
 test: check-toolchain
@@ -33,6 +35,14 @@ $(PY):
 # Build tools and test libraries (pinned major versions), reinstalled when the list changes.
 $(PY_DEPS): bindings/python/requirements-dev.txt | $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r bindings/python/requirements-dev.txt
+	touch $@
+
+# matplotlib, for the charts (bench-pds) and the temperature example's
+# causal-graph PNG (demo: scripts/render_trace.py).
+plot-deps: $(PLOT_DEPS)
+
+$(PLOT_DEPS): | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check matplotlib
 	touch $@
 
 # Build the extension (release) and install the `varve` package into .venv.
@@ -51,13 +61,27 @@ bench-python: python
 bench: build
 	$(VARVE) bench log --dir target/bench
 
+# The runtime's figures (issue 6): trigger latency, events/s, recording
+# overhead, publish throughput, each beside a baseline of the same run
+# (about a minute; scratch stores under target/bench, deleted after).
+bench-runtime: build
+	$(VARVE) bench runtime --dir target/bench
+
 # The PEDaLS evaluation (Figures 4-6): table, CSVs and PNG charts into docs/
 # (several minutes). The charts need matplotlib, installed into .venv here.
-bench-pds: build
+bench-pds: build plot-deps
 	$(VARVE) bench pds --csv docs/pds_bench.csv --series-csv docs/pds_series.csv
-	test -x .venv/bin/python || python3 -m venv .venv
-	.venv/bin/python -m pip install --quiet matplotlib
-	.venv/bin/python scripts/plot_pds.py docs/pds_series.csv docs
+	$(PY) scripts/plot_pds.py docs/pds_series.csv docs
+
+# PART against std, imbl, rpds, rart, vart and blart (issue 5; paper §3.6
+# and §5.1): one criterion binary (crates/varve-part/benches/part.rs), then
+# the ratio tables into docs/part_bench.md and charts into docs/part_*.png
+# (about 20 minutes; VARVE_BENCH_SCALE=quick: 100k keys, about 4 minutes).
+PART_CRITERION := target/criterion-part
+bench-part: check-toolchain plot-deps
+	rm -rf $(PART_CRITERION)
+	CRITERION_HOME=$(abspath $(PART_CRITERION)) $(CARGO) bench --locked -p varve-part --bench part
+	$(PY) scripts/part_report.py $(PART_CRITERION) docs/part_bench.md docs
 
 # The crash loop, longer: 1000 SIGKILLs instead of 50.
 soak: check-toolchain

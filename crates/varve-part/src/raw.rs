@@ -1,0 +1,181 @@
+//! Node-level access for the durable layer (checkpoints, §4.1). Not for
+//! applications: everything here exposes the tree's shape.
+//!
+//! ## Checkpoint references
+//!
+//! Every inner node carries a `u64` checkpoint reference (the paper's file
+//! identifier). It is **0 on every node created or copied** and **cleared
+//! whenever a node is mutated in place**; every update reaches its entry
+//! through the path from the root, so all ancestors of a changed entry are
+//! cleared too. Hence: *a node whose reference is non-zero is the root of a
+//! subtree that has not changed since the checkpoint that set it*, and a
+//! checkpointer can write that reference instead of descending.
+//!
+//! A checkpointer works on a [`Snapshot`](crate::Snapshot): walk it from [`root`], write
+//! nodes bottom-up, and call [`NodeRef::set_checkpoint_ref`] on each node
+//! once it is durable. Setting a reference through a snapshot is safe while
+//! the map keeps being updated: the map cannot mutate a node in place while
+//! the snapshot holds it (it copies instead, and the copy starts at 0).
+//! Subtrees reused by set operations keep their references (they are the
+//! same nodes).
+//!
+//! To reopen, rebuild the tree bottom-up with [`leaf`] and [`node`], then
+//! [`into_map`].
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::map::ArtMap;
+use crate::node::{Body, Child, Node};
+
+/// Node kinds (§3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    Node4,
+    Node16,
+    Node48,
+    Node256,
+}
+
+/// A slot of the tree: a leaf (key suffix and value, stored inline in its
+/// parent) or an inner node.
+pub enum ChildRef<'a, V> {
+    Leaf { suffix: &'a [u8], value: &'a V },
+    Node(NodeRef<'a, V>),
+}
+
+/// A borrowed inner node.
+pub struct NodeRef<'a, V>(&'a Arc<Node<V>>);
+
+impl<V> Clone for NodeRef<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V> Copy for NodeRef<'_, V> {}
+
+fn child_ref<V>(child: &Child<V>) -> ChildRef<'_, V> {
+    match child {
+        Child::Node(node) => ChildRef::Node(NodeRef(node)),
+        leaf => {
+            let (suffix, value) = leaf.as_leaf().expect("leaf");
+            ChildRef::Leaf { suffix, value }
+        }
+    }
+}
+
+/// The root of a map (or snapshot), if not empty.
+#[must_use]
+pub fn root<V>(map: &ArtMap<V>) -> Option<ChildRef<'_, V>> {
+    map.root.as_ref().map(child_ref)
+}
+
+impl<'a, V> NodeRef<'a, V> {
+    /// Identity of the node (its address), stable while anyone holds it.
+    #[must_use]
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(self.0) as usize
+    }
+
+    #[must_use]
+    pub fn kind(&self) -> NodeKind {
+        match self.0.body {
+            Body::N4(_) => NodeKind::Node4,
+            Body::N16(_) => NodeKind::Node16,
+            Body::N48(_) => NodeKind::Node48,
+            Body::N256(_) => NodeKind::Node256,
+        }
+    }
+
+    /// The compressed path, stored whole.
+    #[must_use]
+    pub fn prefix(&self) -> &'a [u8] {
+        &self.0.prefix
+    }
+
+    /// The value of the key that ends right after the prefix.
+    #[must_use]
+    pub fn value(&self) -> Option<&'a V> {
+        self.0.value.as_ref()
+    }
+
+    /// Entries in this subtree.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.count
+    }
+
+    /// Always false: an inner node holds at least two entries.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Children in byte order.
+    pub fn children(&self) -> impl Iterator<Item = (u8, ChildRef<'a, V>)> + 'a {
+        let node: &'a Node<V> = self.0;
+        node.body
+            .iter()
+            .map(|(byte, child)| (byte, child_ref(child)))
+    }
+
+    /// 0 unless a checkpoint set it and the subtree has not changed since.
+    #[must_use]
+    pub fn checkpoint_ref(&self) -> u64 {
+        self.0.checkpoint_ref.load(Ordering::Acquire)
+    }
+
+    /// Record that this subtree is durable under `reference` (non-zero).
+    pub fn set_checkpoint_ref(&self, reference: u64) {
+        self.0.checkpoint_ref.store(reference, Ordering::Release);
+    }
+}
+
+/// An owned subtree, for rebuilding a map bottom-up.
+pub struct OwnedChild<V>(Child<V>);
+
+/// Why [`node`] refused its parts.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    #[error("children bytes must be strictly ascending (byte {byte:#04x} out of order)")]
+    Unsorted { byte: u8 },
+    #[error("an inner node needs at least two entries, got {entries}")]
+    TooFewEntries { entries: usize },
+}
+
+/// A leaf with the given key suffix (relative to its parent's slot).
+pub fn leaf<V>(suffix: &[u8], value: V) -> OwnedChild<V> {
+    OwnedChild(Child::leaf(suffix, value))
+}
+
+/// An inner node with its checkpoint reference set to `checkpoint_ref`.
+pub fn node<V>(
+    prefix: &[u8],
+    value: Option<V>,
+    children: Vec<(u8, OwnedChild<V>)>,
+    checkpoint_ref: u64,
+) -> Result<OwnedChild<V>, BuildError> {
+    if let Some(w) = children.windows(2).find(|w| w[0].0 >= w[1].0) {
+        return Err(BuildError::Unsorted { byte: w[1].0 });
+    }
+    let entries: Vec<(u8, Child<V>)> = children.into_iter().map(|(b, c)| (b, c.0)).collect();
+    let count =
+        entries.iter().map(|(_, c)| c.count()).sum::<usize>() + usize::from(value.is_some());
+    if count < 2 || (entries.len() == 1 && value.is_none()) {
+        return Err(BuildError::TooFewEntries { entries: count });
+    }
+    let mut node = Node::new(prefix);
+    node.value = value;
+    node.count = count;
+    node.body = Body::from_entries_with_room(entries, 0);
+    *node.checkpoint_ref.get_mut() = checkpoint_ref;
+    Ok(OwnedChild(Child::Node(Arc::new(node))))
+}
+
+/// A map whose tree is `root`.
+pub fn into_map<V>(root: Option<OwnedChild<V>>) -> ArtMap<V> {
+    ArtMap {
+        root: root.map(|c| c.0),
+    }
+}
