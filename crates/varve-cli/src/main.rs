@@ -10,6 +10,9 @@
 //! varve log append temperature 21.5
 //! varve log scan temperature --json
 //! varve fsck --repair
+//! varve run app.toml                 # handlers on append (see varve-runtime)
+//! varve --ns app trace causes out 1  # what caused a record
+//! varve --ns app events tail         # the causal event log, followed
 //! ```
 //!
 //! Every operation works on the embedded journal in `--data DIR` (default
@@ -43,11 +46,12 @@ struct Cli {
 /// Options accepted before or after any subcommand.
 #[derive(Debug, Args)]
 struct GlobalArgs {
-    /// The data directory (holds one directory per namespace).
-    #[arg(long, global = true, value_name = "DIR", default_value = "./varve-data")]
+    /// The data directory (holds one directory per namespace). Inside a
+    /// runtime handler, VARVE_DATA is the default.
+    #[arg(long, global = true, value_name = "DIR", default_value = "./varve-data", env = "VARVE_DATA")]
     data: PathBuf,
-    /// The namespace to work in.
-    #[arg(long, global = true, value_name = "NAME", default_value = "default")]
+    /// The namespace to work in. Inside a runtime handler, VARVE_NAMESPACE is the default.
+    #[arg(long, global = true, value_name = "NAME", default_value = "default", env = "VARVE_NAMESPACE")]
     ns: String,
     /// Print JSON for scripts: one object per answer, one per line for record streams.
     #[arg(long, global = true)]
@@ -68,10 +72,87 @@ enum Command {
         #[command(subcommand)]
         command: PdsCommand,
     },
+    /// Run the handlers of an app manifest (APP.toml): triggers on append,
+    /// topics, the causal event log. Serves DIR/<namespace>/runtime.sock so
+    /// `varve log append` keeps working while it holds the namespace.
+    Run(RunArgs),
+    /// Handlers of the namespace's runtime.
+    Handler {
+        #[command(subcommand)]
+        command: HandlerCommand,
+    },
+    /// Causal queries over the event logs of every namespace in --data.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+    /// The namespace's causal event log (_events).
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
     /// Measure performance against the machine's own baselines.
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The app manifest: [runtime], [[log]], [[topic]], [[handler]] (see varve-runtime's manifest docs).
+    manifest: PathBuf,
+    /// Stop once no trigger is ready, running or waiting for a retry (for scripts and tests).
+    #[arg(long)]
+    until_idle: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum HandlerCommand {
+    /// Each handler: the logs it is subscribed to and its triggers, DONE,
+    /// FAILED, dead letters and pending triggers.
+    Ls,
+}
+
+#[derive(Debug, Subcommand)]
+enum TraceCommand {
+    /// What caused a record: every event and record it transitively depends on.
+    Causes {
+        /// The log (in --ns).
+        log: String,
+        /// The record's seq.
+        seq: u64,
+    },
+    /// What depends on a record, transitively.
+    Effects {
+        /// The log (in --ns).
+        log: String,
+        /// The record's seq.
+        seq: u64,
+    },
+    /// Every event of one trace, in causal order.
+    Show {
+        /// The trace id (32 hex digits, as `varve events tail` prints it).
+        trace_id: String,
+        /// Also write the causal graph as Graphviz DOT to this file.
+        #[arg(long, value_name = "FILE")]
+        dot: Option<PathBuf>,
+        /// Also write OpenTelemetry JSON spans to this file.
+        #[arg(long, value_name = "FILE")]
+        otel: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsCommand {
+    /// Print the last events, then follow new ones until interrupted.
+    Tail {
+        /// First event seq to print (default: the last 20).
+        #[arg(long, value_name = "SEQ")]
+        from: Option<u64>,
+        /// Print what is there and exit instead of following.
+        #[arg(long)]
+        no_follow: bool,
     },
 }
 
@@ -83,6 +164,23 @@ enum BenchCommand {
     /// The PEDaLS evaluation (Figures 4-6): bytes and time per update, time
     /// per access, beside an ephemeral structure and node copying in memory.
     Pds(BenchPdsArgs),
+    /// The runtime: trigger latency (in-process and external command),
+    /// events recorded per second, event-recording overhead and topic
+    /// publish throughput, each beside a baseline measured in the same run.
+    Runtime(BenchRuntimeArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchRuntimeArgs {
+    /// Directory for scratch stores, on the disk to measure (deleted after).
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// Small sizes, one trial: a smoke run, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// Run only one part.
+    #[arg(long, value_parser = ["latency", "command", "workload", "publish"])]
+    only: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -270,6 +368,12 @@ struct FsckArgs {
 }
 
 fn main() -> ExitCode {
+    // First, before parsing anything: `varve __bench-stamp FILE` is the
+    // process `varve bench runtime` times the start of (see bench_runtime).
+    let entered = std::time::SystemTime::now();
+    if let Some(code) = commands::bench_runtime::stamp_if_asked(entered) {
+        return code;
+    }
     let cli = Cli::parse();
     let out = Output::new(cli.global.json);
     match run(&cli, &out) {
@@ -313,6 +417,10 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                 LogCommand::Rm { name } => log::rm(&ctx, name)?,
                 LogCommand::Info { name } => log::info(&ctx, name)?,
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(_) | Command::Handler { .. } | Command::Trace { .. } | Command::Events { .. } => {
+            run_runtime_command(&ctx, &cli.command)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
@@ -364,7 +472,44 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             commands::bench::run(&options)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench { command: BenchCommand::Runtime(args) } => {
+            let options = commands::bench_runtime::RuntimeBenchOptions {
+                dir: args.dir.clone(),
+                quick: args.quick,
+                json: cli.global.json,
+                only: args.only.clone(),
+            };
+            commands::bench_runtime::run(&options)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// `run`, `handler`, `trace` and `events`: the runtime's commands.
+fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow::Result<()> {
+    use commands::runtime;
+    match command {
+        Command::Run(args) => {
+            runtime::run(ctx, &args.manifest, args.until_idle)?;
+        }
+        Command::Handler { command: HandlerCommand::Ls } => {
+            runtime::handler_ls(ctx)?;
+        }
+        Command::Trace { command } => {
+            match command {
+                TraceCommand::Causes { log, seq } => runtime::trace_related(ctx, log, *seq, false)?,
+                TraceCommand::Effects { log, seq } => runtime::trace_related(ctx, log, *seq, true)?,
+                TraceCommand::Show { trace_id, dot, otel } => {
+                    runtime::trace_show(ctx, trace_id, dot.as_deref(), otel.as_deref())?;
+                }
+            }
+        }
+        Command::Events { command: EventsCommand::Tail { from, no_follow } } => {
+            runtime::events_tail(ctx, *from, !no_follow)?;
+        }
+        _ => unreachable!("run_runtime_command is only called for runtime commands"),
+    }
+    Ok(())
 }
 
 #[cfg(test)]

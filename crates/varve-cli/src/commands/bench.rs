@@ -51,12 +51,12 @@ impl Row {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(super) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-fn percentile(sorted_ns: &[u64], p: f64) -> f64 {
+pub(super) fn percentile(sorted_ns: &[u64], p: f64) -> f64 {
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss, reason = "index of a percentile")]
     let index = ((sorted_ns.len() - 1) as f64 * p).round() as usize;
     #[expect(clippy::cast_precision_loss, reason = "nanoseconds to f64")]
@@ -172,7 +172,7 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-fn fresh_dir(base: &Path, name: &str) -> Result<PathBuf> {
+pub(super) fn fresh_dir(base: &Path, name: &str) -> Result<PathBuf> {
     let dir = base.join(name);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;

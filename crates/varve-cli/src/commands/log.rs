@@ -53,9 +53,12 @@ pub fn create(ctx: &Context<'_>, name: &str, keep: Option<u64>, on_full: Option<
 pub fn append(ctx: &Context<'_>, name: &str, source: &ValueSource<'_>) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let value = read_value(source)?;
-    let ns = ctx.open_write()?;
-    let seq = ns.append(name, &value)?;
-    ns.close()?;
+    let seq = match super::runtime::route_append(ctx) {
+        super::runtime::Route::Socket { path, cause } => {
+            super::runtime::append_via_socket(&path, cause.as_ref(), &[(name, &value)])?[0]
+        }
+        super::runtime::Route::Direct => super::runtime::append_direct(ctx, &[(name, &value)])?[0],
+    };
     ctx.out.answer(&Appended { log: name, seq }, || format!("appended {name} seq {seq}"))?;
     Ok(())
 }
@@ -69,9 +72,10 @@ pub fn batch(ctx: &Context<'_>, entries: &[String]) -> anyhow::Result<()> {
         validate_name(log, true)?;
         batch.push((log, value.as_bytes()));
     }
-    let ns = ctx.open_write()?;
-    let seqs = ns.append_batch(&batch)?;
-    ns.close()?;
+    let seqs = match super::runtime::route_append(ctx) {
+        super::runtime::Route::Socket { path, cause } => super::runtime::append_via_socket(&path, cause.as_ref(), &batch)?,
+        super::runtime::Route::Direct => super::runtime::append_direct(ctx, &batch)?,
+    };
     let appended: Vec<Appended<'_>> = batch.iter().zip(&seqs).map(|((log, _), &seq)| Appended { log, seq }).collect();
     ctx.out.answer(&BatchAnswer { appended: &appended }, || {
         appended.iter().map(|a| format!("appended {} seq {}", a.log, a.seq)).collect::<Vec<_>>().join("\n")
@@ -81,14 +85,23 @@ pub fn batch(ctx: &Context<'_>, entries: &[String]) -> anyhow::Result<()> {
 
 pub fn get(ctx: &Context<'_>, name: &str, seq: Seq) -> anyhow::Result<()> {
     validate_name(name, true)?;
-    let ns = ctx.open_read()?;
-    let value = ns.get(name, seq)?;
+    let value = match super::runtime::handler_socket(ctx) {
+        // Inside an external handler: read through the runtime, which records the READ.
+        Some((path, cause)) => super::runtime::get_via_socket(&path, &cause, name, seq)?.into(),
+        None => ctx.open_read()?.get(name, seq)?,
+    };
     ctx.out.answer(&JsonRecord::new(seq, &value), || human_value(&value).into_owned())?;
     Ok(())
 }
 
 pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     validate_name(name, true)?;
+    if let Some((path, cause)) = super::runtime::handler_socket(ctx) {
+        // Inside an external handler: ask the runtime, which records the LATEST.
+        let latest = super::runtime::latest_via_socket(&path, &cause, name)?;
+        ctx.out.answer(&LatestOnly { log: name, latest }, || format!("latest: {latest}"))?;
+        return Ok(());
+    }
     let ns = ctx.open_read()?;
     let info = ns.log_info(name)?;
     let answer = LatestAnswer { log: name, latest: info.latest, earliest: info.earliest };
@@ -219,6 +232,13 @@ struct CreateAnswer<'a> {
 #[derive(Serialize)]
 struct BatchAnswer<'a> {
     appended: &'a [Appended<'a>],
+}
+
+/// `latest` inside an external handler (through the runtime: no earliest).
+#[derive(Serialize)]
+struct LatestOnly<'a> {
+    log: &'a str,
+    latest: Seq,
 }
 
 /// `latest`.

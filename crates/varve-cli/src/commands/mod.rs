@@ -7,9 +7,11 @@
 //! is fsynced before it is reported (`SyncPolicy::Always`).
 
 pub mod bench;
+pub mod bench_runtime;
 pub mod fsck;
 pub mod log;
 pub mod pds;
+pub mod runtime;
 
 use std::path::{Path, PathBuf};
 

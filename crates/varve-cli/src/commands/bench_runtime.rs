@@ -1,0 +1,759 @@
+//! `varve bench runtime`: the runtime's figures (issue 6, "Benchmarks"),
+//! each beside a baseline measured in the same run, on the embedded journal
+//! in a scratch directory.
+//!
+//! | figure | what is timed | baseline (same run) |
+//! |---|---|---|
+//! | in-process trigger latency | `Runtime::append` → first line of a Rust handler | `append` to the same journal without the runtime + an mpsc wake of a waiting thread |
+//! | external-command trigger latency | `Runtime::append` → `main` of the spawned process | spawning the same command with `std::process::Command`, no runtime |
+//! | events recorded per second | a handler-heavy workload, events counted in `_events` | — |
+//! | event-recording overhead | the same workload, READ/LATEST recording on vs off | the "off" runs |
+//! | topic publish throughput | `publish` ×N until the subscriber has handled every one | plain `append` ×N to a log of the same namespace |
+//!
+//! **How an external command reports its start.** The command is this very
+//! binary, `varve __bench-stamp FILE`: `main` reads `CLOCK_REALTIME` before
+//! anything else (before argument parsing) and, when its first argument is
+//! `__bench-stamp`, writes those nanoseconds to `FILE` and exits 0 (see
+//! [`stamp_if_asked`]). So what is measured is the runtime's work *plus*
+//! `fork`/`exec`, dynamic loading and Rust's start-up of a 26 MB binary (release, with debug info) —
+//! a real process start, not a shell builtin. The benchmark compares that
+//! stamp with `CLOCK_REALTIME` read just before the append (same machine,
+//! same clock). The baseline spawns the same argv with the same stdio and
+//! process-group setup as the runtime's `command::run`.
+//!
+//! Latencies are taken one append at a time, waiting for the runtime to be
+//! idle between samples, baseline and runtime samples interleaved so drift
+//! on a noisy machine hits both alike; the first samples of each trial are
+//! discarded (warm-up); a figure is the median over trials of each trial's
+//! percentile. Rates are medians of repetitions, runtime and baseline
+//! alternating.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, Store, SyncPolicy};
+use varve_runtime::{HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder, RuntimeOptions, EVENTS_LOG};
+
+use super::bench::{fresh_dir, median, percentile};
+
+/// The hidden first argument that makes `varve` write its start time and exit.
+pub const STAMP_ARG: &str = "__bench-stamp";
+
+/// Longest wait for the runtime to become idle; a bug if reached.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Group commit delay used throughout (the Log's default group policy).
+const GROUP_DELAY: Duration = Duration::from_millis(5);
+/// Records per `append_batch` in the handler-heavy workload.
+const WORKLOAD_BATCH: usize = 100;
+
+/// If this process was started as `varve __bench-stamp FILE`, write
+/// `entered` (`CLOCK_REALTIME` ns, read first thing in `main`) to FILE and
+/// return the exit code; otherwise `None`.
+pub fn stamp_if_asked(entered: SystemTime) -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != STAMP_ARG {
+        return None;
+    }
+    let ns = entered.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let written = args.next().is_some_and(|file| std::fs::write(file, ns.to_string()).is_ok());
+    Some(if written { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// What to run.
+pub struct RuntimeBenchOptions {
+    /// Directory for the scratch stores (deleted after).
+    pub dir: PathBuf,
+    /// Small sizes and one trial: a smoke run, not figures to publish.
+    pub quick: bool,
+    /// Print one JSON object instead of the Markdown table.
+    pub json: bool,
+    /// Run only one part: `latency`, `command`, `workload` or `publish`.
+    pub only: Option<String>,
+}
+
+struct Sizes {
+    trials: usize,
+    latency_samples: usize,
+    latency_warmup: usize,
+    command_samples: usize,
+    command_warmup: usize,
+    workload_records: usize,
+    overhead_reps: usize,
+    publishes: usize,
+    publish_reps: usize,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                trials: 1,
+                latency_samples: 200,
+                latency_warmup: 20,
+                command_samples: 20,
+                command_warmup: 3,
+                workload_records: 1_000,
+                overhead_reps: 1,
+                publishes: 5_000,
+                publish_reps: 1,
+            }
+        } else {
+            Sizes {
+                trials: 3,
+                latency_samples: 3_000,
+                latency_warmup: 200,
+                command_samples: 400,
+                command_warmup: 20,
+                workload_records: 50_000,
+                overhead_reps: 15,
+                publishes: 200_000,
+                publish_reps: 5,
+            }
+        }
+    }
+}
+
+/// One line of the table.
+#[derive(Serialize)]
+struct Row {
+    /// Stable key for scripts.
+    key: &'static str,
+    what: String,
+    value: f64,
+    unit: &'static str,
+    /// The issue's goal, as text; `None` for reference figures.
+    goal: Option<&'static str>,
+    goal_met: Option<bool>,
+    baseline_what: Option<String>,
+    baseline: Option<f64>,
+    /// value / baseline.
+    ratio: Option<f64>,
+    higher_is_better: bool,
+}
+
+impl Row {
+    fn new(key: &'static str, what: String, value: f64, unit: &'static str, higher_is_better: bool) -> Row {
+        Row {
+            key,
+            what,
+            value,
+            unit,
+            goal: None,
+            goal_met: None,
+            baseline_what: None,
+            baseline: None,
+            ratio: None,
+            higher_is_better,
+        }
+    }
+
+    fn goal(mut self, text: &'static str, met: bool) -> Row {
+        self.goal = Some(text);
+        self.goal_met = Some(met);
+        self
+    }
+
+    fn baseline(mut self, what: &str, value: f64) -> Row {
+        self.baseline_what = Some(what.to_owned());
+        self.baseline = Some(value);
+        self.ratio = Some(self.value / value);
+        self
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    command: &'static str,
+    quick: bool,
+    /// `/proc/loadavg` (1, 5, 15 min) before and after the run.
+    load_before: Option<[f64; 3]>,
+    load_after: Option<[f64; 3]>,
+    rows: Vec<Row>,
+}
+
+fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+fn group() -> SyncPolicy {
+    SyncPolicy::Group(GROUP_DELAY)
+}
+
+fn sync_name(sync: SyncPolicy) -> String {
+    match sync {
+        SyncPolicy::Always => "Always".into(),
+        SyncPolicy::Group(d) => format!("Group({} ms)", d.as_millis()),
+        SyncPolicy::Never => "Never".into(),
+    }
+}
+
+/// Run every measurement and print the table (or JSON).
+pub fn run(options: &RuntimeBenchOptions) -> Result<()> {
+    std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
+    let sizes = Sizes::new(options.quick);
+    let load_before = load_average();
+    eprintln!(
+        "varve bench runtime: scratch in {}, load average before {:?}",
+        options.dir.display(),
+        load_before.unwrap_or_default()
+    );
+    let mut rows = Vec::new();
+    let wanted = |part: &str| options.only.as_deref().is_none_or(|only| only == part);
+    if wanted("latency") {
+        in_process_rows(&options.dir, &sizes, &mut rows)?;
+    }
+    if wanted("command") {
+        command_rows(&options.dir, &sizes, &mut rows)?;
+    }
+    if wanted("workload") {
+        workload_rows(&options.dir, &sizes, &mut rows)?;
+    }
+    if wanted("publish") {
+        publish_rows(&options.dir, &sizes, &mut rows)?;
+    }
+    let report =
+        Report { command: "varve bench runtime", quick: options.quick, load_before, load_after: load_average(), rows };
+    if options.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_table(&report);
+    }
+    std::fs::remove_dir_all(options.dir.join("runtime")).ok();
+    Ok(())
+}
+
+fn in_process_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    for sync in [group(), SyncPolicy::Never] {
+        let (ours, raw) = in_process_latency(dir, sync, sizes)?;
+        eprintln!(
+            "  in-process trigger, {}: p50 {:.1} µs p99 {:.1} µs; append + wake p50 {:.1} µs p99 {:.1} µs",
+            sync_name(sync),
+            ours[0] / 1e3,
+            ours[1] / 1e3,
+            raw[0] / 1e3,
+            raw[1] / 1e3
+        );
+        let is_group = matches!(sync, SyncPolicy::Group(_));
+        let baseline = "journal append + mpsc wake of a waiting thread";
+        let p50 = Row::new(
+            if is_group { "in_process_trigger_p50_us" } else { "in_process_trigger_never_p50_us" },
+            format!("in-process trigger latency p50, {}", sync_name(sync)),
+            ours[0] / 1e3,
+            "µs",
+            false,
+        )
+        .baseline(baseline, raw[0] / 1e3);
+        rows.push(if is_group { p50.goal("p50 ≤ 50 µs", ours[0] <= 50e3) } else { p50 });
+        rows.push(
+            Row::new(
+                if is_group { "in_process_trigger_p99_us" } else { "in_process_trigger_never_p99_us" },
+                format!("in-process trigger latency p99, {}", sync_name(sync)),
+                ours[1] / 1e3,
+                "µs",
+                false,
+            )
+            .baseline(baseline, raw[1] / 1e3),
+        );
+    }
+    Ok(())
+}
+
+fn command_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let (ours, raw) = command_latency(dir, sizes)?;
+    eprintln!(
+        "  external-command trigger: p50 {:.2} ms p99 {:.2} ms; direct spawn p50 {:.2} ms p99 {:.2} ms",
+        ours[0] / 1e6,
+        ours[1] / 1e6,
+        raw[0] / 1e6,
+        raw[1] / 1e6
+    );
+    let baseline = "the same command spawned with std::process::Command";
+    rows.push(
+        Row::new(
+            "command_trigger_p50_ms",
+            "external-command trigger latency p50, Group(5 ms)".into(),
+            ours[0] / 1e6,
+            "ms",
+            false,
+        )
+        .goal("p50 ≤ 2 ms", ours[0] <= 2e6)
+        .baseline(baseline, raw[0] / 1e6),
+    );
+    rows.push(
+        Row::new(
+            "command_trigger_p99_ms",
+            "external-command trigger latency p99, Group(5 ms)".into(),
+            ours[1] / 1e6,
+            "ms",
+            false,
+        )
+        .baseline(baseline, raw[1] / 1e6),
+    );
+    Ok(())
+}
+
+fn workload_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let workload = recording_workload(dir, sizes)?;
+    eprintln!(
+        "  workload: {:.0} events/s ({:.1} events/record); {:.2} µs/record with READ/LATEST, {:.2} µs without",
+        workload.events_per_s, workload.events_per_record, workload.on_us, workload.off_us
+    );
+    rows.push(Row::new(
+        "events_per_s",
+        format!(
+            "events recorded per second (latest + get + append per trigger, {:.1} events/record, 1 worker)",
+            workload.events_per_record
+        ),
+        workload.events_per_s,
+        "events/s",
+        true,
+    ));
+    let (workers, rate) = default_workers_events_per_s(dir, sizes)?;
+    eprintln!("  workload with {workers} workers: {rate:.0} events/s");
+    rows.push(Row::new(
+        "events_per_s_default_workers",
+        format!("events recorded per second, the same workload with the default {workers} workers"),
+        rate,
+        "events/s",
+        true,
+    ));
+    let overhead = workload.overhead;
+    rows.push(
+        Row::new(
+            "recording_overhead_pct",
+            "event-recording overhead: READ/LATEST on vs off, wall time per record (median of per-rep ratios)".into(),
+            overhead * 100.0,
+            "%",
+            false,
+        )
+        .goal("≤ 5 %", overhead <= 0.05),
+    );
+    rows.push(
+        Row::new(
+            "workload_us_per_record_on",
+            "handler-heavy workload, READ/LATEST recorded, wall".into(),
+            workload.on_us,
+            "µs/record",
+            false,
+        )
+        .baseline("the same with READ/LATEST off", workload.off_us),
+    );
+    if let (Some(on), Some(off), Some(cpu_overhead)) = (workload.on_cpu_us, workload.off_cpu_us, workload.cpu_overhead)
+    {
+        rows.push(Row::new(
+            "recording_overhead_cpu_pct",
+            "event-recording overhead, CPU time of all threads (median of per-rep ratios)".into(),
+            cpu_overhead * 100.0,
+            "%",
+            false,
+        ));
+        rows.push(
+            Row::new(
+                "workload_cpu_us_per_record_on",
+                "handler-heavy workload, READ/LATEST recorded, CPU time".into(),
+                on,
+                "µs/record",
+                false,
+            )
+            .baseline("the same with READ/LATEST off", off),
+        );
+    }
+    Ok(())
+}
+
+fn publish_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let (ours, raw) = publish_rate(dir, sizes)?;
+    eprintln!("  publish with one subscriber: {ours:.0}/s; plain append {raw:.0}/s");
+    rows.push(
+        Row::new(
+            "publish_per_s",
+            "topic publishes/s, one in-process subscriber, Group(5 ms), until all handled".into(),
+            ours,
+            "publishes/s",
+            true,
+        )
+        .goal("≥ 100,000/s", ours >= 100_000.0)
+        .baseline("plain append to a log of the same namespace", raw),
+    );
+    Ok(())
+}
+
+fn print_table(report: &Report) {
+    let number = |v: f64, unit: &str| -> String {
+        match unit {
+            "µs" | "ms" | "µs/record" | "%" => format!("{v:.2} {unit}"),
+            _ => format!("{v:.0} {unit}"),
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "| figure | varve | goal | met? | baseline | baseline value | varve / baseline |");
+    let _ = writeln!(out, "|---|---:|---|---|---|---:|---:|");
+    for row in &report.rows {
+        let met = match row.goal_met {
+            Some(true) => "met",
+            Some(false) => "**missed**",
+            None => "",
+        };
+        let better = if row.higher_is_better { "higher is better" } else { "lower is better" };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {met} | {} | {} | {} |",
+            row.what,
+            number(row.value, row.unit),
+            row.goal.unwrap_or(""),
+            row.baseline_what.as_deref().unwrap_or("—"),
+            row.baseline.map_or_else(|| "—".into(), |b| number(b, row.unit)),
+            row.ratio.map_or_else(|| "—".into(), |r| format!("{r:.2} ({better})")),
+        );
+    }
+    let load = |l: Option<[f64; 3]>| l.map_or_else(|| "unknown".into(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
+    let _ = writeln!(out, "\nload average before: {}, after: {}", load(report.load_before), load(report.load_after));
+}
+
+fn open_store(base: &Path, name: &str, sync: SyncPolicy) -> Result<JournalStore> {
+    let dir = fresh_dir(&base.join("runtime"), name)?;
+    Ok(JournalStore::open(&dir, JournalOptions { sync, ..JournalOptions::default() })?)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// p50 and p99 (ns) of the samples after the warm-up.
+fn p50_p99(mut samples: Vec<u64>, warmup: usize) -> [f64; 2] {
+    samples.drain(..warmup.min(samples.len()));
+    samples.sort_unstable();
+    [percentile(&samples, 0.5), percentile(&samples, 0.99)]
+}
+
+fn medians(trials: &[[f64; 2]]) -> [f64; 2] {
+    [median(trials.iter().map(|t| t[0]).collect()), median(trials.iter().map(|t| t[1]).collect())]
+}
+
+/// In-process trigger latency and the append + wake baseline, p50/p99 in ns.
+fn in_process_latency(base: &Path, sync: SyncPolicy, sizes: &Sizes) -> Result<([f64; 2], [f64; 2])> {
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for trial in 0..sizes.trials {
+        let store = open_store(base, &format!("latency-{trial}"), sync)?;
+        // The handler's first act is to read the clock.
+        let (started_tx, started_rx) = mpsc::channel::<Instant>();
+        let started_tx = Mutex::new(started_tx);
+        let rt = RuntimeBuilder::new(store.namespace("latency")?)
+            .log("x", LogConfig::unbounded())
+            .handler("t", RetryPolicy::default(), move |_| {
+                let now = Instant::now();
+                let _ = started_tx.lock().map(|tx| tx.send(now));
+                Ok(())
+            })
+            .subscribe("x", "t")
+            .start()?;
+        // The baseline: the same journal, another namespace, no runtime; a
+        // thread blocked on a channel is woken after the append, as a worker is.
+        let plain = store.namespace("latency-baseline")?;
+        plain.create_log("x", LogConfig::unbounded())?;
+        let (wake_tx, wake_rx) = mpsc::channel::<()>();
+        let (woke_tx, woke_rx) = mpsc::channel::<Instant>();
+        let waiter = std::thread::spawn(move || {
+            while wake_rx.recv().is_ok() {
+                if woke_tx.send(Instant::now()).is_err() {
+                    break;
+                }
+            }
+        });
+        let total = sizes.latency_samples + sizes.latency_warmup;
+        let (mut ours_ns, mut raw_ns) = (Vec::with_capacity(total), Vec::with_capacity(total));
+        for i in 0..total {
+            let value = (i as u64).to_le_bytes();
+            let before = Instant::now();
+            rt.append("x", &value)?;
+            let started = started_rx.recv_timeout(IDLE_TIMEOUT).context("the handler did not start")?;
+            ours_ns.push(nanos(started - before));
+            if !rt.wait_idle(IDLE_TIMEOUT) {
+                bail!("the runtime did not become idle");
+            }
+            let before = Instant::now();
+            plain.append("x", &value)?;
+            wake_tx.send(()).context("the waiting thread ended")?;
+            let woke = woke_rx.recv_timeout(IDLE_TIMEOUT).context("the waiting thread did not wake")?;
+            raw_ns.push(nanos(woke - before));
+        }
+        drop(wake_tx);
+        let _ = waiter.join();
+        rt.stop(IDLE_TIMEOUT);
+        ours.push(p50_p99(ours_ns, sizes.latency_warmup));
+        raw.push(p50_p99(raw_ns, sizes.latency_warmup));
+    }
+    Ok((medians(&ours), medians(&raw)))
+}
+
+fn realtime_ns() -> u128 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+/// The stamp the last `__bench-stamp` process wrote, minus `before`, in ns.
+fn stamp_since(file: &Path, before: u128) -> Result<u64> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading the stamp {}", file.display()))?;
+    let stamp: u128 = text.trim().parse().with_context(|| format!("parsing the stamp {text:?}"))?;
+    std::fs::remove_file(file).ok();
+    if stamp < before {
+        bail!("the command's start stamp precedes the append: the clock stepped");
+    }
+    Ok(u64::try_from(stamp - before).unwrap_or(u64::MAX))
+}
+
+/// External-command trigger latency and the direct-spawn baseline, p50/p99 in ns.
+fn command_latency(base: &Path, sizes: &Sizes) -> Result<([f64; 2], [f64; 2])> {
+    let exe = std::env::current_exe().context("finding the varve binary")?;
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for trial in 0..sizes.trials {
+        let store = open_store(base, &format!("command-{trial}"), group())?;
+        let stamp = base.join("runtime").join(format!("command-{trial}.stamp"));
+        let argv = vec![exe.display().to_string(), STAMP_ARG.to_owned(), stamp.display().to_string()];
+        let rt = RuntimeBuilder::new(store.namespace("command")?)
+            .log("x", LogConfig::unbounded())
+            .register(HandlerSpec {
+                name: "stamp".into(),
+                kind: HandlerKind::Command(argv.clone()),
+                retry: RetryPolicy { attempts: 1, ..RetryPolicy::default() },
+            })
+            .subscribe("x", "stamp")
+            .start()?;
+        let total = sizes.command_samples + sizes.command_warmup;
+        let (mut ours_ns, mut raw_ns) = (Vec::with_capacity(total), Vec::with_capacity(total));
+        for i in 0..total {
+            let value = (i as u64).to_le_bytes();
+            let before = realtime_ns();
+            rt.append("x", &value)?;
+            if !rt.wait_idle(IDLE_TIMEOUT) {
+                bail!("the runtime did not become idle");
+            }
+            ours_ns.push(stamp_since(&stamp, before)?);
+            let before = realtime_ns();
+            spawn_directly(&argv, &value)?;
+            raw_ns.push(stamp_since(&stamp, before)?);
+        }
+        rt.stop(IDLE_TIMEOUT);
+        ours.push(p50_p99(ours_ns, sizes.command_warmup));
+        raw.push(p50_p99(raw_ns, sizes.command_warmup));
+    }
+    Ok((medians(&ours), medians(&raw)))
+}
+
+/// The baseline: `argv` spawned as the runtime's `command::run` spawns it
+/// (stdin and stderr piped, its own process group), record on stdin, waited for.
+fn spawn_directly(argv: &[String], record: &[u8]) -> Result<()> {
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().context("spawning the stamp command")?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(record); // it exits without reading: fine
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("the stamp command failed: {status}");
+    }
+    Ok(())
+}
+
+struct Workload {
+    events_per_s: f64,
+    events_per_record: f64,
+    /// Median wall time per record with READ/LATEST recorded, and without.
+    on_us: f64,
+    off_us: f64,
+    /// Median over repetitions of (on / off − 1), each rep's on and off run
+    /// back to back: less sensitive to drift than the ratio of the medians.
+    overhead: f64,
+    /// The same from CPU time (all threads), when the OS reports it.
+    on_cpu_us: Option<f64>,
+    off_cpu_us: Option<f64>,
+    cpu_overhead: Option<f64>,
+}
+
+/// The handler-heavy workload, READ/LATEST recording on and off alternately.
+fn recording_workload(base: &Path, sizes: &Sizes) -> Result<Workload> {
+    let (mut on, mut off, mut on_cpu, mut off_cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut per_record, mut ratios, mut cpu_ratios) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+    let records = sizes.workload_records as f64;
+    for rep in 0..sizes.overhead_reps {
+        // Alternate which goes first, so neither always runs on a warmer machine.
+        let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
+        let mut pair = [(0.0, None); 2];
+        for record_reads in order {
+            // One worker: what is measured is the cost of the work and its
+            // recording, not how two busy cores share four workers.
+            let run = workload_once(base, 1, record_reads, sizes.workload_records)?;
+            let us = run.elapsed.as_secs_f64() * 1e6 / records;
+            #[expect(clippy::cast_precision_loss, reason = "nanoseconds and counts to rates")]
+            let cpu_us = run.cpu_ns.map(|ns| ns as f64 / 1e3 / records);
+            eprintln!(
+                "    workload rep {rep}, READ/LATEST {}: {us:.2} µs/record wall, {} CPU",
+                if record_reads { "on" } else { "off" },
+                cpu_us.map_or_else(|| "?".into(), |c| format!("{c:.2} µs/record"))
+            );
+            pair[usize::from(record_reads)] = (us, cpu_us);
+            if record_reads {
+                on.push(us);
+                on_cpu.extend(cpu_us);
+                #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+                let events = run.events as f64;
+                rates.push(events / run.elapsed.as_secs_f64());
+                per_record.push(events / records);
+            } else {
+                off.push(us);
+                off_cpu.extend(cpu_us);
+            }
+        }
+        ratios.push(pair[1].0 / pair[0].0 - 1.0);
+        if let (Some(on), Some(off)) = (pair[1].1, pair[0].1) {
+            cpu_ratios.push(on / off - 1.0);
+        }
+    }
+    let complete = cpu_ratios.len() == sizes.overhead_reps;
+    Ok(Workload {
+        events_per_s: median(rates),
+        events_per_record: median(per_record),
+        on_us: median(on),
+        off_us: median(off),
+        overhead: median(ratios),
+        on_cpu_us: complete.then(|| median(on_cpu)),
+        off_cpu_us: complete.then(|| median(off_cpu)),
+        cpu_overhead: complete.then(|| median(cpu_ratios)),
+    })
+}
+
+/// Events/s of the same workload (READ/LATEST on) with the default number of
+/// workers: median of `trials` runs.
+fn default_workers_events_per_s(base: &Path, sizes: &Sizes) -> Result<(usize, f64)> {
+    let workers = RuntimeOptions::default().concurrency;
+    let mut rates = Vec::new();
+    for _ in 0..sizes.trials {
+        let run = workload_once(base, workers, true, sizes.workload_records)?;
+        #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+        rates.push(run.events as f64 / run.elapsed.as_secs_f64());
+    }
+    Ok((workers, median(rates)))
+}
+
+/// CPU time used so far by this process's live threads (ns), from
+/// `/proc/self/task/*/schedstat` (first field: time on a CPU). `None` where
+/// the OS does not report it. Threads that ended are not counted: call it
+/// around a region in which no thread ends.
+fn cpu_ns() -> Option<u64> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+struct WorkloadRun {
+    elapsed: Duration,
+    cpu_ns: Option<u64>,
+    /// Events written to `_events` during the run.
+    events: u64,
+}
+
+/// `records` appends (batches of [`WORKLOAD_BATCH`]) to a subscribed log,
+/// each handled by `latest` + `get` + one `append` to an unsubscribed log;
+/// timed until idle, with `workers` workers.
+fn workload_once(base: &Path, workers: usize, record_reads: bool, records: usize) -> Result<WorkloadRun> {
+    let store = open_store(base, "workload", group())?;
+    let ns = store.namespace("workload")?;
+    let rt = RuntimeBuilder::new(Arc::clone(&ns))
+        .concurrency(workers)
+        .record_reads(record_reads)
+        .log("in", LogConfig::unbounded())
+        .log("out", LogConfig::unbounded())
+        .handler("work", RetryPolicy::default(), |ctx| {
+            let latest = ctx.latest(ctx.log())?;
+            let value = ctx.get(ctx.log(), latest)?;
+            ctx.append("out", &value)?;
+            Ok(())
+        })
+        .subscribe("in", "work")
+        .start()?;
+    let payload = [7u8; 64];
+    let batch: Vec<(&str, &[u8])> = vec![("in", &payload[..]); WORKLOAD_BATCH];
+    let events_before = ns.latest(EVENTS_LOG)?;
+    let cpu_before = cpu_ns();
+    let started = Instant::now();
+    let mut left = records;
+    while left > 0 {
+        let n = left.min(WORKLOAD_BATCH);
+        rt.append_batch(&batch[..n])?;
+        left -= n;
+    }
+    if !rt.wait_idle(IDLE_TIMEOUT) {
+        bail!("the runtime did not become idle");
+    }
+    let elapsed = started.elapsed();
+    let cpu_ns = cpu_before.zip(cpu_ns()).map(|(before, after)| after.saturating_sub(before));
+    let events = ns.latest(EVENTS_LOG)? - events_before;
+    check_handled(ns.as_ref(), "out", records)?;
+    rt.stop(IDLE_TIMEOUT);
+    Ok(WorkloadRun { elapsed, cpu_ns, events })
+}
+
+/// Every trigger ran its handler: `log` got one record per input record.
+fn check_handled(ns: &dyn Namespace, log: &str, records: usize) -> Result<()> {
+    let written = ns.latest(log)?;
+    if written != records as u64 {
+        bail!("{written} of {records} records handled");
+    }
+    Ok(())
+}
+
+/// Publishes/s with one subscriber (until all handled), and plain appends/s.
+fn publish_rate(base: &Path, sizes: &Sizes) -> Result<(f64, f64)> {
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..sizes.publish_reps {
+        let store = open_store(base, "publish", group())?;
+        let ns = store.namespace("publish")?;
+        let handled = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&handled);
+        let rt = RuntimeBuilder::new(Arc::clone(&ns))
+            .concurrency(1)
+            .topic("t")
+            .handler("sub", RetryPolicy::default(), move |_| {
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .subscribe("t", "sub")
+            .start()?;
+        let started = Instant::now();
+        for i in 0..sizes.publishes as u64 {
+            rt.publish("t", &i.to_le_bytes())?;
+        }
+        if !rt.wait_idle(IDLE_TIMEOUT) {
+            bail!("the runtime did not become idle");
+        }
+        let elapsed = started.elapsed();
+        rt.stop(IDLE_TIMEOUT);
+        if handled.load(Ordering::Relaxed) != sizes.publishes as u64 {
+            bail!("{} of {} publishes handled", handled.load(Ordering::Relaxed), sizes.publishes);
+        }
+        #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+        let n = sizes.publishes as f64;
+        ours.push(n / elapsed.as_secs_f64());
+        // The baseline, on the same namespace once the runtime has stopped.
+        ns.create_log("plain", LogConfig::unbounded())?;
+        let started = Instant::now();
+        for i in 0..sizes.publishes as u64 {
+            ns.append("plain", &i.to_le_bytes())?;
+        }
+        raw.push(n / started.elapsed().as_secs_f64());
+    }
+    Ok((median(ours), median(raw)))
+}

@@ -1,0 +1,420 @@
+//! `varve run`, `varve handler ls`, `varve trace …`, `varve events tail`:
+//! the runtime (`varve-runtime`) from the command line.
+//!
+//! `run` hosts a runtime for an app manifest and holds the namespace's writer
+//! lock while it runs; it serves `DIR/<namespace>/runtime.sock`, through
+//! which `varve log append|batch` reach the namespace meanwhile (see
+//! [`route_append`]). The read commands open namespaces read-only and work
+//! beside a running runtime.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Seq, SeqRange};
+use varve_runtime::event::{parse_trace, trace_hex, EventJson};
+use varve_runtime::socket::{self, Entry, Request};
+use varve_runtime::trace::{self, CausalGraph, RecordRef};
+use varve_runtime::{Builtins, EventId, EventKind, Manifest, RuntimeError, StoredEvent, EVENTS_LOG, SUBSCRIPTIONS_LOG};
+
+use super::{namespace_dir, Context};
+use std::io::Write as _;
+
+/// The runtime's socket file inside a namespace's directory.
+pub const SOCKET_FILE: &str = "runtime.sock";
+/// `events tail` without `--from` starts this many events before the end.
+const TAIL_START_EVENTS: u64 = 20;
+
+/// The builtins `varve run` offers to manifests.
+fn builtins() -> Builtins {
+    Builtins::new()
+        .with("noop", |_| Ok(()))
+        .with("echo", |ctx| {
+            println!("{}:{}\t{}", ctx.log(), ctx.seq(), String::from_utf8_lossy(ctx.record()));
+            Ok(())
+        })
+        .with("fail", |ctx| Err(format!("builtin `fail` fails on purpose ({}:{})", ctx.log(), ctx.seq()).into()))
+}
+
+#[derive(Serialize)]
+struct Started<'a> {
+    namespace: &'a str,
+    host: String,
+    handlers: Vec<&'a str>,
+    socket: String,
+}
+
+/// `varve run APP.toml`: validate everything, start, serve until killed (or
+/// until idle with `until_idle`).
+pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool) -> anyhow::Result<()> {
+    let manifest = Manifest::load(manifest_path)?;
+    let builtins = builtins();
+    manifest.check_builtins(&builtins)?;
+    let options = JournalOptions { sync: manifest.sync, ..JournalOptions::default() };
+    let store = JournalStore::open(&ctx.data, options)?;
+    let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace(&manifest.namespace)?);
+    let host = match manifest.host {
+        Some(host) => host,
+        None => varve_runtime::host_id_for_dir(&ctx.data)?,
+    };
+    // Absolute, so an external handler that changes directory still finds it.
+    let data_dir = std::path::absolute(&ctx.data).unwrap_or_else(|_| ctx.data.clone());
+    let socket_path = namespace_dir(&data_dir, &manifest.namespace).join(SOCKET_FILE);
+    let options = varve_runtime::RuntimeOptions {
+        host,
+        concurrency: manifest.concurrency,
+        record_reads: manifest.record_reads,
+        socket: Some(socket_path.clone()),
+        data_dir: Some(data_dir),
+    };
+    let runtime = manifest.builder(ns, &builtins)?.options(options).start()?;
+    let started = Started {
+        namespace: &manifest.namespace,
+        host: format!("{host:016x}"),
+        handlers: manifest.handlers.iter().map(|h| h.name.as_str()).collect(),
+        socket: socket_path.display().to_string(),
+    };
+    ctx.out.answer(&started, || {
+        format!(
+            "runtime started: namespace {}, host {}, {} handler(s) [{}], socket {}",
+            started.namespace,
+            started.host,
+            started.handlers.len(),
+            started.handlers.join(", "),
+            started.socket
+        )
+    })?;
+    if until_idle {
+        while !runtime.wait_idle(Duration::from_secs(3600)) {}
+        runtime.stop(Duration::from_secs(30));
+        return Ok(());
+    }
+    // Runs until killed. SIGINT/SIGTERM/SIGKILL end the process: the journal
+    // is crash-safe, unfinished triggers re-run on the next start, and the
+    // next start removes the stale socket file.
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Inside an external handler of this namespace: the runtime's socket and
+/// the cause (`VARVE_EVENT_ID`, `VARVE_TRACE_ID`).
+pub fn handler_socket(ctx: &Context<'_>) -> Option<(PathBuf, (String, String))> {
+    let path = std::env::var_os("VARVE_RUNTIME_SOCKET")?;
+    if std::env::var("VARVE_NAMESPACE").ok()? != ctx.namespace {
+        return None;
+    }
+    let cause = (std::env::var("VARVE_EVENT_ID").ok()?, std::env::var("VARVE_TRACE_ID").ok()?);
+    Some((PathBuf::from(path), cause))
+}
+
+/// `get` through the runtime (records a READ caused by the handler's FIRING).
+pub fn get_via_socket(path: &Path, cause: &(String, String), log: &str, seq: Seq) -> anyhow::Result<Vec<u8>> {
+    let request = Request::Get { log: log.to_owned(), seq, cause: Some(cause.0.clone()), trace: Some(cause.1.clone()) };
+    let data = socket::call(path, &request)?.data.context("the runtime answered without data")?;
+    Ok(socket::decode_bytes(&data)?)
+}
+
+/// `latest` through the runtime (records a LATEST with the seq returned).
+pub fn latest_via_socket(path: &Path, cause: &(String, String), log: &str) -> anyhow::Result<Seq> {
+    let request = Request::Latest { log: log.to_owned(), cause: Some(cause.0.clone()), trace: Some(cause.1.clone()) };
+    socket::call(path, &request)?.seq.context("the runtime answered without a seq")
+}
+
+/// Where `varve log append|batch` sends an append while a runtime may hold the lock.
+pub enum Route {
+    /// Open the journal directly (no runtime serves the namespace).
+    Direct,
+    /// Through a runtime's socket, with the cause when inside a handler.
+    Socket { path: PathBuf, cause: Option<(String, String)> },
+}
+
+/// Inside an external handler (`VARVE_RUNTIME_SOCKET` set, for this
+/// namespace), through its socket with `VARVE_EVENT_ID`/`VARVE_TRACE_ID` as
+/// the cause; else, if a runtime answers on the namespace's socket, through
+/// it as an outside append; else directly.
+pub fn route_append(ctx: &Context<'_>) -> Route {
+    if let Some((path, cause)) = handler_socket(ctx) {
+        return Route::Socket { path, cause: Some(cause) };
+    }
+    let path = namespace_dir(&ctx.data, &ctx.namespace).join(SOCKET_FILE);
+    if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_ok() {
+        return Route::Socket { path, cause: None };
+    }
+    Route::Direct
+}
+
+/// Append with the journal opened here (no runtime runs). In a namespace a
+/// runtime has served, through a writer-only runtime, so the append gets its
+/// APPEND and TRIGGER events and the next `varve run` fires its handlers.
+pub fn append_direct(ctx: &Context<'_>, batch: &[(&str, &[u8])]) -> anyhow::Result<Vec<Seq>> {
+    let ns = ctx.open_write()?;
+    if ns.log_info(SUBSCRIPTIONS_LOG).is_err() {
+        let seqs = ns.append_batch(batch)?;
+        ns.close()?;
+        return Ok(seqs);
+    }
+    let shared: Arc<dyn Namespace> = Arc::new(ns);
+    let host = match varve_runtime::namespace_host(shared.as_ref())? {
+        Some(host) => host,
+        None => varve_runtime::host_id_for_dir(&ctx.data)?,
+    };
+    let writer = varve_runtime::RuntimeBuilder::new(shared).host(host).concurrency(0).start()?;
+    let seqs = writer.append_batch(batch)?;
+    writer.stop(Duration::ZERO);
+    Ok(seqs)
+}
+
+/// Append through a runtime socket; returns the seqs.
+pub fn append_via_socket(
+    path: &Path,
+    cause: Option<&(String, String)>,
+    batch: &[(&str, &[u8])],
+) -> anyhow::Result<Vec<Seq>> {
+    let (cause, trace) = match cause {
+        Some((c, t)) => (Some(c.clone()), Some(t.clone())),
+        None => (None, None),
+    };
+    let request = Request::AppendBatch {
+        entries: batch
+            .iter()
+            .map(|(log, data)| Entry { log: (*log).to_owned(), data: socket::encode_bytes(data) })
+            .collect(),
+        cause,
+        trace,
+    };
+    let response = socket::call(path, &request)?;
+    response.seqs.context("the runtime answered without seqs")
+}
+
+/// Every namespace's events in the data directory (read-only; namespaces
+/// without `_events` are skipped).
+fn all_events(ctx: &Context<'_>) -> anyhow::Result<Vec<StoredEvent>> {
+    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
+    let mut per_namespace = Vec::new();
+    for name in varve_log::Store::list_namespaces(&store)? {
+        let ns = store.journal_namespace(&name)?;
+        match varve_runtime::namespace_events(&ns, SeqRange::ALL) {
+            Ok(events) => per_namespace.push(events),
+            Err(RuntimeError::Log(LogError::LogNotFound { .. })) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(trace::merge(&per_namespace))
+}
+
+/// `handler ls --json`: `{"namespace":…,"handlers":[{handler, logs, triggers, done, failed, dead_letters, pending}]}`.
+#[derive(Serialize)]
+struct HandlersAnswer<'a> {
+    namespace: &'a str,
+    handlers: &'a [HandlerRow],
+}
+
+#[derive(Serialize)]
+struct HandlerRow {
+    handler: String,
+    logs: Vec<String>,
+    triggers: u64,
+    done: u64,
+    failed: u64,
+    dead_letters: u64,
+    pending: u64,
+}
+
+/// `varve handler ls`: subscriptions and delivery counts from the store.
+pub fn handler_ls(ctx: &Context<'_>) -> anyhow::Result<()> {
+    let ns = ctx.open_read()?;
+    let mut rows: BTreeMap<String, HandlerRow> = BTreeMap::new();
+    let mut subscriptions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if ns.log_info(SUBSCRIPTIONS_LOG).is_ok() {
+        for record in ns.scan(SUBSCRIPTIONS_LOG, SeqRange::ALL)? {
+            let record = record?;
+            let value: serde_json::Value = serde_json::from_slice(&record.value)?;
+            let (Some(op), Some(log), Some(handler)) =
+                (value["op"].as_str(), value["log"].as_str(), value["handler"].as_str())
+            else {
+                continue;
+            };
+            let logs = subscriptions.entry(handler.to_owned()).or_default();
+            match op {
+                "subscribe" if !logs.iter().any(|l| l == log) => logs.push(log.to_owned()),
+                "unsubscribe" => logs.retain(|l| l != log),
+                _ => {}
+            }
+        }
+    }
+    let mut open: BTreeMap<Seq, String> = BTreeMap::new();
+    let events =
+        if ns.log_info(EVENTS_LOG).is_ok() { varve_runtime::namespace_events(&ns, SeqRange::ALL)? } else { Vec::new() };
+    for (handler, logs) in subscriptions {
+        rows.insert(
+            handler.clone(),
+            HandlerRow { handler, logs, triggers: 0, done: 0, failed: 0, dead_letters: 0, pending: 0 },
+        );
+    }
+    for e in &events {
+        let ev = &e.event;
+        if ev.handler.is_empty() || matches!(ev.kind, EventKind::Subscribe | EventKind::Unsubscribe) {
+            continue;
+        }
+        let r = rows.entry(ev.handler.clone()).or_insert_with(|| HandlerRow {
+            handler: ev.handler.clone(),
+            logs: Vec::new(),
+            triggers: 0,
+            done: 0,
+            failed: 0,
+            dead_letters: 0,
+            pending: 0,
+        });
+        match ev.kind {
+            EventKind::Trigger => {
+                r.triggers += 1;
+                open.insert(e.id.seq, ev.handler.clone());
+            }
+            EventKind::Done => {
+                r.done += 1;
+                open.remove(&ev.trigger);
+            }
+            EventKind::Failed => r.failed += 1,
+            EventKind::DeadLetter => {
+                r.dead_letters += 1;
+                open.remove(&ev.trigger);
+            }
+            _ => {}
+        }
+    }
+    for handler in open.values() {
+        if let Some(r) = rows.get_mut(handler) {
+            r.pending += 1;
+        }
+    }
+    let rows: Vec<HandlerRow> = rows.into_values().collect();
+    ctx.out.answer(&HandlersAnswer { namespace: &ctx.namespace, handlers: &rows }, || {
+        if rows.is_empty() {
+            return format!("namespace {} has no handlers", ctx.namespace);
+        }
+        let mut lines = vec![format!(
+            "{:<24} {:<24} {:>9} {:>9} {:>7} {:>5} {:>8}",
+            "HANDLER", "LOGS", "TRIGGERS", "DONE", "FAILED", "DEAD", "PENDING"
+        )];
+        for r in &rows {
+            let logs = if r.logs.is_empty() { "-".to_owned() } else { r.logs.join(",") };
+            lines.push(format!(
+                "{:<24} {:<24} {:>9} {:>9} {:>7} {:>5} {:>8}",
+                r.handler, logs, r.triggers, r.done, r.failed, r.dead_letters, r.pending
+            ));
+        }
+        lines.join("\n")
+    })?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct RecordJson {
+    namespace: String,
+    log: String,
+    seq: Seq,
+}
+
+impl From<&RecordRef> for RecordJson {
+    fn from(r: &RecordRef) -> Self {
+        RecordJson { namespace: r.namespace.clone(), log: r.log.clone(), seq: r.seq }
+    }
+}
+
+#[derive(Serialize)]
+struct TraceAnswer<'a> {
+    records: Vec<RecordJson>,
+    events: Vec<EventJson<'a>>,
+}
+
+fn print_events(ctx: &Context<'_>, records: &[RecordRef], events: &[&StoredEvent], title: &str) -> anyhow::Result<()> {
+    let answer = TraceAnswer {
+        records: records.iter().map(RecordJson::from).collect(),
+        events: events.iter().map(|e| e.to_json()).collect(),
+    };
+    ctx.out.answer(&answer, || {
+        let mut lines = vec![format!("{title}: {} record(s)", records.len())];
+        for r in records {
+            lines.push(format!("  {}/{}:{}", r.namespace, r.log, r.seq));
+        }
+        lines.push(format!("events ({}):", events.len()));
+        for e in events {
+            lines.push(format!("  {}  [{}]", e.to_line(), e.id.namespace));
+        }
+        lines.join("\n")
+    })?;
+    Ok(())
+}
+
+/// `varve trace causes|effects LOG SEQ`.
+pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> anyhow::Result<()> {
+    let events = all_events(ctx)?;
+    let graph = CausalGraph::new(&events);
+    if graph.append_of(&ctx.namespace, log, seq).is_none() {
+        bail!(
+            "no APPEND event for {log}:{seq} in namespace {}: only records appended through the runtime (`varve run`) are traced",
+            ctx.namespace
+        );
+    }
+    let found =
+        if effects { graph.descendants(&ctx.namespace, log, seq) } else { graph.ancestors(&ctx.namespace, log, seq) };
+    let records = CausalGraph::records(&found);
+    let title = if effects { format!("what depends on {log}:{seq}") } else { format!("what caused {log}:{seq}") };
+    print_events(ctx, &records, &found, &title)
+}
+
+/// `varve trace show TRACE_ID [--dot FILE] [--otel FILE]`.
+pub fn trace_show(ctx: &Context<'_>, trace_id: &str, dot: Option<&Path>, otel: Option<&Path>) -> anyhow::Result<()> {
+    let trace = parse_trace(trace_id)?;
+    let events = all_events(ctx)?;
+    let found = trace::trace_events(&events, trace);
+    if found.is_empty() {
+        bail!("no events with trace {} in {}", trace_hex(trace), ctx.data.display());
+    }
+    if let Some(path) = dot {
+        std::fs::write(path, trace::to_dot(&found)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = otel {
+        let text = serde_json::to_string_pretty(&trace::to_otel_json(&found))?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let records = CausalGraph::records(&found);
+    print_events(ctx, &records, &found, &format!("trace {}", trace_hex(trace)))
+}
+
+/// `varve events tail [--from N] [--no-follow]`: decoded `_events`.
+pub fn events_tail(ctx: &Context<'_>, from: Option<Seq>, follow: bool) -> anyhow::Result<()> {
+    let ns = ctx.open_read()?;
+    let host = varve_runtime::namespace_host(&ns)?.unwrap_or(0);
+    let info = ns.log_info(EVENTS_LOG)?;
+    let from = from.unwrap_or_else(|| info.latest.saturating_sub(TAIL_START_EVENTS - 1).max(info.earliest).max(1));
+    let mut watch = ns.watch(EVENTS_LOG, from)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    loop {
+        let record = match watch.next_timeout(Duration::ZERO)? {
+            Some(record) => record,
+            None if !follow => break,
+            None => {
+                out.flush()?;
+                match watch.next() {
+                    Some(record) => record?,
+                    None => break,
+                }
+            }
+        };
+        let event = varve_runtime::Event::decode(&record.value, record.seq)?;
+        let stored = StoredEvent { id: EventId { host, namespace: ctx.namespace.clone(), seq: record.seq }, event };
+        if ctx.out.json() {
+            serde_json::to_writer(&mut out, &stored.to_json())?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{}", stored.to_line())?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,454 @@
+//! Events of the causal event log `_events`: kinds, ids and the binary
+//! encoding (version 1).
+//!
+//! An event's id is **implicit**: `(host, namespace, seq)` where `seq` is the
+//! event's position in its namespace's `_events` log. It is never stored in
+//! the event itself, so an event costs no id bytes and ids are dense.
+//!
+//! # Encoding, version 1 (all integers little-endian)
+//!
+//! ```text
+//! u8    version            = 1
+//! u8    kind               (EventKind as u8)
+//! u64   timestamp          nanoseconds since the Unix epoch
+//! [16]  trace id           u128 little-endian
+//! u8    has_parent         0 or 1; if 1:
+//!   u64   parent host
+//!   u16   parent namespace length, then its UTF-8 bytes
+//!   u64   parent seq       (in that namespace's `_events`)
+//! u16   log name length, then its UTF-8 bytes (empty: no log)
+//! u64   seq                the record concerned (0: none)
+//! u64   seq_last           last seq of a range read (scan); = seq otherwise
+//! u16   handler length, then its UTF-8 bytes (empty: none)
+//! u32   attempt            1 for the first FIRING of a trigger
+//! u64   trigger            seq in this `_events` of the TRIGGER handled (0: none)
+//! u32   reason length, then its UTF-8 bytes (FAILED, DEAD_LETTER)
+//! ```
+//!
+//! Decoders reject any other version with [`RuntimeError::BadEvent`]; a new
+//! field means a new version, and version 1 stays readable.
+
+use std::fmt;
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use varve_log::Seq;
+
+use crate::error::RuntimeError;
+
+/// The encoding version this build writes.
+pub const EVENT_FORMAT_VERSION: u8 = 1;
+/// Longest FAILED reason kept in an event; longer reasons are cut (at a char boundary).
+pub const REASON_BYTES_MAX: usize = 4096;
+
+/// A 128-bit trace id shared by everything one outside append caused.
+pub type TraceId = u128;
+/// A host id (Lowgo's "Host"): names the runtime instance that wrote an event.
+pub type HostId = u64;
+
+/// What happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[repr(u8)]
+pub enum EventKind {
+    /// A record was appended to `log` at `seq` (Sans-Souci's APPEND).
+    Append = 1,
+    /// `handler` must run for the record `log`/`seq`; written in the same
+    /// batch as the record. Parent: the APPEND.
+    Trigger = 2,
+    /// A worker claimed the trigger `trigger` (attempt `attempt`). Parent: the TRIGGER.
+    Firing = 3,
+    /// A handler read `log` at `seq..=seq_last`. Parent: the FIRING.
+    Read = 4,
+    /// A handler asked for the latest seq of `log` and got `seq`. Parent: the FIRING.
+    Latest = 5,
+    /// The handler finished. Parent: the FIRING.
+    Done = 6,
+    /// The handler failed with `reason`. Parent: the FIRING.
+    Failed = 7,
+    /// The trigger gave up after its last attempt; the record reference went
+    /// to `_dead_letters`. Parent: the last FIRING.
+    DeadLetter = 8,
+    /// `handler` was subscribed to `log`.
+    Subscribe = 9,
+    /// `handler` was unsubscribed from `log`.
+    Unsubscribe = 10,
+}
+
+impl EventKind {
+    fn from_u8(byte: u8) -> Option<EventKind> {
+        Some(match byte {
+            1 => EventKind::Append,
+            2 => EventKind::Trigger,
+            3 => EventKind::Firing,
+            4 => EventKind::Read,
+            5 => EventKind::Latest,
+            6 => EventKind::Done,
+            7 => EventKind::Failed,
+            8 => EventKind::DeadLetter,
+            9 => EventKind::Subscribe,
+            10 => EventKind::Unsubscribe,
+            _ => return None,
+        })
+    }
+
+    /// The upper-case name used in CLI output and exports.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Append => "APPEND",
+            EventKind::Trigger => "TRIGGER",
+            EventKind::Firing => "FIRING",
+            EventKind::Read => "READ",
+            EventKind::Latest => "LATEST",
+            EventKind::Done => "DONE",
+            EventKind::Failed => "FAILED",
+            EventKind::DeadLetter => "DEAD_LETTER",
+            EventKind::Subscribe => "SUBSCRIBE",
+            EventKind::Unsubscribe => "UNSUBSCRIBE",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An event's id: where it sits, `(host, namespace, seq in _events)`.
+///
+/// Text form (environment variables, socket, CLI): `HOST:NAMESPACE:SEQ` with
+/// the host as 16 hex digits. Namespace names never contain `:`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId {
+    pub host: HostId,
+    pub namespace: String,
+    pub seq: Seq,
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}:{}:{}", self.host, self.namespace, self.seq)
+    }
+}
+
+impl EventId {
+    /// Parse the text form `HOST:NAMESPACE:SEQ`.
+    pub fn parse(text: &str) -> Result<EventId, RuntimeError> {
+        let bad = || RuntimeError::BadEventId { text: text.to_owned() };
+        let (host, rest) = text.split_once(':').ok_or_else(bad)?;
+        let (namespace, seq) = rest.rsplit_once(':').ok_or_else(bad)?;
+        let host = u64::from_str_radix(host, 16).map_err(|_| bad())?;
+        let seq = seq.parse().map_err(|_| bad())?;
+        if namespace.is_empty() {
+            return Err(bad());
+        }
+        Ok(EventId { host, namespace: namespace.to_owned(), seq })
+    }
+}
+
+/// Format a trace id as 32 lower-case hex digits (OpenTelemetry's form).
+#[must_use]
+pub fn trace_hex(trace: TraceId) -> String {
+    format!("{trace:032x}")
+}
+
+/// Parse 32 (or fewer) hex digits as a trace id.
+pub fn parse_trace(text: &str) -> Result<TraceId, RuntimeError> {
+    if text.is_empty() || text.len() > 32 {
+        return Err(RuntimeError::BadTraceId { text: text.to_owned() });
+    }
+    u128::from_str_radix(text, 16).map_err(|_| RuntimeError::BadTraceId { text: text.to_owned() })
+}
+
+/// One event, without its (implicit) id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// Nanoseconds since the Unix epoch, from the writer's clock.
+    pub timestamp_ns: u64,
+    pub trace: TraceId,
+    /// The cause; `None` for an APPEND from outside any handler and for
+    /// SUBSCRIBE/UNSUBSCRIBE.
+    pub parent: Option<EventId>,
+    /// The log concerned ("" for none).
+    pub log: String,
+    pub seq: Seq,
+    pub seq_last: Seq,
+    /// The handler concerned ("" for none).
+    pub handler: String,
+    pub attempt: u32,
+    /// For FIRING, DONE, FAILED and `DEAD_LETTER`: the seq of the TRIGGER in this
+    /// namespace's `_events`.
+    pub trigger: Seq,
+    pub reason: String,
+}
+
+impl Event {
+    /// A blank event of `kind` stamped now.
+    #[must_use]
+    pub fn new(kind: EventKind, trace: TraceId, parent: Option<EventId>) -> Event {
+        Event {
+            kind,
+            timestamp_ns: now_ns(),
+            trace,
+            parent,
+            log: String::new(),
+            seq: 0,
+            seq_last: 0,
+            handler: String::new(),
+            attempt: 0,
+            trigger: 0,
+            reason: String::new(),
+        }
+    }
+
+    /// Set the record concerned.
+    #[must_use]
+    pub fn at(mut self, log: &str, seq: Seq) -> Event {
+        log.clone_into(&mut self.log);
+        self.seq = seq;
+        self.seq_last = seq;
+        self
+    }
+
+    /// Set the handler concerned.
+    #[must_use]
+    pub fn for_handler(mut self, handler: &str) -> Event {
+        handler.clone_into(&mut self.handler);
+        self
+    }
+
+    /// The binary form (see the module docs).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(80 + self.log.len() + self.handler.len() + self.reason.len());
+        out.push(EVENT_FORMAT_VERSION);
+        out.push(self.kind as u8);
+        out.extend_from_slice(&self.timestamp_ns.to_le_bytes());
+        out.extend_from_slice(&self.trace.to_le_bytes());
+        match &self.parent {
+            None => out.push(0),
+            Some(parent) => {
+                out.push(1);
+                out.extend_from_slice(&parent.host.to_le_bytes());
+                put_str16(&mut out, &parent.namespace);
+                out.extend_from_slice(&parent.seq.to_le_bytes());
+            }
+        }
+        put_str16(&mut out, &self.log);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.seq_last.to_le_bytes());
+        put_str16(&mut out, &self.handler);
+        out.extend_from_slice(&self.attempt.to_le_bytes());
+        out.extend_from_slice(&self.trigger.to_le_bytes());
+        let reason = cut_at_char(&self.reason, REASON_BYTES_MAX);
+        out.extend_from_slice(&u32::try_from(reason.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(reason.as_bytes());
+        out
+    }
+
+    /// Decode the binary form; `seq` (the event's position) is only used in errors.
+    pub fn decode(bytes: &[u8], seq: Seq) -> Result<Event, RuntimeError> {
+        let mut r = Reader { bytes, at: 0, seq };
+        let version = r.u8()?;
+        if version != EVENT_FORMAT_VERSION {
+            return Err(r.bad(&format!("unknown event format version {version} (this build reads version 1)")));
+        }
+        let kind_byte = r.u8()?;
+        let kind = EventKind::from_u8(kind_byte).ok_or_else(|| r.bad(&format!("unknown event kind {kind_byte}")))?;
+        let timestamp_ns = r.u64()?;
+        let trace = u128::from_le_bytes(r.take(16)?.try_into().map_err(|_| r.bad("short trace id"))?);
+        let parent = match r.u8()? {
+            0 => None,
+            1 => {
+                let host = r.u64()?;
+                let namespace = r.str16()?;
+                let seq = r.u64()?;
+                Some(EventId { host, namespace, seq })
+            }
+            other => return Err(r.bad(&format!("parent flag {other} is neither 0 nor 1"))),
+        };
+        let log = r.str16()?;
+        let rseq = r.u64()?;
+        let seq_last = r.u64()?;
+        let handler = r.str16()?;
+        let attempt = r.u32()?;
+        let trigger = r.u64()?;
+        let reason_len = r.u32()? as usize;
+        let reason = String::from_utf8(r.take(reason_len)?.to_vec()).map_err(|_| r.bad("reason is not UTF-8"))?;
+        if r.at != bytes.len() {
+            return Err(r.bad("trailing bytes after the event"));
+        }
+        Ok(Event { kind, timestamp_ns, trace, parent, log, seq: rseq, seq_last, handler, attempt, trigger, reason })
+    }
+}
+
+/// An event with its id, as read back from `_events`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvent {
+    pub id: EventId,
+    pub event: Event,
+}
+
+/// The JSON form of an event (CLI output and exports only).
+#[derive(Serialize)]
+pub struct EventJson<'a> {
+    pub id: String,
+    pub kind: EventKind,
+    pub timestamp_ns: u64,
+    pub trace: String,
+    pub parent: Option<String>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub log: &'a str,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub seq: Seq,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub seq_last: Seq,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub handler: &'a str,
+    #[serde(skip_serializing_if = "is_zero32")]
+    pub attempt: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trigger: Seq,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub reason: &'a str,
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if passes a reference")]
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if passes a reference")]
+fn is_zero32(value: &u32) -> bool {
+    *value == 0
+}
+
+impl StoredEvent {
+    /// The JSON view of this event.
+    #[must_use]
+    pub fn to_json(&self) -> EventJson<'_> {
+        let e = &self.event;
+        EventJson {
+            id: self.id.to_string(),
+            kind: e.kind,
+            timestamp_ns: e.timestamp_ns,
+            trace: trace_hex(e.trace),
+            parent: e.parent.as_ref().map(ToString::to_string),
+            log: &e.log,
+            seq: e.seq,
+            seq_last: if e.seq_last == e.seq { 0 } else { e.seq_last },
+            handler: &e.handler,
+            attempt: e.attempt,
+            trigger: e.trigger,
+            reason: &e.reason,
+        }
+    }
+
+    /// One human-readable line.
+    #[must_use]
+    pub fn to_line(&self) -> String {
+        let e = &self.event;
+        let mut line = format!("{:>6} {:<11} trace {}", self.id.seq, e.kind.name(), &trace_hex(e.trace)[..12]);
+        if !e.log.is_empty() {
+            if e.seq_last > e.seq {
+                let _ = write!(line, " {}:{}..={}", e.log, e.seq, e.seq_last);
+            } else {
+                let _ = write!(line, " {}:{}", e.log, e.seq);
+            }
+        }
+        if !e.handler.is_empty() {
+            let _ = write!(line, " handler {}", e.handler);
+        }
+        if e.attempt > 0 {
+            let _ = write!(line, " attempt {}", e.attempt);
+        }
+        if let Some(parent) = &e.parent {
+            if parent.namespace == self.id.namespace && parent.host == self.id.host {
+                let _ = write!(line, " <- {}", parent.seq);
+            } else {
+                let _ = write!(line, " <- {parent}");
+            }
+        }
+        if !e.reason.is_empty() {
+            let _ = write!(line, ": {}", e.reason.lines().next().unwrap_or(""));
+        }
+        line
+    }
+}
+
+/// Nanoseconds since the Unix epoch (0 if the clock is before 1970).
+#[must_use]
+pub fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn put_str16(out: &mut Vec<u8>, text: &str) {
+    // Log, namespace and handler names are at most 200 bytes (varve-log's
+    // NAME_BYTES_MAX), far below u16::MAX; cut defensively anyway.
+    let text = cut_at_char(text, usize::from(u16::MAX));
+    out.extend_from_slice(&u16::try_from(text.len()).unwrap_or(u16::MAX).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn cut_at_char(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    seq: Seq,
+}
+
+impl Reader<'_> {
+    fn bad(&self, reason: &str) -> RuntimeError {
+        RuntimeError::BadEvent { seq: self.seq, reason: format!("{reason} (at byte {})", self.at) }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], RuntimeError> {
+        if self.bytes.len() - self.at < n {
+            return Err(self.bad("event ends early"));
+        }
+        let slice = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        Ok(slice)
+    }
+
+    fn u8(&mut self) -> Result<u8, RuntimeError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, RuntimeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, RuntimeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, RuntimeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn str16(&mut self) -> Result<String, RuntimeError> {
+        let len = usize::from(self.u16()?);
+        let bytes = self.take(len)?.to_vec();
+        String::from_utf8(bytes).map_err(|_| self.bad("a name is not UTF-8"))
+    }
+}

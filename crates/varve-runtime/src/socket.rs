@@ -1,0 +1,284 @@
+//! The runtime's Unix socket: how processes other than the runtime (external
+//! handlers, the `varve` CLI) append while the runtime holds the namespace's
+//! writer lock.
+//!
+//! Protocol: one JSON request per line, one JSON response per line, any
+//! number per connection. Bytes are base64 (standard alphabet, padded).
+//!
+//! ```text
+//! {"op":"append","log":"L","data":"B64","cause":"HOST:NS:SEQ","trace":"HEX"}  -> {"ok":true,"seqs":[N]}
+//! {"op":"append_batch","entries":[{"log":"L","data":"B64"},…],"cause":…,"trace":…} -> {"ok":true,"seqs":[…]}
+//! {"op":"publish","topic":"T","data":"B64",…}                                   -> {"ok":true,"seqs":[N]}
+//! {"op":"get","log":"L","seq":N,…}                                            -> {"ok":true,"data":"B64"}
+//! {"op":"latest","log":"L",…}                                                 -> {"ok":true,"seq":N}
+//! any failure                                                                 -> {"ok":false,"error":"…"}
+//! ```
+//!
+//! `cause` and `trace` are optional and go together: with them an append is
+//! caused by that event (an external handler passes its `VARVE_EVENT_ID` and
+//! `VARVE_TRACE_ID`) and reads are recorded as READ/LATEST events; without
+//! them an append starts a new trace.
+
+use std::io::{BufRead, BufReader, Read as _, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use varve_log::Seq;
+
+use crate::error::{Result, RuntimeError};
+use crate::event::{parse_trace, Event, EventId, EventKind};
+use crate::runtime::{Cause, Inner};
+
+/// Most connections served at once; more are refused with an error line.
+pub const CONNECTIONS_MAX: usize = 256;
+/// Longest request line.
+pub const REQUEST_BYTES_MAX: usize = 64 << 20;
+
+/// One request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    Append {
+        log: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+    AppendBatch {
+        entries: Vec<Entry>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+    Publish {
+        topic: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+    Get {
+        log: String,
+        seq: Seq,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+    Latest {
+        log: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+}
+
+/// One record of an `append_batch` request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub log: String,
+    pub data: String,
+}
+
+/// One response.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seqs: Option<Vec<Seq>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<Seq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Encode bytes for a request.
+#[must_use]
+pub fn encode_bytes(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Decode bytes of a response.
+pub fn decode_bytes(text: &str) -> Result<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| RuntimeError::InvalidArgument { reason: format!("data is not base64: {e}") })
+}
+
+/// Send one request and read its response (a new connection per call).
+pub fn call(path: &Path, request: &Request) -> Result<Response> {
+    let sock_err = |reason: String| RuntimeError::Socket { path: path.to_owned(), reason };
+    let mut stream =
+        UnixStream::connect(path).map_err(|e| sock_err(format!("cannot connect: {e} (is `varve run` running?)")))?;
+    let mut line = serde_json::to_vec(request).map_err(|e| sock_err(e.to_string()))?;
+    line.push(b'\n');
+    stream.write_all(&line).map_err(|e| sock_err(format!("sending: {e}")))?;
+    let mut reader = BufReader::new(stream);
+    let mut answer = String::new();
+    reader.read_line(&mut answer).map_err(|e| sock_err(format!("reading the answer: {e}")))?;
+    let response: Response =
+        serde_json::from_str(&answer).map_err(|e| sock_err(format!("the answer {answer:?} does not parse: {e}")))?;
+    if response.ok {
+        Ok(response)
+    } else {
+        Err(sock_err(response.error.unwrap_or_else(|| "failed without a reason".to_owned())))
+    }
+}
+
+/// The serving side; stopped by [`SocketServer::stop`] (or dropped with the runtime).
+pub(crate) struct SocketServer {
+    path: PathBuf,
+    accept: Option<JoinHandle<()>>,
+    inner: Arc<Inner>,
+}
+
+impl SocketServer {
+    pub(crate) fn stop(mut self) {
+        self.stop_mut();
+    }
+
+    fn stop_mut(&mut self) {
+        if let Some(accept) = self.accept.take() {
+            // `stopped` is set by the runtime first; a connection wakes `accept`.
+            debug_assert!(self.inner.stopped.load(Ordering::SeqCst));
+            let _ = UnixStream::connect(&self.path);
+            let _ = accept.join();
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        self.stop_mut();
+    }
+}
+
+/// Bind `path` (removing a stale socket file: the runtime holds the writer
+/// lock, so no other runtime serves it) and serve on a thread.
+pub(crate) fn serve(inner: Arc<Inner>, path: &Path) -> Result<SocketServer> {
+    if path.exists() {
+        std::fs::remove_file(path)
+            .map_err(|e| RuntimeError::io(format!("removing stale socket {}", path.display()), e))?;
+    }
+    let listener =
+        UnixListener::bind(path).map_err(|e| RuntimeError::io(format!("binding socket {}", path.display()), e))?;
+    let server_inner = Arc::clone(&inner);
+    let accept = std::thread::Builder::new()
+        .name("varve-socket".into())
+        .spawn(move || accept_loop(&server_inner, &listener))
+        .map_err(|e| RuntimeError::io("starting the socket thread", e))?;
+    Ok(SocketServer { path: path.to_owned(), accept: Some(accept), inner })
+}
+
+fn accept_loop(inner: &Arc<Inner>, listener: &UnixListener) {
+    let live = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        if inner.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut stream) = stream else { continue };
+        if live.load(Ordering::SeqCst) >= CONNECTIONS_MAX {
+            let _ = writeln!(stream, r#"{{"ok":false,"error":"too many connections ({CONNECTIONS_MAX}); retry"}}"#);
+            continue;
+        }
+        live.fetch_add(1, Ordering::SeqCst);
+        let inner = Arc::clone(inner);
+        let live = Arc::clone(&live);
+        let spawned = std::thread::Builder::new().name("varve-socket-conn".into()).spawn(move || {
+            serve_connection(&inner, stream);
+            live.fetch_sub(1, Ordering::SeqCst);
+        });
+        // On a spawn failure the closure (and its stream) is dropped: the
+        // client sees the connection close.
+        drop(spawned);
+    }
+}
+
+fn serve_connection(inner: &Inner, stream: UnixStream) {
+    let Ok(write_half) = stream.try_clone() else { return };
+    let mut writer = std::io::BufWriter::new(write_half);
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        // Read at most the limit (plus one byte, to tell "too long" apart).
+        match (&mut reader).take(REQUEST_BYTES_MAX as u64 + 1).read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let response = if line.len() > REQUEST_BYTES_MAX {
+            // The rest of the line is not read: answer and close.
+            let error = format!("request over {REQUEST_BYTES_MAX} bytes; send large batches in parts");
+            let _ = writeln!(writer, "{}", serde_json::json!({"ok": false, "error": error}));
+            let _ = writer.flush();
+            return;
+        } else {
+            match serde_json::from_str::<Request>(&line) {
+                Ok(request) => handle(inner, request)
+                    .unwrap_or_else(|e| Response { error: Some(e.to_string()), ..Response::default() }),
+                Err(e) => Response { error: Some(format!("bad request: {e}")), ..Response::default() },
+            }
+        };
+        let Ok(mut text) = serde_json::to_string(&response) else { return };
+        text.push('\n');
+        if writer.write_all(text.as_bytes()).and_then(|()| writer.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn cause_of(cause: Option<&String>, trace: Option<&String>) -> Result<Option<Cause>> {
+    match (cause, trace) {
+        (None, None) => Ok(None),
+        (Some(cause), Some(trace)) => Ok(Some(Cause { parent: EventId::parse(cause)?, trace: parse_trace(trace)? })),
+        _ => Err(RuntimeError::InvalidArgument { reason: "cause and trace go together: give both or neither".into() }),
+    }
+}
+
+fn handle(inner: &Inner, request: Request) -> Result<Response> {
+    let ok = |seqs: Vec<Seq>| Response { ok: true, seqs: Some(seqs), ..Response::default() };
+    match request {
+        Request::Append { log, data, cause, trace } | Request::Publish { topic: log, data, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let bytes = decode_bytes(&data)?;
+            Ok(ok(inner.append_traced(&[(&log, &bytes)], cause.as_ref())?))
+        }
+        Request::AppendBatch { entries, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let decoded: Vec<(String, Vec<u8>)> =
+                entries.into_iter().map(|e| Ok((e.log, decode_bytes(&e.data)?))).collect::<Result<_>>()?;
+            let batch: Vec<(&str, &[u8])> = decoded.iter().map(|(l, d)| (l.as_str(), d.as_slice())).collect();
+            Ok(ok(inner.append_traced(&batch, cause.as_ref())?))
+        }
+        Request::Get { log, seq, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let value = inner.ns.get(&log, seq)?;
+            if let Some(cause) = cause {
+                inner.record_read(Event::new(EventKind::Read, cause.trace, Some(cause.parent)).at(&log, seq))?;
+            }
+            Ok(Response { ok: true, data: Some(encode_bytes(&value)), ..Response::default() })
+        }
+        Request::Latest { log, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let seq = inner.ns.latest(&log)?;
+            if let Some(cause) = cause {
+                inner.record_read(Event::new(EventKind::Latest, cause.trace, Some(cause.parent)).at(&log, seq))?;
+            }
+            Ok(Response { ok: true, seq: Some(seq), ..Response::default() })
+        }
+    }
+}

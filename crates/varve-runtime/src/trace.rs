@@ -1,0 +1,366 @@
+//! Causal queries over events (Lowgo §6.2.1, Sans-Souci §7.3.2): ancestors
+//! and descendants of a record, the events of one trace, the deterministic
+//! causal merge of several namespaces' event logs, and exports as Graphviz
+//! DOT and OpenTelemetry JSON spans.
+//!
+//! All of it is pure: functions take events and return answers, no I/O.
+//!
+//! Edges of the causal graph: `parent → child` from each event's parent,
+//! plus a **data edge** from the APPEND of a record to every READ that read
+//! it (a read dependency; Sans-Souci's "Get dependency") — LATEST events are
+//! linked to the APPEND of the seq they returned (the "Sync dependency").
+//! A FIRING's reads count as inputs of every APPEND that FIRING made.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+use varve_log::Seq;
+
+use crate::event::{trace_hex, EventId, EventKind, StoredEvent, TraceId};
+
+/// A record: `(namespace, log, seq)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordRef {
+    pub namespace: String,
+    pub log: String,
+    pub seq: Seq,
+}
+
+/// An index over a set of events for causal queries. Building it is O(n).
+pub struct CausalGraph<'a> {
+    events: &'a [StoredEvent],
+    by_id: HashMap<&'a EventId, usize>,
+    children: Vec<Vec<usize>>,
+    parents: Vec<Vec<usize>>,
+    /// (namespace, log, seq) → the APPEND event's index.
+    appends: HashMap<(&'a str, &'a str, Seq), usize>,
+}
+
+impl<'a> CausalGraph<'a> {
+    /// Index `events` (from one or several namespaces).
+    #[must_use]
+    pub fn new(events: &'a [StoredEvent]) -> CausalGraph<'a> {
+        let mut by_id = HashMap::with_capacity(events.len());
+        let mut appends = HashMap::new();
+        for (i, e) in events.iter().enumerate() {
+            by_id.insert(&e.id, i);
+            if e.event.kind == EventKind::Append {
+                appends.insert((e.id.namespace.as_str(), e.event.log.as_str(), e.event.seq), i);
+            }
+        }
+        let mut children = vec![Vec::new(); events.len()];
+        let mut parents = vec![Vec::new(); events.len()];
+        for (i, e) in events.iter().enumerate() {
+            if let Some(&p) = e.event.parent.as_ref().and_then(|p| by_id.get(p)) {
+                children[p].push(i);
+                parents[i].push(p);
+            }
+            if matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
+                for seq in e.event.seq..=e.event.seq_last.max(e.event.seq) {
+                    if let Some(&a) = appends.get(&(e.id.namespace.as_str(), e.event.log.as_str(), seq)) {
+                        children[a].push(i);
+                        parents[i].push(a);
+                    }
+                }
+            }
+        }
+        // A FIRING's reads are inputs of everything it appends: for
+        // ancestors, a FIRING depends on its READ/LATEST events; for
+        // descendants, each read leads to the FIRING's APPENDs.
+        for (i, e) in events.iter().enumerate() {
+            if !matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
+                continue;
+            }
+            if let Some(&f) = e.event.parent.as_ref().and_then(|p| by_id.get(p)) {
+                parents[f].push(i);
+                let outputs: Vec<usize> =
+                    children[f].iter().copied().filter(|&c| events[c].event.kind == EventKind::Append).collect();
+                children[i].extend(outputs);
+            }
+        }
+        CausalGraph { events, by_id, children, parents, appends }
+    }
+
+    /// The APPEND event of a record, if present.
+    #[must_use]
+    pub fn append_of(&self, namespace: &str, log: &str, seq: Seq) -> Option<&'a StoredEvent> {
+        self.appends.get(&(namespace, log, seq)).map(|&i| &self.events[i])
+    }
+
+    /// The event with this id.
+    #[must_use]
+    pub fn get(&self, id: &EventId) -> Option<&'a StoredEvent> {
+        self.by_id.get(id).map(|&i| &self.events[i])
+    }
+
+    /// Every event the record's APPEND transitively depends on (parents and
+    /// read dependencies), the APPEND itself first, then in event order. Empty if the
+    /// record has no APPEND event here. O(size of the answer).
+    #[must_use]
+    pub fn ancestors(&self, namespace: &str, log: &str, seq: Seq) -> Vec<&'a StoredEvent> {
+        self.walk(namespace, log, seq, &self.parents)
+    }
+
+    /// Every event that transitively depends on the record (its triggers,
+    /// their firings and appends, reads of it, and so on), the APPEND first.
+    #[must_use]
+    pub fn descendants(&self, namespace: &str, log: &str, seq: Seq) -> Vec<&'a StoredEvent> {
+        self.walk(namespace, log, seq, &self.children)
+    }
+
+    fn walk(&self, namespace: &str, log: &str, seq: Seq, edges: &[Vec<usize>]) -> Vec<&'a StoredEvent> {
+        let Some(&start) = self.appends.get(&(namespace, log, seq)) else { return Vec::new() };
+        let mut seen = HashSet::from([start]);
+        let mut queue = VecDeque::from([start]);
+        let mut found = Vec::new();
+        while let Some(i) = queue.pop_front() {
+            if i != start {
+                found.push(i);
+            }
+            for &next in &edges[i] {
+                if seen.insert(next) {
+                    queue.push_back(next);
+                }
+            }
+        }
+        found.sort_by(|&a, &b| order_key(&self.events[a]).cmp(&order_key(&self.events[b])));
+        std::iter::once(start).chain(found).map(|i| &self.events[i]).collect()
+    }
+
+    /// The records (APPEND events) among `events`.
+    #[must_use]
+    pub fn records(events: &[&StoredEvent]) -> Vec<RecordRef> {
+        events
+            .iter()
+            .filter(|e| e.event.kind == EventKind::Append)
+            .map(|e| RecordRef { namespace: e.id.namespace.clone(), log: e.event.log.clone(), seq: e.event.seq })
+            .collect()
+    }
+}
+
+/// Every event of one trace, in the order given.
+#[must_use]
+pub fn trace_events(events: &[StoredEvent], trace: TraceId) -> Vec<&StoredEvent> {
+    events.iter().filter(|e| e.event.trace == trace).collect()
+}
+
+/// The merge key: timestamp, then host, namespace, seq. Unique per event.
+type OrderKey<'a> = (u64, u64, &'a str, Seq);
+
+fn order_key(e: &StoredEvent) -> OrderKey<'_> {
+    (e.event.timestamp_ns, e.id.host, e.id.namespace.as_str(), e.id.seq)
+}
+
+/// Merge the event logs of several namespaces (any order, any grouping) into
+/// one total order that respects causality: every event comes after its
+/// parent (when the parent is present) and after the event before it in its
+/// own namespace's log. Among the events whose causes are all placed, the one
+/// with the smallest (timestamp, host, namespace, seq) goes next, so the
+/// result depends only on the set of events, never on the input order.
+///
+/// O(n log n): Kahn's topological sort with a binary heap. Duplicate events
+/// (same id) are kept once. If the input has a cycle (only possible with
+/// corrupted logs), the events on it are appended at the end in key order.
+#[must_use]
+pub fn merge(logs: &[Vec<StoredEvent>]) -> Vec<StoredEvent> {
+    let mut unique: BTreeMap<(u64, &str, Seq), &StoredEvent> = BTreeMap::new();
+    for e in logs.iter().flatten() {
+        unique.entry((e.id.host, e.id.namespace.as_str(), e.id.seq)).or_insert(e);
+    }
+    let events: Vec<&StoredEvent> = unique.into_values().collect();
+    let index: HashMap<(u64, &str, Seq), usize> =
+        events.iter().enumerate().map(|(i, e)| ((e.id.host, e.id.namespace.as_str(), e.id.seq), i)).collect();
+    let mut waiting = vec![0usize; events.len()];
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); events.len()];
+    for (i, e) in events.iter().enumerate() {
+        // The previous event of the same namespace log (events are sorted by (host, ns, seq)).
+        if i > 0 {
+            let prev = events[i - 1];
+            if prev.id.host == e.id.host && prev.id.namespace == e.id.namespace {
+                children[i - 1].push(i);
+                waiting[i] += 1;
+            }
+        }
+        if let Some(parent) = &e.event.parent {
+            if let Some(&p) = index.get(&(parent.host, parent.namespace.as_str(), parent.seq)) {
+                if p != i {
+                    children[p].push(i);
+                    waiting[i] += 1;
+                }
+            }
+        }
+    }
+    let mut heap: BinaryHeap<Reverse<(OrderKey<'_>, usize)>> = BinaryHeap::new();
+    for (i, e) in events.iter().enumerate() {
+        if waiting[i] == 0 {
+            heap.push(Reverse((order_key(e), i)));
+        }
+    }
+    let mut out = Vec::with_capacity(events.len());
+    let mut placed = vec![false; events.len()];
+    while let Some(Reverse((_, i))) = heap.pop() {
+        placed[i] = true;
+        out.push(events[i].clone());
+        for &c in &children[i] {
+            waiting[c] -= 1;
+            if waiting[c] == 0 {
+                heap.push(Reverse((order_key(events[c]), c)));
+            }
+        }
+    }
+    if out.len() < events.len() {
+        let mut rest: Vec<usize> = (0..events.len()).filter(|&i| !placed[i]).collect();
+        rest.sort_by(|&a, &b| order_key(events[a]).cmp(&order_key(events[b])));
+        out.extend(rest.into_iter().map(|i| events[i].clone()));
+    }
+    out
+}
+
+fn node_name(id: &EventId) -> String {
+    format!("\"{:x}:{}:{}\"", id.host, id.namespace, id.seq)
+}
+
+fn label(e: &StoredEvent) -> String {
+    let ev = &e.event;
+    let mut text = format!("{} #{}", ev.kind.name(), e.id.seq);
+    if !ev.log.is_empty() {
+        if ev.seq_last > ev.seq {
+            let _ = write!(text, "\\n{}:{}..{}", ev.log, ev.seq, ev.seq_last);
+        } else {
+            let _ = write!(text, "\\n{}:{}", ev.log, ev.seq);
+        }
+    }
+    if !ev.handler.is_empty() {
+        let _ = write!(text, "\\n{}", ev.handler);
+    }
+    if ev.attempt > 1 {
+        let _ = write!(text, " (attempt {})", ev.attempt);
+    }
+    text.replace('"', "'")
+}
+
+/// Graphviz DOT of these events: one node per event (records' APPENDs as
+/// boxes, FAILED red), parent edges solid, read dependencies dashed.
+#[must_use]
+pub fn to_dot(events: &[&StoredEvent]) -> String {
+    let ids: HashSet<&EventId> = events.iter().map(|e| &e.id).collect();
+    let mut appends: HashMap<(&str, &str, Seq), &EventId> = HashMap::new();
+    for e in events {
+        if e.event.kind == EventKind::Append {
+            appends.insert((e.id.namespace.as_str(), e.event.log.as_str(), e.event.seq), &e.id);
+        }
+    }
+    let mut out = String::from("digraph varve {\n  rankdir=LR;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
+    for e in events {
+        let style = match e.event.kind {
+            EventKind::Append => "shape=box, style=filled, fillcolor=\"#dbeafe\"",
+            EventKind::Failed | EventKind::DeadLetter => "shape=ellipse, color=red",
+            EventKind::Firing => "shape=ellipse, style=filled, fillcolor=\"#fef3c7\"",
+            _ => "shape=ellipse",
+        };
+        let _ = writeln!(out, "  {} [label=\"{}\", {style}];", node_name(&e.id), label(e));
+    }
+    for e in events {
+        if let Some(parent) = &e.event.parent {
+            if ids.contains(parent) {
+                let _ = writeln!(out, "  {} -> {};", node_name(parent), node_name(&e.id));
+            }
+        }
+        if matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
+            for seq in e.event.seq..=e.event.seq_last.max(e.event.seq) {
+                if let Some(append) = appends.get(&(e.id.namespace.as_str(), e.event.log.as_str(), seq)) {
+                    let _ = writeln!(out, "  {} -> {} [style=dashed];", node_name(append), node_name(&e.id));
+                }
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// A span id for an event: 8 bytes (16 hex digits) from an FNV-1a hash of its id.
+#[must_use]
+pub fn span_id(id: &EventId) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.host.to_le_bytes().iter().chain(id.namespace.as_bytes()).chain(&id.seq.to_le_bytes()) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{:016x}", hash.max(1))
+}
+
+/// OpenTelemetry-compatible JSON (OTLP/JSON `resourceSpans` → `scopeSpans` →
+/// `spans`): one span per event; a FIRING's span lasts until its DONE or
+/// FAILED; `parentSpanId` is the parent event's span.
+#[must_use]
+pub fn to_otel_json(events: &[&StoredEvent]) -> Value {
+    let mut end_of: HashMap<&EventId, u64> = HashMap::new();
+    for e in events {
+        if matches!(e.event.kind, EventKind::Done | EventKind::Failed) {
+            if let Some(parent) = &e.event.parent {
+                end_of.insert(parent, e.event.timestamp_ns);
+            }
+        }
+    }
+    let mut by_resource: BTreeMap<(u64, &str), Vec<Value>> = BTreeMap::new();
+    for e in events {
+        let ev = &e.event;
+        let end = end_of.get(&e.id).copied().unwrap_or(ev.timestamp_ns).max(ev.timestamp_ns);
+        let mut attributes = vec![
+            json!({"key": "varve.event.kind", "value": {"stringValue": ev.kind.name()}}),
+            json!({"key": "varve.event.id", "value": {"stringValue": e.id.to_string()}}),
+        ];
+        if !ev.log.is_empty() {
+            attributes.push(json!({"key": "varve.log", "value": {"stringValue": ev.log}}));
+            attributes.push(json!({"key": "varve.seq", "value": {"intValue": ev.seq.to_string()}}));
+            if ev.seq_last > ev.seq {
+                // A scan's READ covers seq..=seq_last; without this the range is lost.
+                attributes.push(json!({"key": "varve.seq_last", "value": {"intValue": ev.seq_last.to_string()}}));
+            }
+        }
+        if !ev.handler.is_empty() {
+            attributes.push(json!({"key": "varve.handler", "value": {"stringValue": ev.handler}}));
+        }
+        if ev.attempt > 0 {
+            attributes.push(json!({"key": "varve.attempt", "value": {"intValue": ev.attempt.to_string()}}));
+        }
+        let name = if ev.handler.is_empty() {
+            format!("{} {}", ev.kind.name(), ev.log)
+        } else {
+            format!("{} {}", ev.kind.name(), ev.handler)
+        };
+        let mut span = json!({
+            "traceId": trace_hex(ev.trace),
+            "spanId": span_id(&e.id),
+            "name": name.trim_end(),
+            "kind": 1,
+            "startTimeUnixNano": ev.timestamp_ns.to_string(),
+            "endTimeUnixNano": end.to_string(),
+            "attributes": attributes,
+            "status": {"code": if ev.kind == EventKind::Failed || ev.kind == EventKind::DeadLetter { 2 } else { 0 }},
+        });
+        if let Some(parent) = &ev.parent {
+            span["parentSpanId"] = Value::String(span_id(parent));
+        }
+        if !ev.reason.is_empty() {
+            span["status"]["message"] = Value::String(ev.reason.clone());
+        }
+        by_resource.entry((e.id.host, e.id.namespace.as_str())).or_default().push(span);
+    }
+    let resource_spans: Vec<Value> = by_resource
+        .into_iter()
+        .map(|((host, namespace), spans)| {
+            json!({
+                "resource": {"attributes": [
+                    {"key": "service.name", "value": {"stringValue": format!("varve/{namespace}")}},
+                    {"key": "host.id", "value": {"stringValue": format!("{host:016x}")}},
+                    {"key": "varve.namespace", "value": {"stringValue": namespace}},
+                ]},
+                "scopeSpans": [{"scope": {"name": "varve-runtime", "version": env!("CARGO_PKG_VERSION")}, "spans": spans}],
+            })
+        })
+        .collect();
+    json!({ "resourceSpans": resource_spans })
+}
