@@ -12,6 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule};
 use varve_log::LogError;
 use varve_pds::PdsError;
+use varve_runtime::RuntimeError;
 
 /// Every error a binding call can fail with before it becomes a Python exception.
 #[derive(Debug)]
@@ -22,6 +23,19 @@ pub enum Error {
     Closed(String),
     /// A stored key or value does not decode.
     Corrupt(String),
+    Runtime(RuntimeError),
+    /// A runtime (or a handler context) used in the wrong phase of its
+    /// life: `state` is where it is, the message says what to do.
+    State { state: &'static str, message: String },
+}
+
+impl From<RuntimeError> for Error {
+    fn from(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::Log(e) => Error::Log(e),
+            other => Error::Runtime(other),
+        }
+    }
 }
 
 impl From<LogError> for Error {
@@ -50,6 +64,8 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Pds(e) => e.to_string(),
         Error::Closed(what) => format!("{what} is closed: its store was closed; open the store again to go on"),
         Error::Corrupt(reason) => reason.clone(),
+        Error::Runtime(e) => e.to_string(),
+        Error::State { message, .. } => message.clone(),
     };
     let class = match error {
         Error::Closed(what) => {
@@ -62,6 +78,15 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         }
         Error::Log(e) => log_fields(e, &kwargs)?,
         Error::Pds(e) => pds_fields(e, &kwargs)?,
+        Error::Runtime(e) => runtime_fields(e, &kwargs)?,
+        Error::State { state, .. } => {
+            kwargs.set_item("state", state)?;
+            if state == "stopped" {
+                "Stopped"
+            } else {
+                "RuntimeStateError"
+            }
+        }
     };
     let module = ERRORS.get_or_try_init(py, || py.import("varve.errors").map(Bound::unbind))?;
     let instance = module.bind(py).getattr(class)?.call((message,), Some(&kwargs))?;
@@ -196,10 +221,70 @@ fn pds_fields(e: PdsError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
     })
 }
 
+fn runtime_fields(e: RuntimeError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        RuntimeError::Log(e) => log_fields(e, kw)?,
+        RuntimeError::BadEvent { seq, reason } => {
+            kw.set_item("log", varve_runtime::EVENTS_LOG)?;
+            kw.set_item("seq", seq)?;
+            kw.set_item("reason", reason)?;
+            "Corrupt"
+        }
+        RuntimeError::UnknownHandler { name } => {
+            kw.set_item("handler", name)?;
+            "NotFound"
+        }
+        RuntimeError::UnknownLog { namespace, log } => {
+            kw.set_item("namespace", namespace)?;
+            kw.set_item("log", log)?;
+            "NotFound"
+        }
+        RuntimeError::DuplicateHandler { name } => {
+            kw.set_item("name", name)?;
+            kw.set_item("existing", "a handler")?;
+            kw.set_item("requested", "a handler")?;
+            "AlreadyExists"
+        }
+        RuntimeError::SeqMismatch { namespace, log, expected, actual } => {
+            kw.set_item("namespace", namespace)?;
+            kw.set_item("log", log)?;
+            kw.set_item("expected", expected)?;
+            kw.set_item("actual", actual)?;
+            "Conflict"
+        }
+        RuntimeError::Stopped => {
+            kw.set_item("state", "stopped")?;
+            "Stopped"
+        }
+        RuntimeError::Io { context, source } => {
+            kw.set_item("context", context)?;
+            kw.set_item("errno", source.raw_os_error())?;
+            "VarveIOError"
+        }
+        RuntimeError::Socket { path, reason } => {
+            kw.set_item("context", format!("runtime socket {}: {reason}", path.display()))?;
+            kw.set_item("errno", None::<i32>)?;
+            "VarveIOError"
+        }
+        // Malformed ids, a changed host, a bad manifest, bad arguments: the
+        // caller passed something wrong (the message says what).
+        RuntimeError::BadEventId { .. }
+        | RuntimeError::BadTraceId { .. }
+        | RuntimeError::HostChanged { .. }
+        | RuntimeError::Manifest { .. }
+        | RuntimeError::InvalidArgument { .. } => {
+            kw.set_item("reason", e.to_string())?;
+            "InvalidArgument"
+        }
+        _ => "VarveError",
+    })
+}
+
 impl From<Error> for PyErr {
     fn from(error: Error) -> PyErr {
         Python::attach(|py| {
-            build(py, error).unwrap_or_else(|e| PyRuntimeError::new_err(format!("varve: could not raise its error: {e}")))
+            build(py, error)
+                .unwrap_or_else(|e| PyRuntimeError::new_err(format!("varve: could not raise its error: {e}")))
         })
     }
 }

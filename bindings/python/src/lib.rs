@@ -1,8 +1,9 @@
 //! # varve-python — the `varve` Python package's extension module
 //!
 //! `varve._varve`, built by maturin (see `bindings/python/pyproject.toml`):
-//! the Log contract ([`log`]) and the `PEDaLS` versioned structures ([`pds`])
-//! with Pythonic types, Python keys mapped to the order-preserving encoding
+//! the Log contract ([`log`]), the `PEDaLS` versioned structures ([`pds`])
+//! and the event-driven runtime with Python handlers ([`runtime`]), with
+//! Pythonic types, Python keys mapped to the order-preserving encoding
 //! ([`key`]), and typed errors raised as the exception classes of
 //! `varve/errors.py` ([`error`]). The pure-Python half of the package
 //! (`python/varve/`) re-exports these and adds the async watch helper, the
@@ -26,6 +27,7 @@ mod error;
 mod key;
 mod log;
 mod pds;
+mod runtime;
 
 use pyo3::prelude::*;
 
@@ -43,6 +45,12 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pds::SortedSet>()?;
     m.add_class::<pds::SortedMap>()?;
     m.add_class::<pds::List>()?;
+    m.add_class::<runtime::Runtime>()?;
+    m.add_class::<runtime::HandlerContext>()?;
+    m.add_class::<runtime::Event>()?;
+    m.add_function(wrap_pyfunction!(runtime::to_dot, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::to_otel, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::stop_all_runtimes, m)?)?;
     m.add("KEY_INT_MIN", i64::MIN)?;
     m.add("KEY_INT_MAX", u64::MAX)?;
     Ok(())

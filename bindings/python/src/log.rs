@@ -30,7 +30,7 @@ use crate::pds::StructState;
 
 /// How long a blocking watch waits in one go before it checks for Ctrl-C and
 /// for a closed store (and lets `close` proceed).
-const WATCH_POLL: Duration = Duration::from_millis(100);
+pub(crate) const WATCH_POLL: Duration = Duration::from_millis(100);
 /// Records a scan reads from the journal per batch (bounds its memory).
 const SCAN_BATCH_RECORDS: u64 = 256;
 
@@ -53,7 +53,12 @@ pub(crate) struct NsState {
     handle: RwLock<Option<JournalNamespace>>,
     pub structures: Mutex<HashMap<String, Arc<StructState>>>,
     watches: Mutex<Vec<Weak<WatchState>>>,
+    /// Runtimes serving this namespace: stopped (and their journal handles
+    /// dropped) on close, before the handle is released.
+    pub runtimes: Mutex<Vec<Weak<crate::runtime::RuntimeState>>>,
     pub read_only: bool,
+    /// The store's directory (runtimes take their host id from it, as the CLI does).
+    pub store_path: PathBuf,
 }
 
 impl NsState {
@@ -66,6 +71,9 @@ impl NsState {
 
     /// Drop every handle to the journal, then sync and release it.
     fn close(&self) -> Result<()> {
+        for runtime in lock(&self.runtimes).drain(..).filter_map(|r| r.upgrade()) {
+            runtime.shut_down(crate::runtime::STOP_GRACE);
+        }
         for structure in lock(&self.structures).drain().map(|(_, s)| s) {
             structure.close();
         }
@@ -107,12 +115,7 @@ pub fn open(py: Python<'_>, path: PathBuf, sync: &str, read_only: bool, group_de
     let options = JournalOptions { sync: sync_policy(sync, group_delay)?, read_only, ..JournalOptions::default() };
     let store = py.detach(|| JournalStore::open(&path, options)).map_err(Error::from)?;
     Ok(Store {
-        state: Arc::new(StoreState {
-            path,
-            read_only,
-            store: RwLock::new(Some(store)),
-            namespaces: Mutex::default(),
-        }),
+        state: Arc::new(StoreState { path, read_only, store: RwLock::new(Some(store)), namespaces: Mutex::default() }),
     })
 }
 
@@ -147,7 +150,9 @@ impl Store {
                 handle: RwLock::new(Some(handle)),
                 structures: Mutex::default(),
                 watches: Mutex::default(),
+                runtimes: Mutex::default(),
                 read_only: self.state.read_only,
+                store_path: self.state.path.clone(),
             });
             namespaces.insert(name.to_owned(), ns.clone());
             Ok(ns)
@@ -221,7 +226,7 @@ pub struct Namespace {
     pub(crate) state: Arc<NsState>,
 }
 
-fn retention(keep: Option<u64>, on_full: &str) -> PyResult<LogConfig> {
+pub(crate) fn retention(keep: Option<u64>, on_full: &str) -> PyResult<LogConfig> {
     let on_full = match on_full {
         "refuse" => OnFull::Refuse,
         "overwrite" => OnFull::Overwrite,
@@ -231,13 +236,13 @@ fn retention(keep: Option<u64>, on_full: &str) -> PyResult<LogConfig> {
 }
 
 /// Bytes of a record argument: `bytes` (no copy) or `bytearray`.
-enum Data<'a> {
+pub(crate) enum Data<'a> {
     Borrowed(&'a [u8]),
     Owned(Vec<u8>),
 }
 
 impl Data<'_> {
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             Data::Borrowed(b) => b,
             Data::Owned(v) => v,
@@ -245,7 +250,7 @@ impl Data<'_> {
     }
 }
 
-fn data<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Data<'a>> {
+pub(crate) fn data<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Data<'a>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
         Ok(Data::Borrowed(b.as_bytes()))
     } else if let Ok(b) = obj.cast::<PyByteArray>() {
@@ -324,7 +329,8 @@ impl Namespace {
             false
         };
         let datas = owned.iter().map(|o| data(o)).collect::<PyResult<Vec<_>>>()?;
-        let entries: Vec<(&str, &[u8])> = names.iter().map(String::as_str).zip(datas.iter().map(Data::as_slice)).collect();
+        let entries: Vec<(&str, &[u8])> =
+            names.iter().map(String::as_str).zip(datas.iter().map(Data::as_slice)).collect();
         let seqs = py.detach(|| self.state.with(|ns| Ok(ns.append_batch(&entries)?)))?;
         if !is_dict {
             return Ok(PyList::new(py, seqs)?.into_any());
@@ -385,6 +391,12 @@ impl Namespace {
     #[pyo3(signature = (name, extra = 5, keep_versions = None))]
     fn list(&self, py: Python<'_>, name: &str, extra: u32, keep_versions: Option<u64>) -> PyResult<crate::pds::List> {
         crate::pds::List::open(py, &self.state, name, extra, keep_versions)
+    }
+
+    /// A :class:`varve.Runtime` over this namespace (same keyword arguments).
+    #[pyo3(signature = (**options))]
+    fn runtime<'py>(slf: &Bound<'py, Self>, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py().import("varve")?.getattr("Runtime")?.call((slf,), options)
     }
 
     fn __repr__(&self) -> String {
@@ -487,7 +499,8 @@ impl Log {
         })?;
         let next = start.unwrap_or(earliest).max(1);
         let end = stop.unwrap_or(Seq::MAX).min(latest.saturating_add(1));
-        let scan = Scan { ns: self.ns.clone(), log: self.name.clone(), inner: Mutex::new((next, end, VecDeque::new())) };
+        let scan =
+            Scan { ns: self.ns.clone(), log: self.name.clone(), inner: Mutex::new((next, end, VecDeque::new())) };
         // Read the first batch now, so a bad start raises here and not at the first next().
         py.detach(|| scan.fill())?;
         Ok(scan)

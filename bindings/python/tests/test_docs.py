@@ -1,4 +1,4 @@
-"""The README's Python quickstart and docs/python.md's example are these
+"""The README's Python quickstart and docs/python.md's examples are these
 files, verbatim, and they run."""
 
 import re
@@ -30,3 +30,13 @@ def test_python_guide_example_is_the_example_and_runs(tmp_path):
     )
     out = subprocess.run([sys.executable, str(EXAMPLES / "sensors.py"), str(tmp_path)], capture_output=True, text=True, check=True)
     assert "online in the morning: ['north']" in out.stdout
+
+
+def test_python_guide_handlers_example_is_the_example_and_runs(tmp_path):
+    code = (EXAMPLES / "handlers.py").read_text()
+    body = code.split('"""', 2)[2].lstrip("\n")
+    guide = REPO / "docs" / "python.md"
+    assert any(body in block for block in python_blocks(guide)), "docs/python.md must show examples/handlers.py"
+    out = subprocess.run([sys.executable, str(EXAMPLES / "handlers.py"), str(tmp_path)], capture_output=True, text=True, check=True)
+    expected = guide.read_text().split("## Handlers in Python", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert out.stdout == expected

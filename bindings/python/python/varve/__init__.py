@@ -15,6 +15,8 @@ b'21.5'
 - :meth:`Namespace.sorted_set`, :meth:`Namespace.sorted_map` and
   :meth:`Namespace.list` return versioned structures whose every version
   stays readable (``at=version``).
+- :class:`Runtime` runs handlers (Python functions or commands) when
+  records are appended, and records every cause in ``_events``.
 - Errors are :class:`VarveError` subclasses (see :mod:`varve.errors`).
 
 See docs/python.md in the repository for the guide.
@@ -38,6 +40,7 @@ from ._varve import (
     _bench_rust,
     open,
 )
+from .runtime import Event, HandlerContext, Runtime, to_dot, to_otel
 from .errors import (
     AlreadyExists,
     Closed,
@@ -52,6 +55,8 @@ from .errors import (
     Poisoned,
     PositionOutOfRange,
     ReadOnly,
+    RuntimeStateError,
+    Stopped,
     TooLarge,
     Trimmed,
     VarveError,
@@ -69,6 +74,11 @@ __all__ = [
     "SortedSet",
     "SortedMap",
     "List",
+    "Runtime",
+    "HandlerContext",
+    "Event",
+    "to_dot",
+    "to_otel",
     "KEY_INT_MIN",
     "KEY_INT_MAX",
     "errors",

@@ -33,6 +33,8 @@ __all__ = [
     "Poisoned",
     "Closed",
     "VarveIOError",
+    "RuntimeStateError",
+    "Stopped",
 ]
 
 
@@ -53,7 +55,8 @@ class NotFound(VarveError, LookupError):
     """A namespace, log, or record does not exist.
 
     Fields (those that apply): ``namespace``, ``log``, ``seq``, ``latest``
-    (the log's newest seq when ``seq`` is beyond it, or 0).
+    (the log's newest seq when ``seq`` is beyond it, or 0), ``handler`` (a
+    handler name a runtime does not have).
     """
 
 
@@ -130,3 +133,16 @@ class VarveIOError(VarveError, OSError):
 
     def __init__(self, message: str, **fields: Any) -> None:
         VarveError.__init__(self, message, **fields)
+
+
+class RuntimeStateError(VarveError, RuntimeError):
+    """A :class:`varve.Runtime` (or a handler's context) used in the wrong
+    phase of its life: a handler registered after ``start()``, an append
+    before it, a context kept after its handler returned. Field: ``state``
+    (``"not started"``, ``"running"``, ``"stopped"`` or ``"finished"``)."""
+
+
+class Stopped(RuntimeStateError):
+    """The runtime was stopped (``stop()``, the end of its ``with`` block, or
+    its store's ``close()``); a stopped runtime does not start again — create
+    a new one. Field: ``state`` (``"stopped"``)."""

@@ -1,0 +1,527 @@
+"""The runtime from Python: Python handlers on the runtime's workers, their
+context API recorded in ``_events``, failures, retries and dead letters,
+concurrency without deadlock, stop, topics, commands, causal queries."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import varve
+
+WAIT = 20  # seconds: generous, the suite runs on a loaded 2-core machine
+
+
+@pytest.fixture
+def rt(ns):
+    runtime = varve.Runtime(ns, concurrency=2)
+    yield runtime
+    runtime.stop()
+
+
+def kinds(events, kind):
+    return [e for e in events if e.kind == kind]
+
+
+def by_id(events):
+    return {e.id: e for e in events}
+
+
+def test_handler_fires_exactly_once_per_append(rt):
+    seen, guard = [], threading.Lock()
+    rt.create_log("celsius")
+    rt.create_log("fahrenheit")
+
+    @rt.handler(log="celsius")
+    def convert(ctx):
+        with guard:
+            seen.append(ctx.seq)
+        ctx.append("fahrenheit", str(float(ctx.record) * 9 / 5 + 32).encode())
+
+    with rt:
+        seqs = [rt.append("celsius", str(c).encode()) for c in range(50)]
+        assert rt.wait_idle(timeout=WAIT)
+        assert sorted(seen) == seqs == list(range(1, 51))
+        assert rt.get("fahrenheit", rt.latest_index("fahrenheit")) in {str(c * 9 / 5 + 32).encode() for c in range(50)}
+        events = rt.events()
+    for kind in ("TRIGGER", "FIRING", "DONE"):
+        assert sorted(e.seq for e in kinds(events, kind) if e.handler == "convert") == seqs, kind
+    assert rt.state == "stopped"
+
+
+def test_a_chain_of_python_handlers_carries_trace_and_parent(rt):
+    for log in ("a", "b", "c"):
+        rt.create_log(log)
+    contexts = {}
+
+    @rt.handler(log="a")
+    def first(ctx):
+        contexts["first"] = (ctx.event_id, ctx.trace_id, ctx.attempt, ctx.handler, ctx.log)
+        ctx.append("b", ctx.record + b">first")
+
+    @rt.handler(log="b")
+    def second(ctx):
+        contexts["second"] = (ctx.event_id, ctx.trace_id, ctx.attempt, ctx.handler, ctx.log)
+        ctx.append("c", ctx.record + b">second")
+
+    with rt:
+        rt.append("a", b"x")
+        assert rt.wait_idle(timeout=WAIT)
+        assert rt.get("c", 1) == b"x>first>second"
+        events = rt.events()
+    ids = by_id(events)
+    append_a = next(e for e in kinds(events, "APPEND") if e.log == "a")
+    append_c = next(e for e in kinds(events, "APPEND") if e.log == "c")
+    assert append_a.parent is None  # an outside append starts a trace
+    # c:1 <- FIRING second <- TRIGGER <- APPEND b:1 <- FIRING first <- TRIGGER <- APPEND a:1
+    chain = [append_c]
+    while chain[-1].parent is not None:
+        chain.append(ids[chain[-1].parent])
+    assert [(e.kind, e.log, e.handler) for e in chain] == [
+        ("APPEND", "c", ""),
+        ("FIRING", "b", "second"),
+        ("TRIGGER", "b", "second"),
+        ("APPEND", "b", ""),
+        ("FIRING", "a", "first"),
+        ("TRIGGER", "a", "first"),
+        ("APPEND", "a", ""),
+    ]
+    assert {e.trace_id for e in chain} == {append_a.trace_id}
+    # The context names the FIRING and the trace it runs in.
+    assert contexts["second"] == (chain[1].id, append_a.trace_id, 1, "second", "b")
+    assert contexts["first"] == (chain[4].id, append_a.trace_id, 1, "first", "a")
+    # Causal queries see the same chain.
+    assert {e.id for e in chain} <= {e.id for e in rt.causes("c", 1)}
+    assert append_c.id in {e.id for e in rt.effects("a", 1)}
+    assert {e.id for e in rt.trace(append_a.trace_id)} >= {e.id for e in chain}
+    dot = varve.to_dot(rt.trace(append_a.trace_id))
+    assert dot.startswith("digraph") and "FIRING" in dot
+    spans = json.loads(varve.to_otel(rt.trace(append_a.trace_id)))["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert {s["traceId"] for s in spans} == {append_a.trace_id}
+    assert chain[0].to_dict()["parent"] == chain[1].id
+
+
+def test_an_exception_is_failed_with_its_reason_retried_then_dead_lettered(rt):
+    rt.create_log("in")
+    rt.create_log("out")
+    runs = []
+
+    @rt.handler(log="in", attempts=3, backoff=0.01, backoff_max=0.02)
+    def parse(ctx):
+        runs.append((ctx.seq, ctx.attempt))
+        if ctx.record == b"bad":
+            raise ValueError(f"cannot parse {ctx.record!r}")
+        ctx.append("out", b"ok " + ctx.record)
+
+    with rt:
+        rt.append("in", b"1")
+        rt.append("in", b"bad")
+        for i in range(2, 20):  # other records keep flowing while seq 2 fails
+            rt.append("in", str(i).encode())
+        assert rt.wait_idle(timeout=WAIT)
+        assert rt.latest_index("out") == 19
+        events = rt.events()
+    failed = [e for e in kinds(events, "FAILED") if e.seq == 2]
+    assert [e.attempt for e in failed] == [1, 2, 3]
+    for e in failed:
+        assert e.reason.startswith("ValueError: cannot parse b'bad'")
+        assert "Traceback" in e.reason and "in parse" in e.reason
+    assert sorted(a for s, a in runs if s == 2) == [1, 2, 3]
+    dead = kinds(events, "DEAD_LETTER")
+    assert [(e.log, e.seq, e.handler, e.attempt) for e in dead] == [("in", 2, "parse", 3)]
+    [letter] = rt.dead_letters()
+    assert letter["seq"] == 2 and letter["attempts"] == 3 and letter["reason"].startswith("ValueError")
+    assert len([e for e in kinds(events, "DONE")]) == 19
+
+
+def test_base_exceptions_in_handlers_do_not_escape(rt):
+    rt.create_log("in")
+
+    @rt.handler(log="in", attempts=1)
+    def leave(ctx):
+        if ctx.record == b"exit":
+            sys.exit(3)
+        raise KeyboardInterrupt
+
+    with rt:
+        rt.append("in", b"exit")
+        rt.append("in", b"interrupt")
+        assert rt.wait_idle(timeout=WAIT)
+        reasons = sorted(e.reason.split("\n")[0] for e in kinds(rt.events(), "FAILED"))
+    assert reasons == ["KeyboardInterrupt", "SystemExit: 3"]
+
+
+def test_context_reads_are_recorded_with_their_cause(ns):
+    rt = varve.Runtime(ns, concurrency=1)
+    for log in ("in", "table", "out"):
+        rt.create_log(log)
+    results = {}
+
+    @rt.handler(log="in")
+    def lookup(ctx):
+        latest = ctx.latest("table")
+        results["latest"] = latest
+        results["get"] = ctx.get("table", 1)
+        results["scan"] = ctx.scan("table", 2)
+        results["empty"] = ctx.scan("table", 5, 5)
+        ctx.append("out", b"looked up")
+
+    with rt:
+        rt.append_batch([("table", b"t1"), ("table", b"t2"), ("table", b"t3")])
+        rt.append("in", b"go")
+        assert rt.wait_idle(timeout=WAIT)
+        events = rt.events()
+    assert results == {"latest": 3, "get": b"t1", "scan": [(2, b"t2"), (3, b"t3")], "empty": []}
+    firing = next(e for e in kinds(events, "FIRING") if e.handler == "lookup")
+    caused = [(e.kind, e.log, e.seq, e.seq_last) for e in events if e.parent == firing.id]
+    assert caused == [
+        ("LATEST", "table", 3, 3),
+        ("READ", "table", 1, 1),
+        ("READ", "table", 2, 3),
+        ("APPEND", "out", 1, 1),
+        ("DONE", "in", 1, 1),
+    ]
+    # What the handler read is among the causes of what it appended.
+    causes = {(e.kind, e.log, e.seq) for e in rt.causes("out", 1)}
+    assert {("APPEND", "table", 1), ("APPEND", "table", 2), ("APPEND", "table", 3), ("APPEND", "in", 1)} <= causes
+
+
+def test_reads_are_not_recorded_when_record_reads_is_off(ns):
+    rt = ns.runtime(concurrency=1, record_reads=False)
+    rt.create_log("in")
+
+    @rt.handler(log="in")
+    def peek(ctx):
+        ctx.latest("in")
+        ctx.get("in", ctx.seq)
+
+    with rt:
+        rt.append("in", b"x")
+        assert rt.wait_idle(timeout=WAIT)
+        assert not [e for e in rt.events() if e.kind in ("READ", "LATEST")]
+
+
+def test_two_workers_run_python_handlers_at_once_without_deadlock(rt):
+    rt.create_log("in")
+    rt.create_log("out")
+    both_running = threading.Barrier(2, timeout=WAIT)
+    met = []
+
+    @rt.handler(log="in")
+    def work(ctx):
+        if ctx.seq <= 2:
+            # Both workers must be inside a Python handler at once to pass.
+            both_running.wait()
+            met.append(ctx.seq)
+        # Append from another thread while this one waits for it (the GIL is
+        # released by ctx calls and by the runtime's waits).
+        results = []
+        helper = threading.Thread(target=lambda: results.append(ctx.append("out", ctx.record)))
+        helper.start()
+        helper.join(WAIT)
+        assert results, "the helper thread's append did not finish"
+        ctx.append("out", ctx.record + b"!")
+        # Runtime calls from a handler while other threads use the runtime.
+        assert rt.state == "running" and "in" in rt.subscriptions()
+        rt.create_topic("topic-%d" % (ctx.seq % 3))
+
+    with rt:
+        appended = []
+
+        def main_appends():
+            for i in range(100):
+                appended.append(rt.append("in", str(i).encode()))
+
+        feeder = threading.Thread(target=main_appends)
+        feeder.start()
+        for i in range(50):  # the main thread appends too, concurrently
+            rt.append("in", b"main %d" % i)
+            rt.topics()
+        feeder.join(WAIT)
+        assert rt.wait_idle(timeout=WAIT)
+        assert sorted(met) == [1, 2]
+        assert rt.latest_index("out") == 300
+        events = rt.events()
+    assert len(kinds(events, "DONE")) == 150 and not kinds(events, "FAILED")
+
+
+def test_stop_with_a_blocked_handler_returns_and_the_next_runtime_reruns_it(ns):
+    rt = varve.Runtime(ns, concurrency=1)
+    rt.create_log("in")
+    rt.create_log("out")
+    started, release, outcome = threading.Event(), threading.Event(), []
+
+    @rt.handler(log="in")
+    def slow(ctx):
+        started.set()
+        release.wait(WAIT)
+        try:
+            ctx.append("out", b"late")
+        except varve.Stopped as e:
+            outcome.append(e)
+
+    rt.start()
+    rt.append("in", b"x")
+    assert started.wait(WAIT)
+    began = time.monotonic()
+    rt.stop(timeout=0.2)
+    assert time.monotonic() - began < 5
+    assert rt.state == "stopped"
+    release.set()
+    deadline = time.monotonic() + WAIT
+    while not outcome and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert outcome and isinstance(outcome[0], varve.RuntimeStateError)
+    with pytest.raises(varve.Stopped):
+        rt.append("in", b"y")
+    with pytest.raises(varve.Stopped):
+        rt.start()
+
+    # A new runtime over the namespace runs the unfinished trigger again.
+    again = []
+    rt2 = varve.Runtime(ns, concurrency=1)
+    rt2.add_handler("slow", lambda ctx: again.append(ctx.attempt))
+    with rt2:
+        assert rt2.wait_idle(timeout=WAIT)
+    assert again == [2]
+    firings = [e.attempt for e in kinds(rt2.events(), "FIRING")]
+    assert firings == [1, 2]
+
+
+def test_topics(rt):
+    got, guard = [], threading.Lock()
+
+    def collect(ctx):
+        with guard:
+            got.append((ctx.log, ctx.seq, ctx.record))
+
+    rt.add_handler("collect", collect)
+    rt.create_topic("alerts")
+    rt.subscribe("alerts", "collect")
+    assert rt.topics() == ["alerts"] and rt.subscriptions() == {"alerts": ["collect"]}
+    with rt:
+        assert rt.publish("alerts", b"fire") == 1
+        assert rt.publish("alerts", bytearray(b"flood")) == 2
+        assert rt.wait_idle(timeout=WAIT)
+        assert rt.latest_index("alerts") == 2 and rt.get("alerts", 2) == b"flood"
+        rt.create_topic("news")
+        rt.subscribe("news", "collect")
+        rt.unsubscribe("alerts", "collect")
+        rt.publish("alerts", b"unheard")
+        rt.publish("news", b"heard")
+        assert rt.wait_idle(timeout=WAIT)
+        assert sorted(rt.topics()) == ["alerts", "news"]
+        assert rt.subscriptions() == {"news": ["collect"]}
+    assert sorted(got) == [("alerts", 1, b"fire"), ("alerts", 2, b"flood"), ("news", 1, b"heard")]
+
+
+def test_a_python_handler_next_to_an_external_command(rt, tmp_path):
+    out = tmp_path / "from-command.txt"
+    rt.create_log("in")
+    rt.add_command(
+        "copy",
+        [sys.executable, "-c", "import os, sys; open(sys.argv[1], 'ab').write(os.environ['VARVE_SEQ'].encode() + b'=' + sys.stdin.buffer.read() + b'\\n')", str(out)],
+        log="in",
+        timeout=WAIT,
+    )
+    seen = []
+    rt.add_handler("py", lambda ctx: seen.append(ctx.record), log="in")
+    with rt:
+        rt.append("in", b"one")
+        rt.append("in", b"two")
+        assert rt.wait_idle(timeout=WAIT)
+        done = sorted((e.handler, e.seq) for e in kinds(rt.events(), "DONE"))
+    assert done == [("copy", 1), ("copy", 2), ("py", 1), ("py", 2)]
+    assert sorted(out.read_bytes().splitlines()) == [b"1=one", b"2=two"]
+    assert sorted(seen) == [b"one", b"two"]
+
+
+def test_a_context_used_after_its_handler_returned_raises(rt):
+    rt.create_log("in")
+    kept = []
+    rt.add_handler("keep", kept.append, log="in")
+    with rt:
+        rt.append("in", b"x")
+        assert rt.wait_idle(timeout=WAIT)
+        [ctx] = kept
+        assert ctx.record == b"x" and ctx.seq == 1 and "keep" in repr(ctx)
+        with pytest.raises(varve.RuntimeStateError) as e:
+            ctx.append("in", b"again")
+        assert e.value.state == "finished"
+
+
+def test_lifecycle_and_argument_errors(rt, ns):
+    rt.create_log("in")
+    with pytest.raises(varve.RuntimeStateError) as e:
+        rt.append("in", b"x")
+    assert e.value.state == "not started" and "start()" in str(e.value)
+    with pytest.raises(varve.NotFound):
+        rt.subscribe("in", "nobody")
+    with pytest.raises(TypeError):
+        rt.add_handler("h", "not callable")
+    with pytest.raises(varve.InvalidName):
+        rt.add_handler("_hidden", lambda ctx: None)
+    with pytest.raises(ValueError):
+        rt.add_handler("h", lambda ctx: None, backoff=-1)
+    rt.add_handler("h", lambda ctx: None, log="in")
+    with pytest.raises(varve.AlreadyExists):
+        rt.add_handler("h", lambda ctx: None)
+    rt.start()
+    rt.start()  # a no-op once running
+    assert rt.handlers == ["h"] and rt.state == "running"
+    with pytest.raises(varve.RuntimeStateError) as e:
+        rt.add_handler("late", lambda ctx: None)
+    assert "before start()" in str(e.value)
+    with pytest.raises(varve.NotFound) as e:
+        rt.append("missing", b"x")
+    assert e.value.log == "missing"
+    with pytest.raises(varve.InvalidArgument):
+        rt.append("_events", b"x")
+    with pytest.raises(TypeError):
+        rt.append("in", "text")
+    with pytest.raises(TypeError):
+        rt.append_batch(["not a pair"])
+    assert rt.append_batch([("in", b"1"), ("in", b"2")]) == [1, 2]
+    with pytest.raises(varve.InvalidArgument):
+        rt.trace("not hex")
+    rt.stop()
+    rt.stop()  # harmless
+    with pytest.raises(varve.Stopped):
+        rt.append("in", b"x")
+    assert len(rt.events()) > 0  # queries work after stop
+
+
+def test_closing_the_store_stops_its_runtimes(tmp_path):
+    store = varve.open(tmp_path / "d", sync="never")
+    rt = store.namespace("n").runtime(concurrency=1)
+    rt.create_log("in")
+    rt.add_handler("h", lambda ctx: None, log="in")
+    rt.start()
+    rt.append("in", b"x")
+    store.close()
+    assert rt.state == "stopped"
+    with pytest.raises(varve.Stopped):
+        rt.append("in", b"y")
+    with pytest.raises(varve.Closed):
+        rt.events()
+    # The namespace is free again.
+    with varve.open(tmp_path / "d", sync="never") as again:
+        with again.namespace("n").runtime(concurrency=1) as rt2:
+            assert rt2.wait_idle(timeout=WAIT)
+
+
+def test_ctrl_c_interrupts_wait_idle(tmp_path):
+    code = (
+        "import sys, threading, varve\n"
+        "ns = varve.open(sys.argv[1]).namespace('n')\n"
+        "rt = varve.Runtime(ns, concurrency=1)\n"
+        "rt.create_log('in')\n"
+        "release = threading.Event()\n"
+        "rt.add_handler('block', lambda ctx: release.wait(30), log='in')\n"
+        "rt.start()\n"
+        "rt.append('in', b'x')\n"
+        "print('waiting', flush=True)\n"
+        "try:\n"
+        "    rt.wait_idle()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "release.set()\n"
+        "rt.stop()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=WAIT)
+    assert out.strip() == "interrupted" and child.returncode == 0
+
+
+def test_the_interpreter_exits_with_a_runtime_left_running(tmp_path):
+    code = (
+        "import sys, varve\n"
+        "ns = varve.open(sys.argv[1]).namespace('n')\n"
+        "rt = varve.Runtime(ns, concurrency=2)\n"
+        "rt.create_log('in')\n"
+        "rt.add_handler('h', lambda ctx: None, log='in')\n"
+        "rt.start()\n"
+        "for i in range(100):\n"
+        "    rt.append('in', b'x')\n"
+        "print('bye', flush=True)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=WAIT)
+    assert out.returncode == 0 and out.stdout.strip() == "bye", out.stderr
+
+
+def test_decorator_forms_and_namespace_runtime(ns, tmp_path):
+    rt = ns.runtime(concurrency=1, socket=tmp_path / "runtime.sock")
+    rt.create_log("in")
+    calls = []
+
+    @rt.handler
+    def bare(ctx):
+        calls.append(("bare", ctx.seq))
+
+    @rt.handler("named", log=["in"], attempts=1)
+    def whatever(ctx):
+        calls.append(("named", ctx.seq))
+
+    assert whatever.__name__ == "whatever"  # returned unchanged
+    assert rt.handlers == ["bare", "named"]
+    with rt:
+        assert (tmp_path / "runtime.sock").exists()
+        rt.subscribe("in", "bare")
+        rt.append("in", b"x")
+        assert rt.wait_idle(timeout=WAIT)
+        assert "varve.Runtime" in repr(rt) and "running" in repr(rt)
+    assert sorted(calls) == [("bare", 1), ("named", 1)]
+
+
+def test_a_runtime_dropped_without_stop_does_not_hang(ns):
+    import gc
+
+    rt = varve.Runtime(ns, concurrency=2)
+    rt.create_log("in")
+    rt.add_handler("h", lambda ctx: None, log="in")
+    rt.start()
+    for _ in range(20):
+        rt.append("in", b"x")
+    began = time.monotonic()
+    del rt
+    gc.collect()
+    assert time.monotonic() - began < 1  # stopping happens on a thread of its own
+    # It stops on that thread (no new runs); a new runtime runs what it left.
+    time.sleep(0.5)
+    rt2 = varve.Runtime(ns, concurrency=1)
+    rt2.add_handler("h", lambda ctx: None)
+    with rt2:
+        assert rt2.wait_idle(timeout=WAIT)
+        events = rt2.events()
+    done = {e.trigger for e in events if e.kind == "DONE"}
+    triggers = {e.event_seq for e in events if e.kind == "TRIGGER"}
+    assert len(triggers) == 20 and triggers <= done
+
+
+def test_concurrent_starts_build_one_runtime(rt):
+    rt.create_log("in")
+    runs, guard = [], threading.Lock()
+
+    def count(ctx):
+        with guard:
+            runs.append(ctx.seq)
+
+    rt.add_handler("count", count, log="in")
+    starters = [threading.Thread(target=rt.start) for _ in range(4)]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join(WAIT)
+    assert rt.state == "running"
+    for _ in range(10):
+        rt.append("in", b"x")
+    assert rt.wait_idle(timeout=WAIT)
+    assert sorted(runs) == list(range(1, 11))
+    assert len([e for e in rt.events() if e.kind == "SUBSCRIBE"]) == 1
