@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: a walk through the Log on the embedded journal with the CLI —
-# appends, batches, retention, a crash (SIGKILL) and the recovery after it.
+# appends, batches, retention, a crash (SIGKILL) and the recovery after it —
+# then the temperature application on the runtime (examples/temperature).
 set -euo pipefail
 VARVE=${1:-target/release/varve}
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/varve-demo.XXXXXX")
@@ -68,5 +69,30 @@ echo "(a generated workload of the paper's format, run on the journal and checke
 head -n 4 "$DATA/workload.txt"
 v --ns structures pds run "$DATA/workload.txt" --structure bst --extra 1 --verify
 v --ns structures pds run "$DATA/workload.txt" --structure balanced --extra 5 --verify
+
+step "The temperature application (Canal §4.3.5, Figure 4.11) on the runtime: handlers on topics, a causal event log"
+# examples/temperature: 4 devices publish CPU temperatures to cpu_raw.<i>, a
+# reference sensor to env_raw; smooth -> cpu_smooth/env_smooth, train -> model,
+# predict -> prediction (examples/temperature/app.toml, README.md there).
+TEMPERATURE=${TEMPERATURE:-$(dirname "$VARVE")/temperature}
+PYTHON=${PYTHON:-.venv/bin/python}
+TDATA="$DATA/temperature"
+t() { echo "\$ temperature $*"; "$TEMPERATURE" "$@"; }
+# `v` with the temperature data directory.
+tv() { echo "\$ varve $*"; "$VARVE" --data "$TDATA" "$@"; }
+echo "(first a run killed with SIGKILL after 0.1 s, then the restart: it resumes, and re-runs what the kill cut short)"
+"$TEMPERATURE" run --data "$TDATA" --days 3 --devices 4 --alerts-with "$VARVE" >/dev/null &
+runner=$!
+disown "$runner"
+sleep 0.1
+kill -9 "$runner" 2>/dev/null || true
+while kill -0 "$runner" 2>/dev/null; do sleep 0.01; done
+t run --data "$TDATA" --days 3 --devices 4 --alerts-with "$VARVE"
+t check --data "$TDATA"
+echo "(an external-command handler too: on each new model a shell script runs \`varve log append alerts …\`, which reaches the runtime through its socket with the FIRING as the cause)"
+tv --ns temperature log scan alerts --to 2
+mkdir -p target/demo
+t graph --data "$TDATA" --out target/demo/temperature_trace.png --dot target/demo/temperature_trace.dot --python "$PYTHON"
+echo "(the causal graph of the last prediction is in target/demo/temperature_trace.png: raw readings -> smooth -> predict, and the model's chain; Graphviz DOT in target/demo/temperature_trace.dot, OpenTelemetry JSON in target/demo/temperature_trace.json)"
 
 printf '\nDone. Everything above ran on the embedded journal in %s (now removed).\n' "$DATA"
