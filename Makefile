@@ -75,13 +75,13 @@ bench-pds: build plot-deps
 
 # PART against std, imbl, rpds, rart, vart and blart (issue 5; paper §3.6
 # and §5.1): one criterion binary (crates/varve-part/benches/part.rs), then
-# the ratio tables into docs/part_bench.md and charts into docs/part_*.png
-# (about 20 minutes; VARVE_BENCH_SCALE=quick: 100k keys, about 4 minutes).
+# the ratio tables into docs/benchmarks.md ("PART") and charts into docs/part_*.png
+# (about 10 minutes after the build; VARVE_BENCH_SCALE=quick: 100k keys, a few minutes).
 PART_CRITERION := target/criterion-part
 bench-part: check-toolchain plot-deps
 	rm -rf $(PART_CRITERION)
 	CRITERION_HOME=$(abspath $(PART_CRITERION)) $(CARGO) bench --locked -p varve-part --bench part
-	$(PY) scripts/part_report.py $(PART_CRITERION) docs/part_bench.md docs
+	$(PY) scripts/part_report.py $(PART_CRITERION) docs/benchmarks.md docs
 
 # The crash loop, longer: 1000 SIGKILLs instead of 50.
 soak: check-toolchain

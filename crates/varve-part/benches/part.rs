@@ -6,7 +6,7 @@
 //!
 //! `make bench-part` runs it and `scripts/part_report.py` turns
 //! `$CRITERION_HOME/part-*` (medians; `target/criterion-part` there) plus `part_memory.json` and
-//! `part_meta.json` (written here) into `docs/part_bench.md` and
+//! `part_meta.json` (written here) into the PART section of `docs/benchmarks.md` and
 //! `docs/part_*.png`.
 //!
 //! `VARVE_BENCH_ONLY=maps,union,wordcount` (any subset) runs only those parts.
