@@ -132,7 +132,8 @@ enum TraceCommand {
     },
     /// Every event of one trace, in causal order.
     Show {
-        /// The trace id (32 hex digits, as `varve events tail` prints it).
+        /// The trace id: 32 hex digits, or a unique prefix such as the 12
+        /// digits `varve events tail` prints.
         trace_id: String,
         /// Also write the causal graph as Graphviz DOT to this file.
         #[arg(long, value_name = "FILE")]

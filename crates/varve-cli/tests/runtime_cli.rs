@@ -167,6 +167,9 @@ command = ["sh", "-c", "cd /; {varve} log latest in >/dev/null && {varve} log ge
     assert!(std::fs::read_to_string(&dot).expect("dot").starts_with("digraph varve {"));
     let otel: Value = serde_json::from_str(&std::fs::read_to_string(&otel).expect("otel")).expect("otel JSON");
     assert_eq!(otel["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array().expect("spans").len(), 7);
+    // The 12 digits the text output shows are enough.
+    let by_prefix = env.json(&["trace", "show", &trace[..12]]);
+    assert_eq!(by_prefix["events"], shown["events"]);
 
     let handlers = env.json(&["--ns", "app", "handler", "ls"]);
     let upper = &handlers["handlers"][0];

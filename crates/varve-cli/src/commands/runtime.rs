@@ -7,7 +7,7 @@
 //! [`route_append`]). The read commands open namespaces read-only and work
 //! beside a running runtime.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Seq, SeqRange};
-use varve_runtime::event::{parse_trace, trace_hex, EventJson};
+use varve_runtime::event::{parse_trace, trace_hex, EventJson, TraceId};
 use varve_runtime::socket::{self, Entry, Request};
 use varve_runtime::trace::{self, CausalGraph, RecordRef};
 use varve_runtime::{Builtins, EventId, EventKind, Manifest, RuntimeError, StoredEvent, EVENTS_LOG, SUBSCRIPTIONS_LOG};
@@ -369,12 +369,9 @@ pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> a
 
 /// `varve trace show TRACE_ID [--dot FILE] [--otel FILE]`.
 pub fn trace_show(ctx: &Context<'_>, trace_id: &str, dot: Option<&Path>, otel: Option<&Path>) -> anyhow::Result<()> {
-    let trace = parse_trace(trace_id)?;
     let events = all_events(ctx)?;
+    let trace = resolve_trace(&events, trace_id, &ctx.data)?;
     let found = trace::trace_events(&events, trace);
-    if found.is_empty() {
-        bail!("no events with trace {} in {}", trace_hex(trace), ctx.data.display());
-    }
     if let Some(path) = dot {
         std::fs::write(path, trace::to_dot(&found)).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -384,6 +381,20 @@ pub fn trace_show(ctx: &Context<'_>, trace_id: &str, dot: Option<&Path>, otel: O
     }
     let records = CausalGraph::records(&found);
     print_events(ctx, &records, &found, &format!("trace {}", trace_hex(trace)))
+}
+
+/// A trace id given in full (32 hex digits) or as a prefix of one, such as
+/// the 12 digits the text output of `events tail` and `trace` shows.
+fn resolve_trace(events: &[StoredEvent], text: &str, data: &Path) -> anyhow::Result<TraceId> {
+    parse_trace(text)?; // hex, at most 32 digits
+    let prefix = text.to_ascii_lowercase();
+    let matching: BTreeSet<TraceId> =
+        events.iter().map(|e| e.event.trace).filter(|&t| trace_hex(t).starts_with(&prefix)).collect();
+    match (matching.first(), matching.len()) {
+        (None, _) => bail!("no events with a trace id starting {prefix} in {}", data.display()),
+        (Some(&trace), 1) => Ok(trace),
+        (_, n) => bail!("{n} traces start with {prefix}: give more digits of the trace id (`varve --json events tail` prints them in full)"),
+    }
 }
 
 /// `varve events tail [--from N] [--no-follow]`: decoded `_events`.
