@@ -32,8 +32,10 @@ pub(crate) enum Child<V> {
         bytes: [u8; INLINE_SUFFIX_BYTES_MAX],
         value: V,
     },
-    /// A leaf with a long key suffix. The double box keeps the slot thin.
-    Long { suffix: Box<Box<[u8]>>, value: V },
+    /// A leaf with a long key suffix, shared (not copied) when path copying
+    /// clones the slot: a deep copy cost two allocations per long leaf of
+    /// every copied node. The inner box keeps the slot thin.
+    Long { suffix: Arc<Box<[u8]>>, value: V },
     /// An inner node, shared between versions by reference counting.
     Node(Arc<Node<V>>),
 }
@@ -51,7 +53,7 @@ impl<V> Child<V> {
             Child::Short { len, bytes, value }
         } else {
             Child::Long {
-                suffix: Box::new(suffix.into()),
+                suffix: Arc::new(suffix.into()),
                 value,
             }
         }
