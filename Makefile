@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-pds bench-part bench-runtime soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-pds bench-part bench-runtime fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -82,6 +82,15 @@ bench-part: check-toolchain plot-deps
 	rm -rf $(PART_CRITERION)
 	CRITERION_HOME=$(abspath $(PART_CRITERION)) $(CARGO) bench --locked -p varve-part --bench part
 	$(PY) scripts/part_report.py $(PART_CRITERION) docs/benchmarks.md docs
+
+# PART's fuzz target (crates/varve-part/fuzz: map operations checked against
+# a BTreeMap oracle) under libFuzzer. Needs a nightly toolchain (`rustup
+# toolchain install nightly`); installs cargo-fuzz if missing. `make test`
+# runs the same oracle on 2,000 seeded inputs instead.
+FUZZ_SECONDS ?= 300
+fuzz-part: check-toolchain
+	command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
+	cd crates/varve-part && $(CARGO) +nightly fuzz run oracle -- -max_total_time=$(FUZZ_SECONDS)
 
 # The crash loop, longer: 1000 SIGKILLs instead of 50.
 soak: check-toolchain

@@ -1,8 +1,9 @@
 //! The `BTreeMap` oracle shared by the property tests, the seeded CI run and
 //! the fuzz target (`fuzz/fuzz_targets/oracle.rs` includes this file).
 //!
-//! Keys come from a small alphabet and are 0..=6 bytes long, so keys that
-//! are prefixes of each other are common; a few raw bytes make wide nodes.
+//! Keys come from a small alphabet and are mostly 0..=6 bytes long, so keys
+//! that are prefixes of each other are common; a few raw bytes make wide
+//! nodes, and a few keys of 11..=26 bytes take the long-suffix leaf path.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::missing_panics_doc)]
 
@@ -42,7 +43,11 @@ pub fn decode(data: &[u8]) -> Vec<Op> {
     let mut bytes = data.iter().copied();
     let mut next = move || bytes.next();
     let key = |next: &mut dyn FnMut() -> Option<u8>| -> Option<Vec<u8>> {
-        let len = next()? % 7;
+        // Mostly 0..=6 bytes; one in 16 is 11..=26 bytes, longer than a
+        // leaf slot's inline suffix, so heap suffixes get split, shortened
+        // and lengthened too.
+        let len_byte = next()?;
+        let len = if len_byte >= 240 { 11 + len_byte % 16 } else { len_byte % 7 };
         (0..len).map(|_| next().map(key_byte)).collect()
     };
     let mut ops = Vec::new();
