@@ -71,12 +71,14 @@ impl LineWriter {
 
 /// A warning: one line on stderr, in both modes (stdout stays parseable).
 pub fn warn(message: &str) {
-    eprintln!("warning: {}", one_line(message));
+    // Not `eprintln!`, which panics when stderr is gone (a handler command
+    // whose `varve run` exited): a lost diagnostic is better than a panic.
+    let _ = writeln!(io::stderr(), "warning: {}", one_line(message));
 }
 
 /// An error: one line on stderr, `error: <message>`.
 pub fn error(error: &anyhow::Error) {
-    eprintln!("error: {}", error_message(error));
+    let _ = writeln!(io::stderr(), "error: {}", error_message(error)); // see `warning`
 }
 
 /// Prints records one per line: `SEQ<TAB>VALUE` for people, a JSON object for scripts.

@@ -258,7 +258,10 @@ fn trace_commands_explain_untraced_records() {
     env.ok(&["log", "append", "x", "v"]);
     let out = env.run(&["trace", "causes", "x", "1"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("only records appended through the runtime"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only records appended after a runtime"));
+    let out = env.run(&["events", "tail", "--no-follow"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no runtime has served it yet"));
     let out = env.run(&["trace", "show", "not-hex"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a trace id"));
 }

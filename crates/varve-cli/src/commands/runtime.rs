@@ -356,7 +356,7 @@ pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> a
     let graph = CausalGraph::new(&events);
     if graph.append_of(&ctx.namespace, log, seq).is_none() {
         bail!(
-            "no APPEND event for {log}:{seq} in namespace {}: only records appended through the runtime (`varve run`) are traced",
+            "no APPEND event for {log}:{seq} in namespace {}: only records appended after a runtime (`varve run`) first served the namespace are traced",
             ctx.namespace
         );
     }
@@ -401,7 +401,13 @@ fn resolve_trace(events: &[StoredEvent], text: &str, data: &Path) -> anyhow::Res
 pub fn events_tail(ctx: &Context<'_>, from: Option<Seq>, follow: bool) -> anyhow::Result<()> {
     let ns = ctx.open_read()?;
     let host = varve_runtime::namespace_host(&ns)?.unwrap_or(0);
-    let info = ns.log_info(EVENTS_LOG)?;
+    let info = match ns.log_info(EVENTS_LOG) {
+        Err(LogError::LogNotFound { .. }) => bail!(
+            "namespace {} has no event log: no runtime has served it yet (start one with `varve run APP.toml`)",
+            ctx.namespace
+        ),
+        other => other?,
+    };
     let from = from.unwrap_or_else(|| info.latest.saturating_sub(TAIL_START_EVENTS - 1).max(info.earliest).max(1));
     let mut watch = ns.watch(EVENTS_LOG, from)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
