@@ -2,6 +2,8 @@
 //! on the journal, checkpoints while batches go on, reclaiming generations,
 //! injected I/O faults, and decoder fuzzing. `VARVE_SEED=S` replays a run.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -15,17 +17,7 @@ use varve_pds::testing::FaultyNamespace;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn seed() -> u64 {
-    let seed = std::env::var("VARVE_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .expect("clock")
-                    .subsec_nanos(),
-            )
-        });
+    let seed = common::seed_from_env();
     println!("seed {seed} (replay with VARVE_SEED={seed})");
     seed
 }

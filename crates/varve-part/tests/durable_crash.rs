@@ -19,6 +19,7 @@ use varve_log::{JournalOptions, JournalStore, Namespace};
 use varve_part::durable::{DurableMap, DurableOptions};
 use varve_part::BatchOp;
 
+mod common;
 #[path = "bin/durable_crash_ops.rs"]
 mod ops;
 
@@ -29,17 +30,7 @@ fn acknowledged_batches_survive_sigkill_during_checkpoints() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
-    let seed: u64 = std::env::var("VARVE_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .expect("clock")
-                    .subsec_nanos(),
-            )
-        });
+    let seed = common::seed_from_env();
     println!("durable crash loop: {kills} kills, seed {seed} (replay with VARVE_SEED={seed})");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().expect("tempdir");
