@@ -230,10 +230,17 @@ def test_two_workers_run_python_handlers_at_once_without_deadlock(rt):
         rt.create_topic("topic-%d" % (ctx.seq % 3))
 
     with rt:
+        # Records 1 and 2 first, alone: with more queued, one worker may
+        # claim both in one batch (a fair share of a long queue), and the
+        # barrier would then wait for a handler that runs after it.
+        assert [rt.append("in", b"first"), rt.append("in", b"second")] == [1, 2]
+        deadline = time.monotonic() + WAIT
+        while len(met) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         appended = []
 
         def main_appends():
-            for i in range(100):
+            for i in range(98):
                 appended.append(rt.append("in", str(i).encode()))
 
         feeder = threading.Thread(target=main_appends)
