@@ -2,8 +2,8 @@
 //! Crash-loop child: opens structure `STRUCTURE` (bst, balanced, list) in
 //! the journal namespace `DIR/crash` — completing any update a previous child
 //! was killed in — then applies the deterministic op of each next version
-//! (see `op_for` in tests/crash_loop.rs) and prints `ack <version>` after
-//! each one commits, until it is killed. Usage: `crash_writer DIR SEED STRUCTURE`.
+//! (see `op_for` in tests/crash_loop.rs). Prints `ready` once the structure
+//! is open, then `ack <version>` after each update commits, until killed. Usage: `crash_writer DIR SEED STRUCTURE`.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -35,14 +35,16 @@ fn main() {
     let name = format!("crash-{structure}");
     let opts = Options { extra: 2, keep: None };
     let stdout = std::io::stdout();
-    let ack = |v: u64| {
+    let say = |line: &str| {
         let mut out = stdout.lock();
-        writeln!(out, "ack {v}").expect("stdout");
+        writeln!(out, "{line}").expect("stdout");
         out.flush().expect("stdout");
     };
+    let ack = |v: u64| say(&format!("ack {v}"));
     if structure == Structure::List {
         let mut list = VersionedList::<u64>::open(ns, &name, opts).expect("open list");
         let mut items: Vec<u64> = list.iter(None).expect("iter").collect();
+        say("ready");
         loop {
             let value = value_for(seed, list.latest().expect("latest") + 1);
             let v = if let Some(at) = items.iter().position(|&x| x == value) {
@@ -57,6 +59,7 @@ fn main() {
         }
     } else {
         let mut set = SortedSet::<u64>::open_as(ns, &name, structure, opts).expect("open set");
+        say("ready");
         loop {
             let value = value_for(seed, set.latest().expect("latest") + 1);
             let v = if set.contains(&value, None).expect("contains") { set.delete(&value) } else { set.insert(&value) }
