@@ -75,7 +75,7 @@ pub fn fsck(dir: &Path, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Res
         let file = fs::File::open(&path).context(|| format!("opening {}", path.display()))?;
         state.segments.insert(
             id,
-            crate::journal::segment_state(path.clone(), std::sync::Arc::new(file)),
+            crate::journal::recovery::segment_state(path.clone(), std::sync::Arc::new(file)),
         );
         let scan = scan_segment(&mut state, id, &bytes, 0);
         report.segments += 1;
