@@ -15,7 +15,9 @@
 //! 4. **Crash safety** (durable backends). With `SyncPolicy::Always`, every acknowledged
 //!    append survives a crash; a batch is all or nothing; after recovery each log
 //!    is a prefix, in order, of what was appended; damage is never skipped
-//!    silently.
+//!    silently: a record whose bytes are damaged, or whose segment is gone,
+//!    reads as [`LogError::Lost`] (its seq is not reused), and the log's
+//!    other records stay readable.
 //! 5. **Names.** `[A-Za-z0-9_.-]`, 1..=200 bytes, not `.` or `..`; names that
 //!    begin with `_` are reserved for the system and only created through
 //!    [`LogConfig::system`].
@@ -342,7 +344,16 @@ impl Watch {
     }
 
     fn advance(&mut self, timeout: Option<Duration>) -> Result<Option<Record>> {
-        let record = self.source.wait_for(self.next_seq, timeout)?;
+        let record = match self.source.wait_for(self.next_seq, timeout) {
+            Ok(record) => record,
+            Err(error) => {
+                // A run of lost records is reported once; the watch goes on after it.
+                if let LogError::Lost { last, .. } = &error {
+                    self.next_seq = self.next_seq.max(last + 1);
+                }
+                return Err(error);
+            }
+        };
         if let Some(record) = &record {
             debug_assert_eq!(record.seq, self.next_seq);
             self.next_seq = record.seq + 1;
@@ -355,7 +366,8 @@ impl Iterator for Watch {
     type Item = Result<Record>;
 
     /// Blocks until the next record lands; yields an error (and then goes on
-    /// trying) if the log is deleted or the watcher falls behind retention.
+    /// trying) if the log is deleted or the watcher falls behind retention,
+    /// and one `Lost` error for a run of lost records, then the records after it.
     fn next(&mut self) -> Option<Self::Item> {
         self.advance(None).transpose()
     }

@@ -44,7 +44,10 @@ pub enum LogError {
     InvalidName { name: String, reason: &'static str },
 
     /// A record, batch or frame is larger than its configured limit.
-    #[error("{what} is {size} bytes, over the limit of {limit} bytes: split it, or raise the limit when opening the store")]
+    ///
+    /// `what` is `"record"`, `"batch"` (bytes: records plus
+    /// [`crate::RECORD_OVERHEAD_BYTES`] each) or `"batch (in records)"` (a count).
+    #[error("{}", too_large_message(what, *size, *limit))]
     TooLarge { what: &'static str, size: u64, limit: u64 },
 
     /// `create_log` for an existing name with a different configuration.
@@ -55,9 +58,25 @@ pub enum LogError {
     #[error("invalid argument: {reason}")]
     InvalidArgument { reason: String },
 
-    /// Stored bytes fail their checksum or are inconsistent. Never skipped silently.
-    #[error("journal damaged in {} at byte offset {offset}: {reason} (run `varve fsck` for a full report; `varve fsck --repair` cuts the journal at this point, keeping a copy of what it removes)", segment.display())]
+    /// Stored bytes fail their checksum or are inconsistent where no record
+    /// can be named. Never skipped silently.
+    #[error("journal damaged in {} at byte offset {offset}: {reason} (run `varve fsck` for a full report; `varve fsck --repair` salvages every intact record and records what is lost)", segment.display())]
     Corrupt { segment: PathBuf, offset: u64, reason: String },
+
+    /// Records `first..=last` of a log are in no intact frame: their bytes
+    /// are damaged, or the segment that held them is missing. The log's other
+    /// records stay readable, and these seqs are never reused. Scans and
+    /// watches yield this once per run of lost records and go on after it.
+    #[error("{}", lost_message(log, *first, *last, cause))]
+    Lost { log: String, first: Seq, last: Seq, cause: Box<LossCause> },
+
+    /// The disk (or quota) is full. Nothing was written; the namespace goes on.
+    #[error("no space left on the device for {bytes} more bytes of {}: free some space (delete logs, lower their retention, or open with a smaller segment size) and retry; nothing was written", path.display())]
+    NoSpace { path: PathBuf, bytes: u64 },
+
+    /// A segment written by a newer Varve, in a format this build does not read.
+    #[error("{} at byte offset {offset} cannot be read by this build: {reason}", segment.display())]
+    UnsupportedFormat { segment: PathBuf, offset: u64, reason: String },
 
     /// Another process (or handle) holds the namespace's writer lock.
     #[error("namespace directory {} is locked by another writer (only one process may write a namespace; readers need no lock — open it read-only, or stop the other writer)", path.display())]
@@ -79,6 +98,51 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn too_large_message(what: &str, size: u64, limit: u64) -> String {
+    let (subject, measure, limit_name) = match what {
+        "batch (in records)" => ("batch", format!("has {size} records, over the limit of {limit} records"), "batch_records_max"),
+        "batch" => (
+            "batch",
+            format!(
+                "is {size} bytes (its records plus {} bytes each), over the limit of {limit} bytes",
+                crate::RECORD_OVERHEAD_BYTES
+            ),
+            "batch_bytes_max",
+        ),
+        _ => (what, format!("is {size} bytes, over the limit of {limit} bytes"), "record_bytes_max"),
+    };
+    format!(
+        "{subject} {measure}: split it, or raise the limit when opening the store ({limit_name}: Rust `Limits`, Python `varve.open`, CLI `--{}`)",
+        limit_name.replace('_', "-")
+    )
+}
+
+/// Why records are lost: the damaged bytes, or the missing segment, that held them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LossCause {
+    /// The segment file that held them (or would have: a missing one).
+    pub segment: PathBuf,
+    /// Where in it, when known.
+    pub offset: Option<u64>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for LossCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.offset {
+            Some(offset) => write!(f, "{}; {} at byte offset {offset}", self.reason, self.segment.display()),
+            None => write!(f, "{}; {}", self.reason, self.segment.display()),
+        }
+    }
+}
+
+fn lost_message(log: &str, first: Seq, last: Seq, cause: &LossCause) -> String {
+    let seqs = if first == last { format!("seq {first} is") } else { format!("seqs {first}..={last} are") };
+    format!(
+        "log {log:?} {seqs} lost ({cause}): the log's other records are readable; `varve fsck` lists every loss, and `varve fsck --repair` salvages what is intact and records the loss"
+    )
 }
 
 impl LogError {

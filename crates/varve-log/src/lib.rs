@@ -39,7 +39,7 @@ pub use contract::{
     validate_name, Limits, LogConfig, LogInfo, Namespace, OnFull, Record, Retention, Scan, Seq, SeqRange, Store,
     SyncPolicy, Watch, WatchSource, NAME_BYTES_MAX,
 };
-pub use error::{LogError, Result};
+pub use error::{LogError, LossCause, Result};
 pub use journal::{JournalNamespace, JournalOptions, JournalStore, RecoveryReport};
 pub use memory::{MemoryNamespace, MemoryStore};
 pub use rules::RECORD_OVERHEAD_BYTES;

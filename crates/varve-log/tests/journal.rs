@@ -270,10 +270,10 @@ fn get_checks_each_record_and_names_the_damage() {
     bytes[at + 3] ^= 0x20;
     std::fs::write(&first, &bytes).expect("write");
     match ns.get("a", 1) {
-        Err(LogError::Corrupt { segment, offset, reason }) => {
-            assert_eq!(segment, first);
-            assert_eq!(offset, at as u64 - 20, "names the record's offset");
-            assert!(reason.contains("checksum"), "{reason}");
+        Err(LogError::Lost { log, first: 1, last: 1, cause }) => {
+            assert_eq!((log.as_str(), &cause.segment), ("a", &first));
+            assert_eq!(cause.offset, Some(at as u64 - 20), "names the record's offset");
+            assert!(cause.reason.contains("checksum"), "{}", cause.reason);
         }
         other => panic!("damage not reported: {other:?}"),
     }

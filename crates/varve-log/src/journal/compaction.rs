@@ -1,15 +1,23 @@
 //! Reclaiming disk: sealed segments with no live record are deleted, and the
 //! compactor copies the live records out of mostly-dead segments (`Relocate`
 //! frames) whenever disk use exceeds twice the live data plus one segment.
+//!
+//! A segment with damage is never deleted or compacted here: it stays, as
+//! the evidence, until `fsck --repair` salvages it (`salvage_segment`).
 
 use std::fs;
+use std::ops::Range;
 
 use crate::contract::Seq;
 use crate::error::{IoContext, Result};
-use crate::journal::format::{self, FrameEncoder, FrameKind, ENTRY_HEADER_BYTES};
-use crate::journal::scan::{corrupt, segment_path, Stop};
+use crate::journal::format::{self, FrameEncoder, FrameError, FrameKind, ENTRY_HEADER_BYTES};
+use crate::journal::scan::segment_path;
+use crate::journal::state::State;
 use crate::journal::writer::{position, Writer};
 use crate::journal::{Shared, COMPACTION_SEGMENTS_PER_CALL_MAX, RELOCATE_FRAME_BYTES};
+
+/// A live record found in a segment: its log, seq and payload's byte range.
+type LiveEntry = (u32, Seq, Range<usize>);
 
 impl Shared {
     /// Delete a sealed segment that holds no live record.
@@ -20,26 +28,23 @@ impl Shared {
     /// a power cut would leave a journal whose live records are gone.
     pub(super) fn delete_segment(&self, writer: &mut Writer, id: u32) -> Result<()> {
         debug_assert_ne!(id, writer.active_id);
-        if !self.read_state().segments.contains_key(&id) {
-            return Ok(());
-        }
+        let Some(path) = self.read_state().segments.get(&id).map(|s| s.path.clone()) else { return Ok(()) };
         self.sync_active(writer)?;
-        let removed = self.write_state().segments.remove(&id);
-        if let Some(segment) = removed {
+        self.io.remove_file(&path).context(|| format!("deleting {}", path.display()))?;
+        if let Some(segment) = self.write_state().segments.remove(&id) {
             debug_assert_eq!(segment.live_records, 0);
             writer.disk_bytes -= segment.bytes;
-            fs::remove_file(&segment.path).context(|| format!("deleting {}", segment.path.display()))?;
         }
         Ok(())
     }
 
-    /// Delete sealed segments that no longer hold a live record.
+    /// Delete sealed, undamaged segments that no longer hold a live record.
     pub(super) fn delete_dead_segments(&self, writer: &mut Writer) -> Result<()> {
         let dead: Vec<u32> = self
             .read_state()
             .segments
             .iter()
-            .filter(|(&id, s)| id != writer.active_id && s.live_records == 0)
+            .filter(|(&id, s)| id != writer.active_id && s.live_records == 0 && !s.damaged)
             .map(|(&id, _)| id)
             .collect();
         dead.into_iter().try_for_each(|id| self.delete_segment(writer, id))
@@ -49,7 +54,8 @@ impl Shared {
     ///
     /// Invariant this keeps: if every sealed segment is at least half live,
     /// sealed bytes are at most twice live bytes, so over budget implies a
-    /// victim exists for `compact` (barring one oversized frame).
+    /// victim exists for `compact` (barring one oversized frame, or damaged
+    /// segments, which are kept).
     pub(super) fn over_disk_budget(&self, writer: &Writer) -> bool {
         writer.disk_bytes > 2 * self.read_state().live_bytes_total + self.options.segment_bytes_max
     }
@@ -70,7 +76,7 @@ impl Shared {
                 state
                     .segments
                     .iter()
-                    .filter(|(&id, s)| id != writer.active_id && s.live_bytes * 2 < s.bytes)
+                    .filter(|(&id, s)| id != writer.active_id && !s.damaged && s.live_bytes * 2 < s.bytes)
                     .min_by(|(_, a), (_, b)| {
                         (u128::from(a.live_bytes) * u128::from(b.bytes))
                             .cmp(&(u128::from(b.live_bytes) * u128::from(a.bytes)))
@@ -78,35 +84,23 @@ impl Shared {
                     .map(|(&id, _)| id)
             };
             let Some(victim) = victim else { return Ok(()) };
-            self.relocate_segment(writer, victim)?;
+            if self.relocate_live_records(writer, victim)? {
+                self.delete_segment(writer, victim)?;
+            }
         }
         Ok(())
     }
 
-    /// Copy the live records of segment `id` to the head, then delete it.
-    pub(super) fn relocate_segment(&self, writer: &mut Writer, id: u32) -> Result<()> {
+    /// Copy the intact live records of segment `id` to the head. Returns
+    /// whether the segment checked whole; if not, it is marked damaged and
+    /// its damaged records stay where they are.
+    pub(super) fn relocate_live_records(&self, writer: &mut Writer, id: u32) -> Result<bool> {
         let path = segment_path(&self.dir, id);
         let bytes = fs::read(&path).context(|| format!("reading {} for compaction", path.display()))?;
-        let mut live: Vec<(u32, Seq, std::ops::Range<usize>)> = Vec::new();
-        {
-            let state = self.read_state();
-            let mut at = 0;
-            while at < bytes.len() {
-                let frame = format::check_frame(&bytes[at..], false)
-                    .map_err(|e| corrupt(&path, &Stop { offset: at as u64, reason: format!("{e:?}"), at_tail: false, incomplete: false }))?;
-                if let Ok(format::FrameBody::Append(entries) | format::FrameBody::Relocate(entries)) =
-                    format::parse_body(frame)
-                {
-                    for entry in entries {
-                        let offset = at + entry.offset_in_frame;
-                        let here = state.logs.get(&entry.log_id).and_then(|log| log.position(entry.seq));
-                        if here.is_some_and(|p| p.segment == id && p.offset as usize == offset) {
-                            let start = offset + ENTRY_HEADER_BYTES;
-                            live.push((entry.log_id, entry.seq, start..start + entry.payload.len()));
-                        }
-                    }
-                }
-                at += frame.len;
+        let (live, intact) = live_entries(&self.read_state(), id, &bytes);
+        if !intact {
+            if let Some(segment) = self.write_state().segments.get_mut(&id) {
+                segment.damaged = true;
             }
         }
         let mut pending = live.as_slice();
@@ -138,6 +132,51 @@ impl Shared {
             }
             pending = rest;
         }
-        self.delete_segment(writer, id)
+        Ok(intact)
     }
+}
+
+/// The records of segment `id` (its `bytes`) that are live — the state's
+/// position for their seq points here — and whose checksums hold. Damaged
+/// frames are skipped; the flag says whether there were any.
+fn live_entries(state: &State, id: u32, bytes: &[u8]) -> (Vec<LiveEntry>, bool) {
+    let mut live = Vec::new();
+    let mut intact = true;
+    let mut at = 0;
+    while at < bytes.len() {
+        let (frame, bad) = match format::check_frame(&bytes[at..], true) {
+            Ok(frame) => (frame, Vec::new()),
+            Err(FrameError::BadRecords { len, bad }) => (format::frame_with_bad_records(&bytes[at..], len), bad),
+            Err(_) if bytes[at..].iter().all(|&b| b == 0) => break,
+            Err(FrameError::BadBody { len, .. }) => {
+                intact = false;
+                at += len;
+                continue;
+            }
+            Err(_) => {
+                intact = false;
+                match format::next_frame_after(bytes, at) {
+                    Some(next) => {
+                        at = next;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+        };
+        intact &= bad.is_empty();
+        if let Ok(format::FrameBody::Append(entries) | format::FrameBody::Relocate(entries)) = format::parse_body(frame)
+        {
+            for (index, entry) in entries.iter().enumerate() {
+                let offset = at + entry.offset_in_frame;
+                let here = state.logs.get(&entry.log_id).and_then(|log| log.position(entry.seq));
+                if !bad.contains(&index) && here.is_some_and(|p| p.segment == id && p.offset as usize == offset) {
+                    let start = offset + ENTRY_HEADER_BYTES;
+                    live.push((entry.log_id, entry.seq, start..start + entry.payload.len()));
+                }
+            }
+        }
+        at += frame.len;
+    }
+    (live, intact)
 }

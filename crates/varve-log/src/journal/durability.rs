@@ -7,6 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::error::{LogError, Result};
+use crate::journal::io::SegmentIo;
 
 /// Tracks which written bytes are durable, and lets appenders share fsyncs.
 ///
@@ -15,6 +16,7 @@ use crate::error::{LogError, Result};
 /// so one `sync_data` of the current `file` makes everything up to the
 /// `written` read before it durable.
 pub(super) struct Durability {
+    io: Arc<dyn SegmentIo>,
     pub(super) state: Mutex<DurabilityState>,
     pub(super) synced_changed: Condvar,
     /// Wakes the Group-commit flusher early, to stop.
@@ -31,9 +33,9 @@ pub(super) struct DurabilityState {
 }
 
 impl Durability {
-    pub(crate) fn new(file: Option<Arc<File>>) -> Durability {
+    pub(crate) fn new(file: Option<Arc<File>>, io: Arc<dyn SegmentIo>) -> Durability {
         let state = DurabilityState { written: 0, synced: 0, syncing: false, file, failure: None, stopping: false };
-        Durability { state: Mutex::new(state), synced_changed: Condvar::new(), flusher_wake: Condvar::new() }
+        Durability { io, state: Mutex::new(state), synced_changed: Condvar::new(), flusher_wake: Condvar::new() }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, DurabilityState> {
@@ -60,7 +62,7 @@ impl Durability {
             state.syncing = true;
             let upto = state.written;
             drop(state);
-            let result = file.sync_data();
+            let result = self.io.sync_data(&file);
             state = self.lock();
             state.syncing = false;
             match result {

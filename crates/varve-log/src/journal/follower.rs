@@ -1,5 +1,11 @@
 //! Read-only handles in other processes follow the writer: they pick up the
-//! frames appended since their last look and forget deleted segments.
+//! frames appended since their last look, reading no further than the end
+//! the writer has published (see `published.rs`), so a frame still being
+//! written is never mistaken for damage.
+//!
+//! With nothing published (no writer has run this version here), the newest
+//! segment is read up to its first frame that does not check, which is
+//! treated as unfinished, never as damage.
 
 use std::fs::File;
 use std::path::Path;
@@ -7,25 +13,47 @@ use std::sync::{Arc, PoisonError};
 
 use crate::error::{IoContext, LogError, Result};
 use crate::journal::format::ENTRY_HEADER_BYTES;
-use crate::journal::recovery::segment_state;
-use crate::journal::scan::{corrupt, list_segments, scan_segment, segment_path};
-use crate::journal::{read_up_to, Shared};
+use crate::journal::published::PublishedEnd;
+use crate::journal::read::read_up_to;
+use crate::journal::scan::{list_segments, scan_segment, segment_path, ScanContext, ScanEnd};
+use crate::journal::state::SegmentState;
+use crate::journal::Shared;
 
+/// Where a read-only handle's catch-up resumes.
 pub(super) struct Follower {
-    pub(crate) segment: u32,
-    pub(crate) offset: u64,
+    pub(super) segment: u32,
+    pub(super) offset: u64,
+    /// The writer's published end; `None` until a writer has published one.
+    pub(super) end: Option<PublishedEnd>,
 }
 
 /// How far a read-only handle got in one segment.
-pub(super) struct Followed {
-    pub(super) offset: u64,
-    pub(super) complete: bool,
+struct Followed {
+    offset: u64,
+    /// The segment was read to its end: go on to the next.
+    complete: bool,
 }
 
 /// Read-only handles read segments in chunks of this size (larger if one
-/// frame is larger), so following an active segment does not read its zero
-/// reserve.
+/// frame is larger), so a far-behind reader does not hold a whole segment.
 const FOLLOW_CHUNK_BYTES: u64 = 1 << 20;
+
+/// How often one refresh reads on when the writer reclaimed a segment under
+/// it (its live records moved past the end published when the refresh began).
+const FOLLOW_ROUNDS_MAX: usize = 3;
+
+/// One segment's part of a refresh.
+struct Target<'a> {
+    id: u32,
+    path: &'a Path,
+    file: &'a Arc<File>,
+    previous: Option<u32>,
+    /// Read no further than this offset.
+    limit: u64,
+    /// Bytes before this offset are complete (see `ScanContext`).
+    complete_below: u64,
+    newest: bool,
+}
 
 impl Shared {
     /// Follow the writer (read-only handles): pick up frames appended since
@@ -33,10 +61,41 @@ impl Shared {
     pub(super) fn refresh(&self) -> Result<()> {
         let Some(follower) = &self.follower else { return Ok(()) };
         let mut follower = follower.lock().unwrap_or_else(PoisonError::into_inner);
-        let on_disk = list_segments(&self.dir)?;
+        if follower.end.is_none() {
+            follower.end = PublishedEnd::for_reader(&self.dir)?;
+        }
         let mut changed = false;
-        let resume_segment = follower.segment;
-        for id in on_disk.iter().copied().filter(|&id| id >= resume_segment) {
+        for _ in 0..FOLLOW_ROUNDS_MAX {
+            let published = follower.end.as_ref().and_then(PublishedEnd::load);
+            let causes_before = self.read_state().loss_causes.len();
+            changed |= self.follow(&mut follower, published)?;
+            let new_losses = self.read_state().loss_causes.len() > causes_before;
+            if !new_losses || follower.end.as_ref().and_then(PublishedEnd::load) == published {
+                break;
+            }
+        }
+        if changed {
+            self.notifier.notify();
+        }
+        Ok(())
+    }
+
+    /// One pass over the segments from where the follower is; returns
+    /// whether anything new was applied.
+    fn follow(&self, follower: &mut Follower, published: Option<(u32, u64)>) -> Result<bool> {
+        let on_disk = list_segments(&self.dir)?;
+        let newest_on_disk = on_disk.last().copied();
+        let mut changed = false;
+        let mut previous = (follower.segment > 0).then_some(follower.segment);
+        let start = follower.segment;
+        for id in on_disk.iter().copied().filter(|&id| id >= start) {
+            let (limit, complete_below, newest) = match published {
+                Some((segment, _)) if id > segment => break, // not published yet
+                Some((segment, offset)) if id == segment => (offset, u64::MAX, true),
+                None if Some(id) == newest_on_disk => (u64::MAX, 0, true),
+                // Sealed: complete to its end.
+                Some(_) | None => (u64::MAX, u64::MAX, false),
+            };
             let path = segment_path(&self.dir, id);
             let file = match File::open(&path) {
                 Ok(file) => Arc::new(file),
@@ -44,58 +103,79 @@ impl Shared {
                 Err(e) => return Err(LogError::io(format!("opening {}", path.display()), e)),
             };
             let from = if id == follower.segment { follower.offset } else { 0 };
-            let progress = self.follow_segment(id, &file, &path, from)?;
+            let target = Target {
+                id,
+                path: &path,
+                file: &file,
+                previous: if id == follower.segment { None } else { previous },
+                limit,
+                complete_below,
+                newest,
+            };
+            let progress = self.follow_segment(&target, from)?;
             changed |= progress.offset > from;
             follower.segment = id;
             follower.offset = progress.offset;
+            previous = Some(id);
             if !progress.complete {
-                break; // the writer is mid-frame here: look again later
+                break; // unfinished here: look again later
             }
         }
         let mut state = self.write_state();
-        state.segments.retain(|id, _| on_disk.binary_search(id).is_ok() || *id >= follower.segment);
-        drop(state);
-        if changed {
-            self.notifier.notify();
-        }
-        Ok(())
+        let resume = follower.segment;
+        state.segments.retain(|id, _| on_disk.binary_search(id).is_ok() || *id >= resume);
+        Ok(changed)
     }
 
-    /// Apply the frames of segment `id` from `from` on, reading in chunks and
-    /// stopping at the zero reserve of an active segment. `complete` is false
-    /// when a partial frame ends what is there.
-    pub(super) fn follow_segment(&self, id: u32, file: &Arc<File>, path: &Path, mut from: u64) -> Result<Followed> {
-        let len = file.metadata().context(|| format!("reading {}", path.display()))?.len();
+    /// Apply the frames of one segment from `from` on, reading in chunks.
+    fn follow_segment(&self, target: &Target<'_>, mut from: u64) -> Result<Followed> {
+        let path = target.path;
+        let len = target.file.metadata().context(|| format!("reading {}", path.display()))?.len();
+        let end = len.min(target.limit);
         let mut chunk = FOLLOW_CHUNK_BYTES;
-        while from < len {
-            let wanted = chunk.min(len - from);
-            let bytes = read_up_to(file, from, wanted).context(|| format!("reading {}", path.display()))?;
+        while from < end {
+            let wanted = chunk.min(end - from);
+            let bytes = read_up_to(target.file, from, wanted).context(|| format!("reading {}", path.display()))?;
             // The writer cuts an active segment's zero reserve when it seals
             // it or closes: the file may have shrunk since `len` was read.
             let n = bytes.len() as u64;
             if n == 0 {
                 break;
             }
+            let context = ScanContext {
+                dir: &self.dir,
+                segment: target.id,
+                previous: target.previous,
+                complete_below: target.complete_below,
+                bytes_are_all: from + n >= end || n < wanted,
+                newest: target.newest,
+            };
             let mut state = self.write_state();
             state.gap_records_max += n / ENTRY_HEADER_BYTES as u64;
-            state.segments.entry(id).or_insert_with(|| segment_state(path.to_owned(), file.clone()));
-            let scan = scan_segment(&mut state, id, &bytes, from);
+            state.segments.entry(target.id).or_insert_with(|| SegmentState::new(path.to_owned(), target.file.clone()));
+            let scan = scan_segment(&mut state, &context, &bytes, from);
             drop(state);
             let chunk_start = from;
-            from = scan.valid_end;
-            match scan.stop {
-                // Clean to the end of the chunk: read on.
-                None if from == chunk_start + n => chunk = FOLLOW_CHUNK_BYTES,
-                // Clean before it: the zero reserve, nothing more written yet.
-                None => return Ok(Followed { offset: from, complete: true }),
-                // A frame runs past the chunk (not past the file): read more.
-                Some(stop) if stop.incomplete && chunk_start + n < len => {
-                    chunk = if from > chunk_start { FOLLOW_CHUNK_BYTES } else { chunk * 2 };
+            match scan.end {
+                ScanEnd::Clean if scan.valid_end == chunk_start + n => {
+                    from = scan.valid_end;
+                    chunk = FOLLOW_CHUNK_BYTES;
                 }
-                Some(stop) if !stop.at_tail => return Err(corrupt(path, &stop)),
-                Some(_) => return Ok(Followed { offset: from, complete: false }),
+                // The zero reserve of a segment still open: nothing more yet.
+                ScanEnd::Clean => return Ok(Followed { offset: scan.valid_end, complete: !target.newest }),
+                // A frame runs past the chunk (not past what may be read): read more.
+                ScanEnd::Unfinished { offset } if !context.bytes_are_all => {
+                    chunk = if offset > chunk_start { FOLLOW_CHUNK_BYTES } else { chunk * 2 };
+                    from = offset;
+                }
+                ScanEnd::Unfinished { offset } | ScanEnd::TornTail { offset, .. } => {
+                    return Ok(Followed { offset, complete: false });
+                }
+                ScanEnd::Unsupported { offset, reason } => {
+                    return Err(LogError::UnsupportedFormat { segment: path.to_owned(), offset, reason });
+                }
             }
         }
-        Ok(Followed { offset: from, complete: true })
+        Ok(Followed { offset: from, complete: !target.newest })
     }
 }

@@ -109,13 +109,37 @@ pub(crate) enum FrameBody<'a> {
     Relocate(Vec<Entry<'a>>),
 }
 
-/// Why bytes at some offset are not a valid frame.
+/// Why bytes at some offset are not a valid frame. The variants say how much
+/// of the frame can still be trusted, which is what salvaging needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum FrameError {
-    /// Fewer bytes than the frame needs: a torn write, or one still in flight.
-    Incomplete,
-    /// The bytes are there but wrong.
-    Damaged(String),
+    /// Fewer bytes than the frame needs (its header may be intact, giving
+    /// `len`): a torn write, one still in flight, or a file cut short.
+    Incomplete { len: Option<usize> },
+    /// The header is damaged, so the frame's length cannot be trusted.
+    BadHeader(String),
+    /// The header checks, so the frame is `len` bytes long, but its body does not.
+    BadBody { len: usize, reason: String },
+    /// Header and body check, but the payloads of some records do not (the
+    /// indexes of those entries in the body): the other records are intact.
+    BadRecords { len: usize, bad: Vec<usize> },
+    /// A segment header of a format this build does not read (a newer Varve wrote it).
+    Unsupported(String),
+}
+
+impl FrameError {
+    /// What was wrong, for reports.
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            FrameError::Incomplete { .. } => "frame cut short (torn or unfinished write, or a file cut short)".into(),
+            FrameError::BadHeader(reason) | FrameError::BadBody { reason, .. } | FrameError::Unsupported(reason) => {
+                reason.clone()
+            }
+            FrameError::BadRecords { bad, .. } => {
+                format!("record checksum mismatch ({} record{})", bad.len(), if bad.len() == 1 { "" } else { "s" })
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------- encoding
@@ -250,44 +274,54 @@ pub(crate) struct RawFrame<'a> {
 /// Check the frame that starts at `bytes[0]`: header CRC, body CRC, and (if
 /// `verify_payloads`) every record's CRC.
 pub(crate) fn check_frame(bytes: &[u8], verify_payloads: bool) -> Result<RawFrame<'_>, FrameError> {
-    let Some(header) = bytes.get(..FRAME_HEADER_BYTES) else { return Err(FrameError::Incomplete) };
+    let Some(header) = bytes.get(..FRAME_HEADER_BYTES) else { return Err(FrameError::Incomplete { len: None }) };
     let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
     if crc32c::crc32c(&header[..12]) != word(12) {
-        return Err(FrameError::Damaged("frame header checksum mismatch".into()));
+        return Err(FrameError::BadHeader("frame header checksum mismatch".into()));
     }
     let magic = u16::from_le_bytes([header[0], header[1]]);
     if magic != MAGIC {
-        return Err(FrameError::Damaged(format!("bad frame magic {magic:#06x}")));
+        return Err(FrameError::BadHeader(format!("bad frame magic {magic:#06x}")));
     }
     let Some(kind) = FrameKind::from_u8(header[2]) else {
-        return Err(FrameError::Damaged(format!("unknown frame kind {}", header[2])));
+        return Err(FrameError::BadHeader(format!("unknown frame kind {}", header[2])));
     };
     if header[3] != 0 {
-        return Err(FrameError::Damaged(format!("reserved header byte is {}, not 0", header[3])));
+        return Err(FrameError::BadHeader(format!("reserved header byte is {}, not 0", header[3])));
     }
     let body_len = word(4) as usize;
     if body_len > FRAME_BODY_BYTES_MAX {
-        return Err(FrameError::Damaged(format!("frame body length {body_len} exceeds the maximum")));
+        return Err(FrameError::BadHeader(format!("frame body length {body_len} exceeds the maximum")));
     }
     let len = FRAME_HEADER_BYTES + body_len;
-    let Some(body) = bytes.get(FRAME_HEADER_BYTES..len) else { return Err(FrameError::Incomplete) };
+    let Some(body) = bytes.get(FRAME_HEADER_BYTES..len) else { return Err(FrameError::Incomplete { len: Some(len) }) };
+    let bad_body = |reason: &str| FrameError::BadBody { len, reason: reason.to_owned() };
     match body_crc(kind, body) {
         Some(crc) if crc == word(8) => {}
-        Some(_) => return Err(FrameError::Damaged("frame body checksum mismatch".into())),
-        None => return Err(FrameError::Damaged("record lengths overrun the frame body".into())),
+        Some(_) => return Err(bad_body("frame body checksum mismatch")),
+        None => return Err(bad_body("record lengths overrun the frame body")),
     }
     let frame = RawFrame { kind, body, len };
     if verify_payloads && kind.has_payloads() {
-        for entry in parse_entries(kind, body)? {
-            if !payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES) {
-                return Err(FrameError::Damaged(format!(
-                    "record checksum mismatch (log id {}, seq {})",
-                    entry.log_id, entry.seq
-                )));
-            }
+        let entries = parse_entries(kind, body).map_err(|e| bad_body(&e.reason()))?;
+        let bad: Vec<usize> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| !payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES))
+            .map(|(index, _)| index)
+            .collect();
+        if !bad.is_empty() {
+            return Err(FrameError::BadRecords { len, bad });
         }
     }
     Ok(frame)
+}
+
+/// A frame whose records may not all check: its kind and body, trusted
+/// because the header and body CRCs matched (see [`FrameError::BadRecords`]).
+pub(crate) fn frame_with_bad_records(bytes: &[u8], len: usize) -> RawFrame<'_> {
+    let kind = FrameKind::from_u8(bytes[2]).expect("checked by check_frame");
+    RawFrame { kind, body: &bytes[FRAME_HEADER_BYTES..len], len }
 }
 
 fn payload_crc_matches(payload: &[u8], body: &[u8], entry_at: usize) -> bool {
@@ -316,6 +350,11 @@ pub(crate) fn check_entry(bytes: &[u8], log_id: u32, seq: Seq) -> Result<std::op
     Ok(ENTRY_HEADER_BYTES..bytes.len())
 }
 
+/// A body that parses badly; its length is unknown here (the caller has it).
+fn damaged(reason: &str) -> FrameError {
+    FrameError::BadBody { len: 0, reason: reason.to_owned() }
+}
+
 struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -324,7 +363,7 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
         let end = self.at.checked_add(n).filter(|&end| end <= self.bytes.len());
-        let end = end.ok_or_else(|| FrameError::Damaged("frame body ends early".into()))?;
+        let end = end.ok_or_else(|| damaged("frame body ends early"))?;
         let slice = &self.bytes[self.at..end];
         self.at = end;
         Ok(slice)
@@ -345,7 +384,7 @@ impl<'a> Cursor<'a> {
         if self.at == self.bytes.len() {
             Ok(())
         } else {
-            Err(FrameError::Damaged("trailing bytes after frame body".into()))
+            Err(damaged("trailing bytes after frame body"))
         }
     }
 
@@ -359,15 +398,15 @@ impl<'a> Cursor<'a> {
             0 => Retention::Unbounded,
             1 => Retention::Keep { k, on_full: OnFull::Refuse },
             2 => Retention::Keep { k, on_full: OnFull::Overwrite },
-            other => return Err(FrameError::Damaged(format!("unknown retention tag {other}"))),
+            other => return Err(damaged(&format!("unknown retention tag {other}"))),
         };
         let name_len = self.u16()? as usize;
         let name = std::str::from_utf8(self.take(name_len)?)
-            .map_err(|_| FrameError::Damaged("log name is not UTF-8".into()))?
+            .map_err(|_| damaged("log name is not UTF-8"))?
             .to_owned();
         let config = LogConfig { retention, system: system != 0 };
         if crate::rules::check_create(&name, &config).is_err() {
-            return Err(FrameError::Damaged(format!("stored log {name:?} breaks the naming or config rules")));
+            return Err(damaged(&format!("stored log {name:?} breaks the naming or config rules")));
         }
         Ok(LogDescriptor { id, name, config, latest })
     }
@@ -378,7 +417,7 @@ fn parse_entries(kind: FrameKind, body: &[u8]) -> Result<Vec<Entry<'_>>, FrameEr
     let count = if kind == FrameKind::AppendOne { 1 } else { cursor.u32()? as usize };
     // Each entry takes at least its header: bounds the allocation.
     if count > body.len() / ENTRY_HEADER_BYTES {
-        return Err(FrameError::Damaged(format!("record count {count} cannot fit the frame")));
+        return Err(damaged(&format!("record count {count} cannot fit the frame")));
     }
     let mut entries = Vec::with_capacity(count);
     for _ in 0..count {
@@ -389,7 +428,7 @@ fn parse_entries(kind: FrameKind, body: &[u8]) -> Result<Vec<Entry<'_>>, FrameEr
         let _crc = cursor.u32()?;
         let payload = cursor.take(len)?;
         if seq == 0 {
-            return Err(FrameError::Damaged("record with seq 0".into()));
+            return Err(damaged("record with seq 0"));
         }
         entries.push(Entry { log_id, seq, offset_in_frame, payload });
     }
@@ -404,15 +443,15 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
         FrameKind::SegmentHeader => {
             let format_version = cursor.u16()?;
             if !(FORMAT_VERSION_READ_MIN..=FORMAT_VERSION).contains(&format_version) {
-                return Err(FrameError::Damaged(format!(
-                    "segment format version {format_version}; this build reads versions {FORMAT_VERSION_READ_MIN} to {FORMAT_VERSION}"
+                return Err(FrameError::Unsupported(format!(
+                    "segment format version {format_version}; this build reads versions {FORMAT_VERSION_READ_MIN} to {FORMAT_VERSION}: open it with a newer varve"
                 )));
             }
             let segment_id = cursor.u32()?;
             let next_log_id = cursor.u32()?;
             let count = cursor.u32()? as usize;
             if count > frame.body.len() / 24 {
-                return Err(FrameError::Damaged(format!("log count {count} cannot fit the frame")));
+                return Err(damaged(&format!("log count {count} cannot fit the frame")));
             }
             let logs = (0..count).map(|_| cursor.descriptor()).collect::<Result<_, _>>()?;
             FrameBody::SegmentHeader(SegmentHeader { format_version, segment_id, next_log_id, logs })
@@ -426,12 +465,49 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
     Ok(body)
 }
 
-/// Is there any valid frame starting after `from` in `bytes`? Used to tell a
-/// damaged tail (nothing valid follows: safe to cut) from damage in the middle
-/// (valid frames follow: must not be cut silently).
-pub(crate) fn valid_frame_after(bytes: &[u8], from: usize) -> Option<usize> {
+/// The length a damaged frame's header claims, if it is at most the limit
+/// (the header's checksum failed, so this is only a guess to be confirmed).
+pub(crate) fn claimed_frame_len(bytes: &[u8]) -> Option<usize> {
+    let body_len = u32::from_le_bytes(bytes.get(4..8)?.try_into().expect("4 bytes")) as usize;
+    (body_len <= FRAME_BODY_BYTES_MAX).then_some(FRAME_HEADER_BYTES + body_len)
+}
+
+/// The `(log id, seq)` of the records a damaged append frame seems to hold,
+/// read without trusting its checksums (nor its kind, if that is damaged
+/// too). Best effort, only to name which seqs the damage took: the caller
+/// accepts an entry only if its seq is the one its log expects next.
+pub(crate) fn entries_in_damaged_frame(frame: &[u8]) -> Vec<(u32, Seq)> {
+    let Some(body) = frame.get(FRAME_HEADER_BYTES..) else { return Vec::new() };
+    let kinds = match FrameKind::from_u8(frame[2]) {
+        Some(kind @ (FrameKind::Append | FrameKind::AppendOne)) => vec![kind],
+        Some(_) => Vec::new(),
+        None => vec![FrameKind::AppendOne, FrameKind::Append],
+    };
+    for kind in kinds {
+        let mut cursor = Cursor { bytes: body, at: 0 };
+        let count = if kind == FrameKind::AppendOne { Ok(1) } else { cursor.u32().map(|c| c as usize) };
+        let Ok(count) = count else { continue };
+        let mut entries = Vec::new();
+        for _ in 0..count.min(body.len() / ENTRY_HEADER_BYTES) {
+            let (Ok(log_id), Ok(seq), Ok(len)) = (cursor.u32(), cursor.u64(), cursor.u32()) else { break };
+            entries.push((log_id, seq));
+            if cursor.take(4 + len as usize).is_err() {
+                break;
+            }
+        }
+        if !entries.is_empty() {
+            return entries;
+        }
+    }
+    Vec::new()
+}
+
+/// Where the next frame that can be trusted starts after `from` in `bytes`:
+/// its header and body check (some of its records may still be damaged).
+/// Salvaging resumes there after damage whose length is unknown.
+pub(crate) fn next_frame_after(bytes: &[u8], from: usize) -> Option<usize> {
     let magic = MAGIC.to_le_bytes();
     (from + 1..bytes.len().saturating_sub(FRAME_HEADER_BYTES - 1))
         .filter(|&at| bytes[at] == magic[0] && bytes[at + 1] == magic[1])
-        .find(|&at| check_frame(&bytes[at..], true).is_ok())
+        .find(|&at| matches!(check_frame(&bytes[at..], true), Ok(_) | Err(FrameError::BadRecords { .. })))
 }

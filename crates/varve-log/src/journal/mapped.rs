@@ -6,26 +6,58 @@
 //!
 //! The file is made `capacity` bytes long with its blocks reserved
 //! (`fallocate`) before it is mapped, so a full disk is an error when a
-//! segment starts, never a `SIGBUS` on a later copy into the map. Bytes past
-//! the last frame stay zero; recovery reads an all-zero remainder as the end.
+//! segment starts or grows, never a `SIGBUS` on a later copy into the map.
+//! Bytes past the last frame stay zero; recovery reads an all-zero remainder
+//! as the end.
+//!
+//! The reserve grows with the data: a new segment reserves
+//! [`RESERVE_BYTES_MIN`], and the writer doubles it as frames fill it, up to
+//! the segment's size limit ([`reserve_for`]). So a namespace with little
+//! data takes little disk — a store fits a few MiB on an edge device — and a
+//! busy one remaps its active segment about ten times per segment.
 
 use std::fs::File;
 use std::path::Path;
 
 use memmap2::{MmapMut, MmapOptions};
 
-use crate::error::{IoContext, Result};
+use crate::error::{IoContext, LogError, Result};
+use crate::journal::io::{is_no_space, SegmentIo};
+
+/// The first reserve of a new segment (and the least a segment grows by).
+pub(crate) const RESERVE_BYTES_MIN: u64 = 64 << 10;
+
+/// The reserve to hold `needed` bytes: the current one doubled (at least
+/// [`RESERVE_BYTES_MIN`]) until it fits, but no more than `segment_bytes_max`
+/// unless one frame alone needs more.
+pub(crate) fn reserve_for(current: u64, needed: u64, segment_bytes_max: u64) -> u64 {
+    let mut reserve = current.max(RESERVE_BYTES_MIN);
+    while reserve < needed {
+        reserve = reserve.saturating_mul(2);
+    }
+    reserve.min(segment_bytes_max).max(needed)
+}
 
 pub(crate) struct SegmentMap {
     map: MmapMut,
 }
 
 impl SegmentMap {
-    /// Map `file`, first growing it to at least `capacity` bytes.
-    pub(crate) fn new(file: &File, path: &Path, capacity: u64) -> Result<SegmentMap> {
+    /// Map `file`, first growing it to at least `capacity` bytes with blocks
+    /// reserved. A full disk is [`LogError::NoSpace`], and the file is left
+    /// as long as it was.
+    pub(crate) fn new(file: &File, path: &Path, capacity: u64, io: &dyn SegmentIo) -> Result<SegmentMap> {
         let len = file.metadata().context(|| format!("reading {}", path.display()))?.len();
         if len < capacity {
-            reserve(file, capacity).context(|| format!("reserving {capacity} bytes for {}", path.display()))?;
+            if let Err(e) = io.reserve(file, capacity) {
+                // `fallocate` may have grown the file before failing.
+                let _ = io.set_len(file, len);
+                return Err(if is_no_space(&e) {
+                    LogError::NoSpace { path: path.to_owned(), bytes: capacity - len }
+                } else {
+                    LogError::io(format!("reserving {capacity} bytes for {}", path.display()), e)
+                });
+            }
         }
         let map_len = usize::try_from(len.max(capacity)).expect("segments fit the address space");
         #[expect(unsafe_code, reason = "memory-mapping a file is unsafe by nature; invariant below")]
@@ -49,16 +81,6 @@ impl SegmentMap {
     }
 }
 
-/// Make `file` `len` bytes long with real blocks behind them; on filesystems
-/// without `fallocate`, fall back to a sparse extension.
-fn reserve(file: &File, len: u64) -> std::io::Result<()> {
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
-        Ok(()) => Ok(()),
-        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => file.set_len(len),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// A whole segment's bytes for recovery: mapped when only this process can
 /// change the file (the writer, holding the lock), read into memory
 /// otherwise (a read-only process, whose writer may cut the file at any time).
@@ -79,7 +101,7 @@ impl SegmentBytes {
             let map = unsafe { MmapOptions::new().map(file) }.context(|| format!("mapping {}", path.display()))?;
             return Ok(SegmentBytes::Mapped(map));
         }
-        let bytes = super::read_up_to(file, 0, len).context(|| format!("reading {}", path.display()))?;
+        let bytes = super::read::read_up_to(file, 0, len).context(|| format!("reading {}", path.display()))?;
         Ok(SegmentBytes::Read(bytes))
     }
 }
@@ -92,5 +114,23 @@ impl std::ops::Deref for SegmentBytes {
             SegmentBytes::Mapped(map) => map,
             SegmentBytes::Read(bytes) => bytes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_doubles_up_to_the_segment_limit() {
+        let max = 64 << 20;
+        assert_eq!(reserve_for(0, 100, max), RESERVE_BYTES_MIN);
+        assert_eq!(reserve_for(RESERVE_BYTES_MIN, RESERVE_BYTES_MIN + 1, max), 2 * RESERVE_BYTES_MIN);
+        assert_eq!(reserve_for(RESERVE_BYTES_MIN, 5 * RESERVE_BYTES_MIN, max), 8 * RESERVE_BYTES_MIN);
+        assert_eq!(reserve_for(48 << 20, (48 << 20) + 1, max), max);
+        // A frame larger than a segment gets exactly what it needs.
+        assert_eq!(reserve_for(max, max + 10, max), max + 10);
+        // A tiny segment limit caps the first reserve too.
+        assert_eq!(reserve_for(0, 100, 8192), 8192);
     }
 }

@@ -20,25 +20,42 @@
 //! them whenever disk use exceeds 2× the live data plus one segment, so it
 //! stays within that bound.
 //!
-//! **Crash recovery.** On open every frame is checked. A torn or damaged tail
-//! of the newest segment (nothing valid after it) is cut off, copied first to
-//! `quarantine/`, and reported in [`RecoveryReport`]; damage anywhere else is
-//! [`LogError::Corrupt`] with the segment and offset.
+//! **Readers never see a frame half written.** The writer publishes how far
+//! its frames are complete in the `END` file, after each frame; readers in
+//! other processes read only that far (see `published.rs`).
+//!
+//! **Crash recovery.** On open every frame is checked. A torn write at the end
+//! of the newest segment is cut off, copied first to `quarantine/`, and
+//! reported in [`RecoveryReport::torn_tail`].
+//!
+//! **Damage stays local.** Damage anywhere else — a flipped byte, a segment
+//! cut short, deleted or emptied — does not stop the namespace from opening:
+//! intact records stay readable, records in damaged bytes or missing
+//! segments read as [`LogError::Lost`] naming the log, seqs, segment and
+//! offset (their seqs are never reused), and appends go on. A damaged segment
+//! is kept as it is until [`fsck`] with `repair` copies it to `quarantine/`,
+//! salvages its intact records and records the loss in the `_losses` log.
+//! The rules telling a torn write from damage are in `scan.rs`.
 //!
 //! **Files.** `format` (the byte format), `state` (what is known in memory),
-//! `scan` (walking frames), `recovery` (opening), `writer` (the active
-//! segment and the writing operations), `durability` (fsyncs, group commit,
-//! poisoning), `compaction` (reclaiming disk), `read` (records back),
-//! `follower` (read-only handles following the writer), `lock`, `mapped`
-//! (memory maps) and `fsck`.
+//! `scan` (walking frames, salvaging around damage), `recovery` (opening),
+//! `writer` (the active segment and the writing operations), `durability`
+//! (fsyncs, group commit, poisoning), `compaction` (reclaiming disk), `read`
+//! (records back), `follower` (read-only handles following the writer),
+//! `published` (the `END` file), `io` (the file-system seam for fault
+//! injection), `lock`, `mapped` (memory maps) and `fsck` (checks and repair).
 
 mod compaction;
 mod durability;
+#[cfg(test)]
+mod fault_tests;
 mod follower;
 pub(crate) mod format;
 mod fsck;
+mod io;
 mod lock;
 mod mapped;
+mod published;
 mod read;
 mod recovery;
 mod scan;
@@ -61,15 +78,15 @@ use crate::notify::{NotifiedWatch, Notifier};
 use crate::rules;
 use durability::{start_flusher, Durability};
 use follower::Follower;
+use io::{FileSystem, SegmentIo};
 use lock::acquire_lock;
-use read::read_up_to;
-use recovery::{recover, Tail};
+use published::PublishedEnd;
+use recovery::{recover_as_reader, recover_as_writer, Tail};
 use scan::segment_path;
-use recovery::segment_state;
-use state::State;
+use state::{SegmentState, State};
 use writer::{open_writer, Writer};
 
-pub use fsck::{fsck, Damage, FsckReport};
+pub use fsck::{fsck, FsckReport, LOSSES_LOG};
 
 /// Largest allowed `segment_bytes_max`: positions are `u32` offsets, and a
 /// segment may exceed its target by one frame (at most `FRAME_BODY_BYTES_MAX`).
@@ -139,8 +156,49 @@ pub struct RecoveryReport {
     pub records: u64,
     pub bytes: u64,
     pub duration: Duration,
-    /// A torn or damaged tail that was cut off (writer opens only).
+    /// A torn write at the end of the newest segment that was cut off
+    /// (writer opens only; readers list it in `damage`, with `at_tail`).
     pub torn_tail: Option<TornTail>,
+    /// Damaged bytes found, in journal order. They stay in place until
+    /// `fsck --repair`; the records in them are in `losses`.
+    pub damage: Vec<Damage>,
+    /// Records known to be lost, by log, in runs of seqs.
+    pub losses: Vec<Loss>,
+}
+
+impl RecoveryReport {
+    /// Damage or losses that no repair has recorded in `_losses` yet.
+    #[must_use]
+    pub fn needs_attention(&self) -> bool {
+        self.damage.iter().any(|d| !d.at_tail) || self.losses.iter().any(|loss| !loss.acknowledged)
+    }
+}
+
+/// Damaged bytes in a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub segment: PathBuf,
+    pub offset: u64,
+    /// How many bytes from `offset` on are damaged (skipped).
+    pub len: u64,
+    pub reason: String,
+    /// An unfinished write at the end of the newest segment, as a reader
+    /// saw it: not damage, and cut by the next writer to open the namespace.
+    pub at_tail: bool,
+}
+
+/// A run of records of one log that no intact frame holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    pub log: String,
+    pub first: Seq,
+    pub last: Seq,
+    /// The segment that held them (or would have: a missing one).
+    pub segment: PathBuf,
+    pub offset: Option<u64>,
+    pub reason: String,
+    /// A repair recorded it in the `_losses` log: known, nothing left to salvage.
+    pub acknowledged: bool,
 }
 
 /// The end of the newest segment that did not hold a whole valid frame.
@@ -168,6 +226,11 @@ impl JournalStore {
     pub fn open(dir: impl AsRef<Path>, options: JournalOptions) -> Result<JournalStore> {
         options.validate()?;
         let dir = dir.as_ref().to_owned();
+        if dir.exists() && !dir.is_dir() {
+            return Err(LogError::InvalidArgument {
+                reason: format!("the data directory {} is a file, not a directory: point --data at a directory", dir.display()),
+            });
+        }
         if !options.read_only {
             fs::create_dir_all(&dir).context(|| format!("creating the data directory {}", dir.display()))?;
         }
@@ -230,6 +293,8 @@ struct Shared {
     name: String,
     dir: PathBuf,
     options: JournalOptions,
+    /// Every write to the file system goes through here (see `io.rs`).
+    io: Arc<dyn SegmentIo>,
     state: RwLock<State>,
     /// Writer handles only. Lock order: `writer`, then `state`, then `durability`.
     writer: Option<Mutex<Writer>>,
@@ -246,55 +311,69 @@ struct Shared {
 impl JournalNamespace {
     /// Open the namespace in `dir` (named `name` in errors). Prefer
     /// [`JournalStore::journal_namespace`].
+    pub fn open(dir: &Path, name: &str, options: JournalOptions) -> Result<JournalNamespace> {
+        Self::open_with_io(dir, name, options, Arc::new(FileSystem))
+    }
+
+    /// [`JournalNamespace::open`] with the file-system writes going through `io`.
     ///
     /// # Panics
     ///
     /// Never in practice: it asserts that a handle it just built is not yet shared.
-    pub fn open(dir: &Path, name: &str, options: JournalOptions) -> Result<JournalNamespace> {
+    fn open_with_io(dir: &Path, name: &str, options: JournalOptions, io: Arc<dyn SegmentIo>) -> Result<JournalNamespace> {
         options.validate()?;
         let started = Instant::now();
-        let lock = if options.read_only {
+        if options.read_only {
             if !dir.is_dir() {
                 return Err(LogError::NamespaceNotFound { namespace: name.to_owned() });
             }
-            None
+        } else if dir.exists() && !dir.is_dir() {
+            return Err(LogError::InvalidArgument {
+                reason: format!("{} is a file, not a namespace directory: check the data directory", dir.display()),
+            });
         } else {
             fs::create_dir_all(dir).context(|| format!("creating namespace directory {}", dir.display()))?;
-            Some(acquire_lock(dir)?)
-        };
-        let (state, mut report, tail) = recover(dir, !options.read_only)?;
-        report.duration = started.elapsed();
-
-        let (writer, follower) = if options.read_only {
-            let (segment, offset) = tail.map_or((0, 0), |(id, end)| (id, end));
-            (None, Some(Mutex::new(Follower { segment, offset })))
+        }
+        let (state, mut report, lock, writer, follower) = if options.read_only {
+            let end = PublishedEnd::for_reader(dir)?;
+            let (state, report, tail) = recover_as_reader(dir, end.as_ref(), &mut |_, _| {})?;
+            let (segment, offset) = tail.unwrap_or((0, 0));
+            (state, report, None, None, Some(Mutex::new(Follower { segment, offset, end })))
         } else {
-            (Some(Mutex::new(open_writer(dir, &options, &state, tail)?)), None)
+            let lock = acquire_lock(dir)?;
+            let end = PublishedEnd::for_writer(dir)?;
+            let (state, report, tail) = recover_as_writer(dir, &*io)?;
+            let writer = open_writer(dir, &options, &state, tail, end, &*io)?;
+            (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };
+        report.duration = started.elapsed();
         let active = writer.as_ref().map(|w| w.lock().unwrap_or_else(PoisonError::into_inner).active.clone());
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             dir: dir.to_owned(),
             options,
+            io: io.clone(),
             state: RwLock::new(state),
             writer,
             follower,
-            durability: Arc::new(Durability::new(active)),
+            durability: Arc::new(Durability::new(active, io)),
             flusher: None,
             notifier: Arc::default(),
-            report,
+            report: RecoveryReport::default(),
             _lock: lock,
         });
         if let Some(writer) = &shared.writer {
             let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
             shared.install_active_segment(&mut writer);
-            shared.delete_dead_segments(&mut writer)?;
+            shared.housekeep(&mut writer);
         }
+        report.losses = shared.losses();
         let mut shared = shared;
+        let handle = Arc::get_mut(&mut shared).expect("not shared yet");
+        handle.report = report;
         if let SyncPolicy::Group(delay) = options.sync {
             if !options.read_only {
-                let flusher = start_flusher(shared.durability.clone(), name.to_owned(), delay)?;
-                Arc::get_mut(&mut shared).expect("not shared yet").flusher = Some(flusher);
+                handle.flusher = Some(start_flusher(handle.durability.clone(), name.to_owned(), delay)?);
             }
         }
         Ok(JournalNamespace { shared })
@@ -329,6 +408,12 @@ impl JournalNamespace {
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
+
+    /// Every run of lost records now (read-only handles first catch up).
+    pub fn losses(&self) -> Result<Vec<Loss>> {
+        self.shared.refresh()?;
+        Ok(self.shared.losses())
+    }
 }
 
 impl Shared {
@@ -357,7 +442,8 @@ impl Shared {
     fn install_active_segment(&self, writer: &mut Writer) {
         let mut state = self.write_state();
         let path = segment_path(&self.dir, writer.active_id);
-        let segment = state.segments.entry(writer.active_id).or_insert_with(|| segment_state(path, writer.active.clone()));
+        let segment =
+            state.segments.entry(writer.active_id).or_insert_with(|| SegmentState::new(path, writer.active.clone()));
         segment.bytes = writer.active_len;
         drop(state);
         let mut durability = self.durability.lock();
@@ -445,8 +531,7 @@ impl Namespace for JournalNamespace {
         let Some((first, last)) = rules::clip_scan(log, range.first, range.last, earliest, latest)? else {
             return Ok(Box::new(std::iter::empty()));
         };
-        let log = log.to_owned();
-        Ok(Box::new((first..=last).map(move |seq| Ok(Record { seq, value: self.shared.get(&log, seq)? }))))
+        Ok(Box::new(JournalScan { shared: &self.shared, log: log.to_owned(), next: first, last }))
     }
 
     fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
@@ -467,5 +552,38 @@ impl Namespace for JournalNamespace {
 
     fn sync(&self) -> Result<()> {
         self.shared.sync_all()
+    }
+}
+
+/// A scan: each record in turn, and one `Lost` error for a run of lost
+/// records, after which it goes on.
+struct JournalScan<'a> {
+    shared: &'a Shared,
+    log: String,
+    next: Seq,
+    last: Seq,
+}
+
+impl Iterator for JournalScan<'_> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next > self.last {
+            return None;
+        }
+        let seq = self.next;
+        match self.shared.get(&self.log, seq) {
+            Ok(value) => {
+                self.next += 1;
+                Some(Ok(Record { seq, value }))
+            }
+            Err(error) => {
+                self.next = match &error {
+                    LogError::Lost { last, .. } => last.saturating_add(1),
+                    _ => seq + 1,
+                };
+                Some(Err(error))
+            }
+        }
     }
 }

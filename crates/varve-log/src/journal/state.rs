@@ -1,8 +1,13 @@
 //! What the journal knows in memory: the catalog (logs by id and name), each
-//! log's index seq → position, and per-segment live-data accounting.
+//! log's index seq → position, per-segment live-data accounting, and the
+//! records known to be lost.
 //!
 //! The writer, recovery and read-only refresh all change it only through the
-//! `apply_*` methods, so the three agree by construction.
+//! `apply_*` methods, so the three agree by construction. Recovery and
+//! refresh apply frames found on disk leniently: a frame that disagrees with
+//! what came before (which only damage can cause) is refused with a reason
+//! and skipped by the caller, and records that should exist but are in no
+//! intact frame are marked *lost* rather than making the namespace unreadable.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
@@ -10,13 +15,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::contract::{LogInfo, Seq};
+pub(crate) use crate::error::LossCause;
 use crate::journal::format::{LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES};
 use crate::rules;
 
 /// Where a record lives: the entry header's byte offset in a segment.
 ///
 /// 12 bytes per record: segments are at most 4 GiB (see
-/// `SEGMENT_BYTES_LIMIT`), so `u32` offsets suffice.
+/// `SEGMENT_BYTES_LIMIT`), so `u32` offsets suffice. A lost record has
+/// `segment == LOST_SEGMENT` and the index of its [`LossCause`] as `offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Position {
     pub(crate) segment: u32,
@@ -24,17 +31,33 @@ pub(crate) struct Position {
     pub(crate) len: u32,
 }
 
-impl Position {
-    /// A seq whose record has not been seen (yet) during recovery.
-    pub(crate) const MISSING: Position = Position { segment: u32::MAX, offset: 0, len: 0 };
+/// No segment has this id (ids are at most `u32::MAX - 1`, see `roll`).
+const LOST_SEGMENT: u32 = u32::MAX;
 
-    pub(crate) fn is_missing(self) -> bool {
-        self.segment == u32::MAX
+impl Position {
+    /// A record that should exist but is in no intact frame (yet: during
+    /// recovery a later `Relocate` frame may still supply it).
+    pub(crate) fn lost(cause: usize) -> Position {
+        Position { segment: LOST_SEGMENT, offset: u32::try_from(cause).expect("causes are bounded by frames"), len: 0 }
+    }
+
+    /// The index of the [`LossCause`] of a lost record.
+    pub(crate) fn lost_cause(self) -> Option<usize> {
+        (self.segment == LOST_SEGMENT).then_some(self.offset as usize)
     }
 
     pub(crate) fn entry_bytes(self) -> u64 {
         ENTRY_HEADER_BYTES as u64 + u64::from(self.len)
     }
+}
+
+/// A run of consecutive lost seqs of one log, all for one cause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LostRun {
+    pub(crate) log_id: u32,
+    pub(crate) first: Seq,
+    pub(crate) last: Seq,
+    pub(crate) cause: usize,
 }
 
 #[derive(Debug)]
@@ -60,6 +83,22 @@ impl LogState {
         self.positions.get(index).copied()
     }
 
+    /// The run of lost seqs around `seq` (which is lost), clipped to what
+    /// retention keeps.
+    pub(crate) fn lost_run_around(&self, seq: Seq) -> Option<LostRun> {
+        let cause = self.position(seq)?.lost_cause()?;
+        let same = |s: Seq| self.position(s).and_then(Position::lost_cause) == Some(cause);
+        let mut first = seq;
+        while first > self.base && same(first - 1) {
+            first -= 1;
+        }
+        let mut last = seq;
+        while last < self.latest() && same(last + 1) {
+            last += 1;
+        }
+        Some(LostRun { log_id: self.descriptor.id, first, last, cause })
+    }
+
     pub(crate) fn info(&self) -> LogInfo {
         LogInfo {
             name: self.descriptor.name.clone(),
@@ -78,10 +117,20 @@ pub(crate) struct SegmentState {
     pub(crate) bytes: u64,
     pub(crate) live_records: u64,
     pub(crate) live_bytes: u64,
+    /// Damage was found in it. A damaged segment is never deleted or
+    /// compacted by the writer: it stays, as the evidence, until
+    /// `fsck --repair` salvages its intact records and quarantines it.
+    pub(crate) damaged: bool,
 }
 
-/// A problem found while applying frames; the caller turns it into `Corrupt`
-/// with the segment and offset it was reading.
+impl SegmentState {
+    pub(crate) fn new(path: PathBuf, file: Arc<File>) -> SegmentState {
+        SegmentState { path, file, bytes: 0, live_records: 0, live_bytes: 0, damaged: false }
+    }
+}
+
+/// Why a frame found on disk could not be applied; the caller reports it
+/// as damage at the frame's segment and offset and skips the frame.
 pub(crate) type Inconsistency = String;
 
 #[derive(Debug, Default)]
@@ -96,6 +145,8 @@ pub(crate) struct State {
     /// compactor): bounded by the bytes on disk so a damaged header cannot
     /// make us allocate without limit.
     pub(crate) gap_records_max: u64,
+    /// Indexed by lost positions. Grows only when damage is found.
+    pub(crate) loss_causes: Vec<LossCause>,
 }
 
 impl State {
@@ -114,6 +165,15 @@ impl State {
         }
     }
 
+    /// Record why records are lost; returns the index lost positions carry.
+    pub(crate) fn add_loss_cause(&mut self, cause: LossCause) -> usize {
+        if let Some(existing) = self.loss_causes.iter().rposition(|c| *c == cause) {
+            return existing;
+        }
+        self.loss_causes.push(cause);
+        self.loss_causes.len() - 1
+    }
+
     fn forget(&mut self, position: Position) {
         forget(&mut self.segments, &mut self.live_bytes_total, position);
     }
@@ -122,9 +182,20 @@ impl State {
         remember(&mut self.segments, &mut self.live_bytes_total, position);
     }
 
+    /// A new log. On disk, a name already taken by an older log id means the
+    /// older log's deletion was in bytes since lost: the newer id wins.
     pub(crate) fn apply_create(&mut self, descriptor: LogDescriptor) -> Result<(), Inconsistency> {
-        if self.logs.contains_key(&descriptor.id) || self.ids_by_name.contains_key(&descriptor.name) {
+        if self.logs.contains_key(&descriptor.id) {
             return Err(format!("log {:?} (id {}) created twice", descriptor.name, descriptor.id));
+        }
+        if let Some(&older) = self.ids_by_name.get(&descriptor.name) {
+            if older > descriptor.id {
+                return Err(format!(
+                    "log {:?} created as id {}, but a newer log of that name (id {older}) exists",
+                    descriptor.name, descriptor.id
+                ));
+            }
+            self.apply_delete(older)?;
         }
         self.next_log_id = self.next_log_id.max(descriptor.id + 1);
         let state = LogState { base: descriptor.latest + 1, positions: VecDeque::new(), descriptor };
@@ -144,71 +215,84 @@ impl State {
 
     /// A segment header restates the whole catalog: logs it lacks were deleted
     /// in segments since reclaimed; logs it has may be ahead of what we have
-    /// seen, when the records between were in reclaimed segments.
-    pub(crate) fn apply_segment_header(&mut self, header: &SegmentHeader) -> Result<(), Inconsistency> {
+    /// seen, when the records between were in reclaimed segments (a later
+    /// `Relocate` frame supplies those still live) or in lost ones (`gap_cause`).
+    ///
+    /// Applies every descriptor that agrees with what came before and
+    /// returns the reasons for those that do not (skipped).
+    pub(crate) fn apply_segment_header(&mut self, header: &SegmentHeader, gap_cause: &LossCause) -> Vec<Inconsistency> {
+        let mut problems = Vec::new();
         self.next_log_id = self.next_log_id.max(header.next_log_id);
         let listed: HashMap<u32, &LogDescriptor> = header.logs.iter().map(|d| (d.id, d)).collect();
         let gone: Vec<u32> = self.logs.keys().filter(|id| !listed.contains_key(id)).copied().collect();
         for id in gone {
-            self.apply_delete(id)?;
+            problems.extend(self.apply_delete(id).err());
         }
         for descriptor in &header.logs {
             if !self.logs.contains_key(&descriptor.id) {
-                let fresh = LogDescriptor { latest: 0, ..descriptor.clone() };
-                self.apply_create(fresh)?;
+                if let Err(problem) = self.apply_create(LogDescriptor { latest: 0, ..descriptor.clone() }) {
+                    problems.push(problem);
+                    continue;
+                }
             }
-            let log = self.logs.get(&descriptor.id).expect("present");
+            let log = &self.logs[&descriptor.id];
             if log.descriptor.name != descriptor.name || log.descriptor.config != descriptor.config {
-                return Err(format!("segment header disagrees about log id {}", descriptor.id));
+                problems.push(format!("segment header disagrees about log id {}", descriptor.id));
+                continue;
             }
             if descriptor.latest < log.latest() {
-                return Err(format!(
+                problems.push(format!(
                     "segment header says log {:?} ends at seq {}, but seq {} was already seen",
                     descriptor.name,
                     descriptor.latest,
                     log.latest()
                 ));
+                continue;
             }
-            self.skip_to(descriptor.id, descriptor.latest)?;
+            problems.extend(self.skip_to(descriptor.id, descriptor.latest, gap_cause).err());
         }
-        Ok(())
+        problems
     }
 
     /// Advance a log's latest to `latest` over records we have not seen;
-    /// they must be trimmed or be relocated later, or recovery reports them.
-    fn skip_to(&mut self, log_id: u32, latest: Seq) -> Result<(), Inconsistency> {
-        let State { logs, segments, gap_records_max, live_bytes_total, .. } = self;
-        let log = logs.get_mut(&log_id).expect("caller checked");
+    /// they are lost unless trimmed, or supplied later by a `Relocate` frame.
+    fn skip_to(&mut self, log_id: u32, latest: Seq, gap_cause: &LossCause) -> Result<(), Inconsistency> {
+        let log = &self.logs[&log_id];
         let old_latest = log.latest();
         if latest == old_latest {
             return Ok(());
         }
         let keep_from = rules::earliest_kept(log.descriptor.config.retention, latest);
         let missing_from = (old_latest + 1).max(keep_from);
-        if latest + 1 - missing_from > *gap_records_max {
+        if latest + 1 - missing_from > self.gap_records_max {
             return Err(format!(
                 "log {:?} skips to seq {latest}, more records than the journal could hold",
                 log.descriptor.name
             ));
         }
+        let cause = if missing_from <= latest { Some(self.add_loss_cause(gap_cause.clone())) } else { None };
+        let State { logs, segments, live_bytes_total, .. } = self;
+        let log = logs.get_mut(&log_id).expect("checked above");
         log.descriptor.latest = latest;
         // Drop what retention no longer keeps, then pad up to `latest`.
         trim(log, segments, live_bytes_total, keep_from.min(old_latest + 1));
         if log.positions.is_empty() {
             log.base = missing_from;
         }
-        for _ in missing_from..=latest {
-            log.positions.push_back(Position::MISSING);
+        if let Some(cause) = cause {
+            for _ in missing_from..=latest {
+                log.positions.push_back(Position::lost(cause));
+            }
         }
         trim(log, segments, live_bytes_total, keep_from);
         debug_assert_eq!(log.base + log.positions.len() as u64, latest + 1);
         Ok(())
     }
 
-    /// A new record, at the next seq of its log. Trims per retention.
+    /// A new record, at the next seq of its log (the writer's own appends).
+    /// Trims per retention.
     pub(crate) fn apply_append(&mut self, log_id: u32, seq: Seq, position: Position) -> Result<(), Inconsistency> {
-        let State { logs, segments, live_bytes_total, .. } = self;
-        let log = logs.get_mut(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
+        let log = self.logs.get(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
         if seq != log.latest() + 1 {
             return Err(format!(
                 "log {:?} jumps from seq {} to {seq}: seqs must be dense",
@@ -216,16 +300,51 @@ impl State {
                 log.latest()
             ));
         }
-        log.descriptor.latest = seq;
+        self.push(log_id, position);
+        Ok(())
+    }
+
+    /// A record found on disk at `seq` of its log — `position` may be
+    /// [`Position::lost`] for a record whose bytes are damaged. Seqs skipped
+    /// before it are lost for `gap_cause` (only damage makes a gap).
+    pub(crate) fn salvage_append(
+        &mut self,
+        log_id: u32,
+        seq: Seq,
+        position: Position,
+        gap_cause: impl FnOnce() -> LossCause,
+    ) -> Result<(), Inconsistency> {
+        let log = self.logs.get(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
+        let latest = log.latest();
+        if seq <= latest {
+            return Err(format!("log {:?} seq {seq} again, after seq {latest}", log.descriptor.name));
+        }
+        if seq - latest - 1 > self.gap_records_max {
+            return Err(format!("log {:?} jumps from seq {latest} to {seq}, past what the journal could hold", log.descriptor.name));
+        }
+        if seq > latest + 1 {
+            let cause = self.add_loss_cause(gap_cause());
+            for _ in latest + 1..seq {
+                self.push(log_id, Position::lost(cause));
+            }
+        }
+        self.push(log_id, position);
+        Ok(())
+    }
+
+    /// Append `position` as the log's next seq, then trim per retention.
+    fn push(&mut self, log_id: u32, position: Position) {
+        let State { logs, segments, live_bytes_total, .. } = self;
+        let log = logs.get_mut(&log_id).expect("caller checked");
+        log.descriptor.latest += 1;
         log.positions.push_back(position);
         remember(segments, live_bytes_total, position);
         let keep_from = log.earliest();
         trim(log, segments, live_bytes_total, keep_from);
-        Ok(())
     }
 
     /// A copy of an existing record moved by the compactor; replaces the old
-    /// position if the record is still live, else is ignored.
+    /// position if the record is still live (or lost so far), else is ignored.
     pub(crate) fn apply_relocate(&mut self, log_id: u32, seq: Seq, position: Position) -> Result<(), Inconsistency> {
         let Some(log) = self.logs.get_mut(&log_id) else { return Ok(()) };
         if seq > log.latest() {
@@ -239,19 +358,26 @@ impl State {
         Ok(())
     }
 
-    /// After recovery: every seq that should be readable has a position.
-    pub(crate) fn check_complete(&self) -> Result<(), Inconsistency> {
+    /// Every run of lost records, by log name then seq.
+    pub(crate) fn lost_runs(&self) -> Vec<LostRun> {
+        let mut runs = Vec::new();
         for log in self.logs.values() {
-            if let Some(offset) = log.positions.iter().position(|p| p.is_missing()) {
-                let seq = log.base + offset as u64;
-                return Err(format!(
-                    "log {:?} seq {seq} is missing: the segment that held it is gone",
-                    log.descriptor.name
-                ));
+            for (seq, position) in (log.base..).zip(&log.positions) {
+                if let Some(cause) = position.lost_cause() {
+                    match runs.last_mut() {
+                        Some(LostRun { log_id, last, cause: c, .. })
+                            if *log_id == log.descriptor.id && *last + 1 == seq && *c == cause =>
+                        {
+                            *last = seq;
+                        }
+                        _ => runs.push(LostRun { log_id: log.descriptor.id, first: seq, last: seq, cause }),
+                    }
+                }
             }
             debug_assert!(log.latest() == 0 || log.base == log.earliest());
         }
-        Ok(())
+        runs.sort_by(|a, b| (&self.logs[&a.log_id].descriptor.name, a.first).cmp(&(&self.logs[&b.log_id].descriptor.name, b.first)));
+        runs
     }
 
     pub(crate) fn infos(&self) -> Vec<LogInfo> {
@@ -270,9 +396,6 @@ fn remember(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u
 }
 
 fn forget(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
-    if position.is_missing() {
-        return;
-    }
     if let Some(segment) = segments.get_mut(&position.segment) {
         segment.live_records -= 1;
         segment.live_bytes -= position.entry_bytes();

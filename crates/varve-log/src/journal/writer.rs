@@ -1,20 +1,36 @@
-//! The writing side of a namespace: the active segment, frames written at the
-//! end of the journal, segment rolls, and the operations that write (append,
-//! create and delete a log).
+//! The writing side of a namespace: the active segment, frames written at
+//! the end of the journal, the reserve that grows with them, segment rolls,
+//! and the operations that write (append, create and delete a log).
+//!
+//! **Failures.** A write that fails before its frame is complete publishes
+//! nothing and changes no state: the next frame goes to the same place, and
+//! the namespace goes on (a full disk is [`LogError::NoSpace`]). Once a frame
+//! is written the operation has happened, so the housekeeping after it
+//! (deleting dead segments, compacting) never turns it into a failure: its
+//! errors are left for the next write to retry. A failed fsync poisons the
+//! namespace (see `durability.rs`).
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::contract::{LogConfig, Seq, SyncPolicy};
 use crate::error::{IoContext, LogError, Result};
 use crate::journal::format::{self, FrameEncoder, FrameKind, LogDescriptor};
-use crate::journal::mapped::SegmentMap;
+use crate::journal::io::SegmentIo;
+use crate::journal::mapped::{reserve_for, SegmentMap};
+use crate::journal::published::PublishedEnd;
 use crate::journal::scan::segment_path;
 use crate::journal::state::{Position, State};
 use crate::journal::{JournalOptions, Shared, Tail, PWRITE_FRAME_BYTES_MIN};
 use crate::rules;
+
+/// The unit a reserve is rounded to when only the bytes needed fit.
+const PAGE_BYTES: u64 = 4096;
+
+/// The last segment id a roll may create: `u32::MAX` marks lost records
+/// (see `state.rs`).
+const SEGMENT_ID_MAX: u32 = u32::MAX - 1;
 
 pub(super) struct Writer {
     pub(super) active_id: u32,
@@ -22,15 +38,17 @@ pub(super) struct Writer {
     /// The active segment's map; frames are copied in here.
     pub(super) map: SegmentMap,
     /// Valid bytes in the active segment; the next frame goes here. The
-    /// file and map are longer (preallocated), zero past this point.
+    /// file and map are longer (the reserve), zero past this point.
     pub(super) active_len: u64,
     /// Frames after the header in the active segment (unknown, so 1, for a
     /// segment found non-empty on open).
     pub(super) frames_in_active: u64,
     /// Total bytes written since open, across segments (for durability waits).
     pub(super) written_total: u64,
-    /// Bytes in all segment files (what `compact` keeps within bounds).
+    /// Bytes of frames in all segment files (what `compact` keeps within bounds).
     pub(super) disk_bytes: u64,
+    /// Where readers in other processes learn how far frames are complete.
+    pub(super) end: PublishedEnd,
     pub(super) frame: Vec<u8>,
     pub(super) scratch: Vec<u8>,
 }
@@ -38,21 +56,22 @@ pub(super) struct Writer {
 /// Set up the writer on the newest segment, starting a segment if there is
 /// none (or rewriting the header of one that lost it to a torn write; the
 /// file is reused, so read-only followers keep reading the same file).
-pub(crate) fn open_writer(dir: &Path, options: &JournalOptions, state: &State, tail: Tail) -> Result<Writer> {
+pub(crate) fn open_writer(
+    dir: &Path,
+    options: &JournalOptions,
+    state: &State,
+    tail: Tail,
+    end: PublishedEnd,
+    io: &dyn SegmentIo,
+) -> Result<Writer> {
     let (active_id, active_len) = tail.unwrap_or((1, 0));
     let path = segment_path(dir, active_id);
     let active = match state.segments.get(&active_id) {
         Some(segment) => segment.file.clone(),
-        None => Arc::new(
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .context(|| format!("creating {}", path.display()))?,
-        ),
+        None => Arc::new(io.create_new(&path).context(|| format!("creating {}", path.display()))?),
     };
-    let map = SegmentMap::new(&active, &path, options.segment_bytes_max.max(active_len))?;
+    let capacity = reserve_for(0, active_len + 1, options.segment_bytes_max);
+    let map = map_segment(&active, &path, capacity, active_len + 1, io)?;
     let frames_in_active = u64::from(active_len > 0);
     let mut writer = Writer {
         active_id,
@@ -63,31 +82,39 @@ pub(crate) fn open_writer(dir: &Path, options: &JournalOptions, state: &State, t
         written_total: 0,
         disk_bytes: state.segments.values().map(|s| s.bytes).sum::<u64>()
             + if state.segments.contains_key(&active_id) { 0 } else { active_len },
+        end,
         frame: Vec::new(),
         scratch: Vec::new(),
     };
     if active_len == 0 {
         let len = format::encode_segment_header(&mut writer.scratch, &state.catalog(active_id));
         writer.map.write(0, &writer.scratch[..len]);
-        writer.active.sync_all().context(|| format!("syncing {}", path.display()))?;
-        sync_dir(dir)?;
+        io.sync_data(&writer.active).context(|| format!("syncing {}", path.display()))?;
+        io.sync_dir(dir).context(|| format!("syncing directory {}", dir.display()))?;
         writer.active_len = len as u64;
         writer.disk_bytes += len as u64;
         writer.scratch.clear();
     }
+    writer.end.publish(writer.active_id, writer.active_len);
     Ok(writer)
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .context(|| format!("syncing directory {}", dir.display()))
+/// Map a segment with `capacity` bytes reserved; on a full disk, with just
+/// the `needed` bytes (rounded up to a page), so that small writes —
+/// deleting a log to free space, say — still fit when doubling does not.
+fn map_segment(file: &File, path: &Path, capacity: u64, needed: u64, io: &dyn SegmentIo) -> Result<SegmentMap> {
+    match SegmentMap::new(file, path, capacity, io) {
+        Err(LogError::NoSpace { .. }) if capacity > needed.next_multiple_of(PAGE_BYTES) => {
+            SegmentMap::new(file, path, needed.next_multiple_of(PAGE_BYTES), io)
+        }
+        other => other,
+    }
 }
 
 impl Shared {
     /// Write the frame in `writer.frame` at the end of the journal, rolling
-    /// to a new segment first if it would overflow this one. Returns the
-    /// segment and offset it was written at.
+    /// to a new segment first if it would overflow this one, and publish it.
+    /// Returns the segment and offset it was written at.
     pub(super) fn write_frame(&self, writer: &mut Writer) -> Result<(u32, u64)> {
         let len = writer.frame.len() as u64;
         // A frame larger than a whole segment goes alone into a fresh one.
@@ -96,16 +123,16 @@ impl Shared {
         }
         let at = writer.active_len;
         if at + len > writer.map.capacity() {
-            // Only a frame larger than a segment gets here: grow the file.
+            let capacity = reserve_for(writer.map.capacity(), at + len, self.options.segment_bytes_max);
             let path = segment_path(&self.dir, writer.active_id);
-            writer.map = SegmentMap::new(&writer.active, &path, at + len)?;
+            writer.map = map_segment(&writer.active, &path, capacity, at + len, &*self.io)?;
         }
         if writer.frame.len() < PWRITE_FRAME_BYTES_MIN {
             writer.map.write(at, &writer.frame);
-        } else if let Err(e) = writer.active.write_all_at(&writer.frame, at) {
-            // Nothing is published yet; a partial write leaves bytes past
-            // `active_len` that the next frame overwrites, and recovery never
-            // trusts a frame whose checksums fail.
+        } else if let Err(e) = self.io.write_at(&writer.active, &writer.frame, at) {
+            // Nothing is published; a partial write leaves bytes past
+            // `active_len` that the next frame overwrites, and that a crash
+            // before then leaves as a torn tail.
             let path = segment_path(&self.dir, writer.active_id);
             return Err(LogError::io(format!("appending to {}", path.display()), e));
         }
@@ -113,6 +140,7 @@ impl Shared {
         writer.written_total += len;
         writer.disk_bytes += len;
         writer.frames_in_active += 1;
+        writer.end.publish(writer.active_id, writer.active_len);
         self.durability.lock().written = writer.written_total;
         Ok((writer.active_id, at))
     }
@@ -123,54 +151,76 @@ impl Shared {
     /// durable, and so is the new one's directory entry. That is what lets
     /// `delete_segment` make everything durable with one fsync of the active
     /// segment. (One or two fsyncs per segment of data cost nothing measurable.)
+    /// A roll that fails before the new segment is in use removes its file.
     pub(super) fn roll(&self, writer: &mut Writer) -> Result<()> {
         self.sync_active(writer)?;
-        let id = writer.active_id.checked_add(1).ok_or_else(|| LogError::InvalidArgument {
-            reason: "namespace has used every segment id; copy its logs to a new namespace".into(),
-        })?;
+        if writer.active_id >= SEGMENT_ID_MAX {
+            return Err(LogError::InvalidArgument {
+                reason: "namespace has used every segment id; copy its logs to a new namespace".into(),
+            });
+        }
+        let id = writer.active_id + 1;
         let path = segment_path(&self.dir, id);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .context(|| format!("creating {}", path.display()))?;
-        let mut map = SegmentMap::new(&file, &path, self.options.segment_bytes_max)?;
-        writer.scratch.clear();
-        let len = format::encode_segment_header(&mut writer.scratch, &self.read_state().catalog(id));
-        map.write(0, &writer.scratch[..len]);
-        file.sync_data().context(|| format!("syncing {}", path.display()))?;
-        sync_dir(&self.dir)?;
-        let sealed = writer.active_id;
+        let file = self.io.create_new(&path).context(|| format!("creating {}", path.display()))?;
+        let started = self.start_segment(writer, id, &path, &file);
+        let (map, len) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                // Best effort: a leftover empty segment is removed on the next open anyway.
+                let _ = self.io.remove_file(&path);
+                return Err(e);
+            }
+        };
         let sealed_file = std::mem::replace(&mut writer.active, Arc::new(file));
-        // Cut the sealed segment's zero reserve: sealed files end at their last frame.
         drop(std::mem::replace(&mut writer.map, map));
-        let sealed_path = segment_path(&self.dir, sealed);
-        sealed_file.set_len(writer.active_len).context(|| format!("sealing {}", sealed_path.display()))?;
+        // Cut the sealed segment's zero reserve: sealed files end at their
+        // last frame. Best effort: the next writer open finishes a cut that failed.
+        let _ = self.io.set_len(&sealed_file, writer.active_len);
         writer.active_id = id;
         writer.active_len = len as u64;
         writer.frames_in_active = 0;
         writer.written_total += len as u64;
         writer.disk_bytes += len as u64;
         self.install_active_segment(writer);
+        writer.end.publish(writer.active_id, writer.active_len);
         self.durability.lock().written = writer.written_total;
-        let sealed_is_dead = self.read_state().segments.get(&sealed).is_some_and(|s| s.live_records == 0);
-        if sealed_is_dead {
-            self.delete_segment(writer, sealed)?;
-        }
         Ok(())
+    }
+
+    /// Reserve, head and make durable a new segment file; returns its map
+    /// and the header's length.
+    fn start_segment(&self, writer: &mut Writer, id: u32, path: &Path, file: &File) -> Result<(SegmentMap, usize)> {
+        writer.scratch.clear();
+        let len = format::encode_segment_header(&mut writer.scratch, &self.read_state().catalog(id));
+        let capacity = reserve_for(0, len as u64, self.options.segment_bytes_max);
+        let mut map = map_segment(file, path, capacity, len as u64, &*self.io)?;
+        debug_assert!(map.capacity() >= len as u64);
+        map.write(0, &writer.scratch[..len]);
+        self.io.sync_data(file).context(|| format!("syncing {}", path.display()))?;
+        self.io.sync_dir(&self.dir).context(|| format!("syncing directory {}", self.dir.display()))?;
+        Ok((map, len))
     }
 
     /// fsync the active segment (everything before it is durable already:
     /// see `roll`). A failure poisons the namespace.
     pub(super) fn sync_active(&self, writer: &Writer) -> Result<()> {
-        if let Err(e) = writer.active.sync_data() {
+        if let Err(e) = self.io.sync_data(&writer.active) {
             self.durability.poison(format!("fsync failed: {e}"));
             return self.durability.poisoned(&self.name);
         }
         let mut durability = self.durability.lock();
         durability.synced = durability.synced.max(writer.written_total);
         Ok(())
+    }
+
+    /// After a frame is written: delete dead segments and compact. A failure
+    /// here never fails the operation that wrote the frame (it happened);
+    /// the next write retries. A failed fsync has poisoned the namespace,
+    /// which the operation's durability wait reports.
+    pub(super) fn housekeep(&self, writer: &mut Writer) {
+        if self.delete_dead_segments(writer).is_ok() && self.over_disk_budget(writer) {
+            let _ = self.compact(writer);
+        }
     }
 }
 
@@ -236,10 +286,7 @@ impl Shared {
                 s.bytes = writer.active_len;
             }
         }
-        self.delete_dead_segments(&mut writer)?;
-        if self.over_disk_budget(&writer) {
-            self.compact(&mut writer)?;
-        }
+        self.housekeep(&mut writer);
         let written = writer.written_total;
         drop(writer);
         self.notifier.notify();
@@ -300,7 +347,7 @@ impl Shared {
         format::encode_delete(&mut writer.frame, id);
         self.write_catalog_frame(&mut writer)?;
         self.write_state().apply_delete(id).map_err(|reason| self.poison_inconsistent(&reason))?;
-        self.delete_dead_segments(&mut writer)?;
+        self.housekeep(&mut writer);
         let written = writer.written_total;
         drop(writer);
         self.notifier.notify();
