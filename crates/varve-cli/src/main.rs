@@ -56,6 +56,49 @@ struct GlobalArgs {
     /// Print JSON for scripts: one object per answer, one per line for record streams.
     #[arg(long, global = true)]
     json: bool,
+    /// A journal segment rolls once it would grow past this (e.g. 4MiB;
+    /// 4KiB to 2GiB). Segments reserve disk as they fill, so a small store
+    /// takes little disk whatever this is.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size, default_value = "64MiB")]
+    segment_bytes_max: u64,
+    /// The largest record an append accepts (e.g. 16MiB).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size, default_value = "16MiB")]
+    record_bytes_max: u64,
+    /// The largest batch (its records plus 20 bytes each) an append accepts.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size, default_value = "64MiB")]
+    batch_bytes_max: u64,
+}
+
+impl GlobalArgs {
+    /// The journal options the size flags ask for.
+    fn journal_options(&self) -> varve_log::JournalOptions {
+        varve_log::JournalOptions {
+            segment_bytes_max: self.segment_bytes_max,
+            limits: varve_log::Limits {
+                record_bytes_max: self.record_bytes_max,
+                batch_bytes_max: self.batch_bytes_max,
+                ..varve_log::Limits::default()
+            },
+            ..varve_log::JournalOptions::default()
+        }
+    }
+}
+
+/// A size in bytes: a number with an optional unit (`B`, `KiB`, `MiB`,
+/// `GiB`; `K`, `M`, `G` mean the same).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size: write e.g. 65536, 64KiB or 4MiB"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" | "k" | "kib" | "KB" => 10,
+        "M" | "MiB" | "m" | "mib" | "MB" => 20,
+        "G" | "GiB" | "g" | "gib" | "GB" => 30,
+        other => return Err(format!("unknown size unit {other:?}: use B, KiB, MiB or GiB")),
+    };
+    number.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -360,7 +403,8 @@ struct TailArgs {
 
 #[derive(Debug, Args)]
 struct FsckArgs {
-    /// Cut the journal at the first damage (what is cut is copied to `quarantine/`).
+    /// Salvage every intact record out of damaged segments (copies of those
+    /// go to `quarantine/`) and record every lost record in `_losses`.
     #[arg(long)]
     repair: bool,
     /// Check every namespace in the data directory, not just --ns.
@@ -388,7 +432,8 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
-    let ctx = commands::Context { data: cli.global.data.clone(), namespace: cli.global.ns.clone(), out };
+    let journal = cli.global.journal_options();
+    let ctx = commands::Context { data: cli.global.data.clone(), namespace: cli.global.ns.clone(), out, journal };
     match &cli.command {
         Command::Log { command } => {
             use commands::log;
@@ -520,5 +565,17 @@ mod tests {
     #[test]
     fn clap_definitions_are_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        use super::parse_size;
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert!(parse_size("4 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
     }
 }

@@ -1,14 +1,15 @@
 //! `varve fsck [--repair] [--all]`: check every frame of a namespace's journal
-//! (see `varve_log::journal::fsck`) and report each damage precisely.
+//! (see `varve_log::journal::fsck`), report each damage and every run of
+//! lost records precisely, and with `--repair` salvage what is intact.
 //!
-//! Exit code 2 when damage was found and not repaired, so scripts and
-//! monitoring can tell "damaged" from "could not check" (1).
+//! Exit code 2 when damage or unrecorded losses were found and not repaired,
+//! so scripts and monitoring can tell "damaged" from "could not check" (1).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::Serialize;
-use varve_log::journal::{Damage, FsckReport};
+use varve_log::journal::{FsckReport, LOSSES_LOG};
 use varve_log::{validate_name, JournalOptions, JournalStore, Store};
 
 use super::{namespace_dir, Context};
@@ -37,22 +38,32 @@ pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCod
             bar.set_position(done);
         })?;
         bar.finish_and_clear();
-        // The library cuts at the first damage, so everything after it goes
-        // too, and it re-opens the journal to confirm before returning.
-        let repaired = report.repaired;
-        damaged |= !report.is_clean() && !repaired;
-        print(ctx, namespace, &dir, &report, repaired)?;
+        damaged |= !report.is_clean() && !report.repaired;
+        print(ctx, namespace, &dir, &report, repair)?;
     }
     Ok(if damaged { ExitCode::from(EXIT_DAMAGED) } else { ExitCode::SUCCESS })
 }
 
-fn print(ctx: &Context<'_>, namespace: &str, dir: &Path, report: &FsckReport, repaired: bool) -> std::io::Result<()> {
+fn print(ctx: &Context<'_>, namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> std::io::Result<()> {
     #[derive(Serialize)]
     struct DamageJson<'a> {
         segment: &'a Path,
         offset: u64,
+        len: u64,
         reason: &'a str,
+        /// An unfinished write at the end of the newest segment.
         at_tail: bool,
+    }
+    #[derive(Serialize)]
+    struct LossJson<'a> {
+        log: &'a str,
+        first: u64,
+        last: u64,
+        segment: &'a Path,
+        offset: Option<u64>,
+        reason: &'a str,
+        /// Recorded in `_losses` by a repair.
+        recorded: bool,
     }
     #[derive(Serialize)]
     struct Report<'a> {
@@ -65,8 +76,10 @@ fn print(ctx: &Context<'_>, namespace: &str, dir: &Path, report: &FsckReport, re
         logs: usize,
         clean: bool,
         damage: Vec<DamageJson<'a>>,
+        losses: Vec<LossJson<'a>>,
         repaired: bool,
         quarantined: &'a [PathBuf],
+        salvaged_records: u64,
     }
     let answer = Report {
         namespace,
@@ -80,15 +93,29 @@ fn print(ctx: &Context<'_>, namespace: &str, dir: &Path, report: &FsckReport, re
         damage: report
             .damage
             .iter()
-            .map(|d| DamageJson { segment: &d.segment, offset: d.offset, reason: &d.reason, at_tail: d.at_tail })
+            .map(|d| DamageJson { segment: &d.segment, offset: d.offset, len: d.len, reason: &d.reason, at_tail: d.at_tail })
             .collect(),
-        repaired,
+        losses: report
+            .losses
+            .iter()
+            .map(|l| LossJson {
+                log: &l.log,
+                first: l.first,
+                last: l.last,
+                segment: &l.segment,
+                offset: l.offset,
+                reason: &l.reason,
+                recorded: l.acknowledged,
+            })
+            .collect(),
+        repaired: report.repaired,
         quarantined: &report.quarantined,
+        salvaged_records: report.salvaged_records,
     };
-    ctx.out.answer(&answer, || human(namespace, dir, report, repaired))
+    ctx.out.answer(&answer, || human(namespace, dir, report, repair))
 }
 
-fn human(namespace: &str, dir: &Path, report: &FsckReport, repaired: bool) -> String {
+fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> String {
     let mut lines = vec![format!(
         "namespace {namespace} ({}): {}, {}, {}, {}, {}",
         dir.display(),
@@ -98,28 +125,68 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repaired: bool) -> St
         count(report.bytes, "byte"),
         count(report.logs.len() as u64, "log"),
     )];
-    lines.extend(report.damage.iter().map(damage_line));
-    if report.is_clean() {
-        lines.push("clean: every frame checks out".to_owned());
-    } else if repaired {
-        lines.push("repaired: the journal was cut at the first damage; the cut bytes were saved to:".to_owned());
-        lines.extend(report.quarantined.iter().map(|path| format!("  {}", path.display())));
-    } else {
+    for damage in &report.damage {
+        let kind = if damage.at_tail { "unfinished write at the end" } else { "damaged" };
         lines.push(format!(
-            "damaged: {} found; `varve fsck --repair` cuts the journal at the first damage (keeping a copy of what it removes)",
-            count(report.damage.len() as u64, "problem")
+            "{kind}: {} bytes {}..{}: {}",
+            damage.segment.display(),
+            damage.offset,
+            damage.offset + damage.len,
+            damage.reason
         ));
     }
-    lines.join("\n")
-}
-
-fn damage_line(damage: &Damage) -> String {
-    let place = if damage.at_tail {
-        "torn tail: nothing valid follows in this segment"
+    for loss in &report.losses {
+        let seqs = if loss.first == loss.last { format!("seq {}", loss.first) } else { format!("seqs {}..={}", loss.first, loss.last) };
+        let place = match loss.offset {
+            Some(offset) => format!("{} at byte offset {offset}", loss.segment.display()),
+            None => loss.segment.display().to_string(),
+        };
+        let recorded = if loss.acknowledged { format!(" [recorded in {LOSSES_LOG}]") } else { String::new() };
+        lines.push(format!("lost: log {} {seqs} ({}; {place}){recorded}", loss.log, loss.reason));
+    }
+    let unrecorded = report.losses.iter().filter(|l| !l.acknowledged).count();
+    if !repair {
+        if report.is_clean() {
+            let known = if report.losses.is_empty() { String::new() } else { " (the losses above were recorded by a repair; nothing is left to salvage)".to_owned() };
+            lines.push(format!("clean: every frame checks out{known}"));
+        } else {
+            lines.push(format!(
+                "damaged: {} and {} lost; the other records read as usual. `varve fsck --repair` \
+                 (with the namespace's writer stopped) salvages every intact record and records the losses",
+                count(report.damage.len() as u64, "damaged region"),
+                count(unrecorded as u64, "run of records"),
+            ));
+        }
+    } else if report.repaired {
+        if let Some(torn) = &report.torn_tail {
+            lines.push(format!(
+                "cut an unfinished write off {} at byte offset {} ({} bytes saved to {})",
+                torn.segment.display(),
+                torn.offset,
+                torn.dropped_bytes,
+                torn.saved_to.display()
+            ));
+        }
+        if !report.quarantined.is_empty() {
+            lines.push(format!(
+                "salvaged {} out of {}; copies of them are kept in quarantine:",
+                count(report.salvaged_records, "intact record"),
+                count(report.quarantined.len() as u64, "damaged segment"),
+            ));
+            lines.extend(report.quarantined.iter().map(|path| format!("  {}", path.display())));
+        }
+        if !report.losses.is_empty() {
+            lines.push(format!(
+                "recorded {} in {LOSSES_LOG}; their seqs stay unused and read as lost",
+                count(report.losses.len() as u64, "run of lost records")
+            ));
+        }
+        let nothing_done = report.torn_tail.is_none() && report.quarantined.is_empty() && report.losses.is_empty();
+        lines.push(if nothing_done { "clean: nothing to repair" } else { "repaired: the namespace checks clean" }.to_owned());
     } else {
-        "not a tail: valid data follows, or the journal is inconsistent"
-    };
-    format!("damage: {} at byte offset {}: {} [{place}]", damage.segment.display(), damage.offset, damage.reason)
+        lines.push("not repaired: the namespace still does not check clean after the repair; run `varve fsck` for what remains".to_owned());
+    }
+    lines.join("\n")
 }
 
 /// `1 frame`, `2 frames`.

@@ -158,13 +158,28 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
         indicatif::ProgressBar::hidden()
     };
     let mut writer = ctx.out.records();
+    let mut lost = 0;
     for record in ns.scan(name, range)? {
-        let record = record?;
-        writer.write(record.seq, &record.value)?;
-        bar.inc(1);
+        match record {
+            Ok(record) => {
+                writer.write(record.seq, &record.value)?;
+                bar.inc(1);
+            }
+            // A run of lost records: say so and go on with the intact ones.
+            Err(error @ varve_log::LogError::Lost { first, last, .. }) => {
+                writer.flush()?;
+                output::warn(&error.to_string());
+                lost += last - first + 1;
+                bar.inc(last - first + 1);
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     writer.flush()?;
     bar.finish_and_clear();
+    if lost > 0 {
+        bail!("{lost} record(s) of log {name} are lost (see the warnings above); every other record was printed");
+    }
     Ok(())
 }
 
@@ -185,7 +200,16 @@ pub fn tail(ctx: &Context<'_>, name: &str, from: Option<Seq>) -> anyhow::Result<
         // Print whatever is there without flushing per record; flush only
         // before blocking, so a follower reading our stdout sees every record.
         // (A failed step leaves the watch where it was, so retrying is safe.)
-        match follow_step(&mut watch, block)? {
+        let step = match follow_step(&mut watch, block) {
+            // A run of lost records: say so; the watch goes on after it.
+            Err(error @ varve_log::LogError::Lost { .. }) => {
+                writer.flush()?;
+                output::warn(&error.to_string());
+                continue;
+            }
+            other => other?,
+        };
+        match step {
             FollowStep::Record(record) => {
                 writer.write(record.seq, &record.value)?;
                 block = false;

@@ -15,7 +15,7 @@ pub mod runtime;
 
 use std::path::{Path, PathBuf};
 
-use varve_log::{JournalNamespace, JournalOptions, JournalStore, SyncPolicy};
+use varve_log::{JournalNamespace, JournalOptions, JournalStore, RecoveryReport, SyncPolicy};
 
 use crate::output::Output;
 
@@ -24,21 +24,27 @@ pub struct Context<'a> {
     pub data: PathBuf,
     pub namespace: String,
     pub out: &'a Output,
+    /// How the store is opened: segment size and limits from the global
+    /// options (read-only and sync are set per command).
+    pub journal: JournalOptions,
 }
 
 impl Context<'_> {
     /// Open the namespace for reading only. Fails with `NamespaceNotFound`
-    /// if it was never written.
+    /// if it was never written. Warns on stderr about damage or lost records.
     pub fn open_read(&self) -> varve_log::Result<JournalNamespace> {
-        let options = JournalOptions { read_only: true, ..JournalOptions::default() };
-        JournalStore::open(&self.data, options)?.journal_namespace(&self.namespace)
+        let options = JournalOptions { read_only: true, ..self.journal };
+        let ns = JournalStore::open(&self.data, options)?.journal_namespace(&self.namespace)?;
+        warn_about_damage(&self.namespace, ns.recovery_report());
+        Ok(ns)
     }
 
     /// Open (creating if needed) the namespace for writing, durable appends.
-    /// Warns on stderr if opening cut off a torn tail.
+    /// Warns on stderr if opening cut off a torn tail, or found damage.
     pub fn open_write(&self) -> varve_log::Result<JournalNamespace> {
-        let options = JournalOptions { sync: SyncPolicy::Always, ..JournalOptions::default() };
+        let options = JournalOptions { sync: SyncPolicy::Always, read_only: false, ..self.journal };
         let ns = JournalStore::open(&self.data, options)?.journal_namespace(&self.namespace)?;
+        warn_about_damage(&self.namespace, ns.recovery_report());
         if let Some(torn) = &ns.recovery_report().torn_tail {
             crate::output::warn(&format!(
                 "opening cut a torn tail off {} at byte offset {}: {}; dropped {} bytes, saved to {}",
@@ -51,6 +57,24 @@ impl Context<'_> {
         }
         Ok(ns)
     }
+}
+
+/// One line on stderr when a namespace holds damage or lost records that no
+/// repair has recorded: reads of those records fail, the others work.
+fn warn_about_damage(namespace: &str, report: &RecoveryReport) {
+    if !report.needs_attention() {
+        return;
+    }
+    let lost: u64 = report.losses.iter().filter(|l| !l.acknowledged).map(|l| l.last - l.first + 1).sum();
+    let logs: std::collections::BTreeSet<&str> =
+        report.losses.iter().filter(|l| !l.acknowledged).map(|l| l.log.as_str()).collect();
+    let damaged = report.damage.iter().filter(|d| !d.at_tail).count();
+    crate::output::warn(&format!(
+        "namespace {namespace} has damage: {damaged} damaged region(s), {lost} record(s) lost in {} log(s) ({}); \
+         the other records read as usual; `varve fsck` lists every loss, `varve fsck --repair` salvages the rest",
+        logs.len(),
+        logs.into_iter().collect::<Vec<_>>().join(", "),
+    ));
 }
 
 /// `DIR/<namespace>`: where the journal keeps one namespace (see
