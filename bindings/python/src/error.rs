@@ -55,6 +55,12 @@ impl From<PdsError> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An argument out of its range: raised as `varve.InvalidArgument` (a
+/// `ValueError`), `reason` saying what is accepted.
+pub fn invalid_argument(reason: impl Into<String>) -> Error {
+    Error::Log(LogError::InvalidArgument { reason: reason.into() })
+}
+
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {

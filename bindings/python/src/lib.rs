@@ -23,6 +23,7 @@
 #![expect(clippy::needless_pass_by_value, reason = "pyo3 extracts arguments by value")]
 
 mod bench;
+mod duration;
 mod error;
 mod key;
 mod log;

@@ -17,15 +17,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 use varve_log::{
-    JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, LogInfo as RustLogInfo, Namespace as _,
-    OnFull, Record, Retention, Seq, SeqRange, SyncPolicy, Watch as RustWatch,
+    JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, LogInfo as RustLogInfo,
+    Namespace as _, OnFull, Record, Retention, Seq, SeqRange, SyncPolicy, Watch as RustWatch,
 };
 
-use crate::error::{Error, Result};
+use crate::duration::seconds_or_none;
+use crate::error::{invalid_argument, Error, Result};
 use crate::pds::StructState;
 
 /// How long a blocking watch waits in one go before it checks for Ctrl-C and
@@ -88,17 +89,19 @@ impl NsState {
     }
 }
 
-fn sync_policy(sync: &str, group_delay: f64) -> PyResult<SyncPolicy> {
+fn sync_policy(sync: &str, group_delay: f64) -> Result<SyncPolicy> {
     match sync {
         "always" => Ok(SyncPolicy::Always),
         "never" => Ok(SyncPolicy::Never),
         "group" => {
             if !(group_delay > 0.0 && group_delay <= 60.0) {
-                return Err(PyValueError::new_err("group_delay is in seconds, above 0 and at most 60"));
+                return Err(invalid_argument(format!(
+                    "group_delay is in seconds, above 0 and at most 60, not {group_delay:?}"
+                )));
             }
             Ok(SyncPolicy::Group(Duration::from_secs_f64(group_delay)))
         }
-        other => Err(PyValueError::new_err(format!("sync={other:?}: use \"always\", \"group\" or \"never\""))),
+        other => Err(invalid_argument(format!("sync={other:?}: use \"always\", \"group\" or \"never\""))),
     }
 }
 
@@ -226,13 +229,21 @@ pub struct Namespace {
     pub(crate) state: Arc<NsState>,
 }
 
-pub(crate) fn retention(keep: Option<u64>, on_full: &str) -> PyResult<LogConfig> {
+pub(crate) fn retention(keep: Option<u64>, on_full: &str) -> Result<LogConfig> {
     let on_full = match on_full {
         "refuse" => OnFull::Refuse,
         "overwrite" => OnFull::Overwrite,
-        other => return Err(PyValueError::new_err(format!("on_full={other:?}: use \"refuse\" or \"overwrite\""))),
+        other => return Err(invalid_argument(format!("on_full={other:?}: use \"refuse\" or \"overwrite\""))),
     };
-    Ok(keep.map_or_else(LogConfig::unbounded, |k| LogConfig::keep(k, on_full)))
+    match keep {
+        Some(k) => Ok(LogConfig::keep(k, on_full)),
+        // As `varve log create` refuses --on-full without --keep.
+        None if on_full == OnFull::Overwrite => Err(invalid_argument(
+            "on_full=\"overwrite\" needs keep=k, the number of records to keep: a log without keep keeps every \
+             record, so it is never full and nothing is overwritten",
+        )),
+        None => Ok(LogConfig::unbounded()),
+    }
 }
 
 /// Bytes of a record argument: `bytes` (no copy) or `bytearray`.
@@ -625,17 +636,11 @@ pub struct Watch {
 
 #[pymethods]
 impl Watch {
-    /// The next record, waiting at most `timeout` seconds (forever if None);
-    /// None on timeout.
+    /// The next record, waiting at most `timeout` seconds (0 to 1e9; forever
+    /// if None); None on timeout.
     #[pyo3(signature = (timeout = None))]
     fn next<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let deadline = match timeout {
-            Some(t) if !(0.0..1e9).contains(&t) => {
-                return Err(PyValueError::new_err("timeout is in seconds, at least 0"));
-            }
-            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
-            None => None,
-        };
+        let deadline = seconds_or_none("timeout", timeout)?.map(|t| Instant::now() + t);
         loop {
             let wait = deadline.map_or(WATCH_POLL, |d| d.saturating_duration_since(Instant::now()).min(WATCH_POLL));
             if let Some(record) = py.detach(|| self.state.next(wait, &self.what))? {

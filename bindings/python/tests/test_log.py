@@ -267,3 +267,15 @@ def test_read_only_store_reads_and_refuses_writes(tmp_path):
             log.append(b"y")
         with pytest.raises(varve.NotFound):
             store.namespace("n").log("missing")
+
+
+def test_overwrite_without_keep_is_refused(ns):
+    # A log without keep keeps every record: it is never full, so there is nothing to overwrite.
+    rt = ns.runtime(concurrency=1)
+    for create in (lambda: ns.log("x", on_full="overwrite"), lambda: rt.create_log("x", on_full="overwrite")):
+        with pytest.raises(varve.InvalidArgument) as e:
+            create()
+        assert isinstance(e.value, ValueError)
+        assert "on_full" in str(e.value) and "keep" in str(e.value), str(e.value)
+    assert "x" not in [info.name for info in ns.logs()]
+    assert ns.log("x", on_full="refuse").keep is None  # the default, harmless

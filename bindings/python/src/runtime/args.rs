@@ -1,19 +1,14 @@
 //! Python arguments of the runtime's methods turned into Rust values:
-//! durations in seconds, `log=` names, retry policies, append batches.
+//! `log=` names, retry policies, append batches (durations: `duration.rs`).
 
-use std::time::Duration;
-
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use varve_runtime::RetryPolicy;
+use varve_runtime::{RetryPolicy, ATTEMPTS_MAX};
 
+use crate::duration::{seconds, seconds_or_none};
+use crate::error::{invalid_argument, Result};
 use crate::log::{data, Data};
-
-pub(super) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| PyValueError::new_err(format!("{name} is in seconds: a finite number at least 0, not {value}")))
-}
 
 /// Log names from `log=`: None, one name, or a sequence of names.
 pub(super) fn log_names(log: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
@@ -24,17 +19,26 @@ pub(super) fn log_names(log: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>>
     }
 }
 
+/// Handler `name`'s retry policy; `attempts` is checked here, where it is
+/// passed, and not only when the runtime starts.
 pub(super) fn retry_policy(
+    name: &str,
     attempts: u32,
     backoff: f64,
     backoff_max: f64,
     timeout: Option<f64>,
-) -> PyResult<RetryPolicy> {
+) -> Result<RetryPolicy> {
+    if !(1..=ATTEMPTS_MAX).contains(&attempts) {
+        return Err(invalid_argument(format!(
+            "handler {name:?}: attempts (how many runs a record gets before it goes to _dead_letters) is between 1 \
+             and {ATTEMPTS_MAX}, not {attempts}"
+        )));
+    }
     Ok(RetryPolicy {
         attempts,
         backoff: seconds("backoff", backoff)?,
         backoff_max: seconds("backoff_max", backoff_max)?,
-        timeout: timeout.map(|t| seconds("timeout", t)).transpose()?,
+        timeout: seconds_or_none("timeout", timeout)?,
     })
 }
 

@@ -39,15 +39,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use varve_log::{LogError, Namespace as _, Seq, SeqRange};
 use varve_runtime::event::parse_trace;
 use varve_runtime::trace::{trace_events, CausalGraph};
-use varve_runtime::{DeadLetter, HandlerKind, HandlerSpec, RuntimeOptions, DEAD_LETTERS_LOG};
+use varve_runtime::{DeadLetter, HandlerKind, HandlerSpec, RuntimeOptions, CONCURRENCY_MAX, DEAD_LETTERS_LOG};
 
-use self::args::{log_names, retry_policy, seconds, with_batch};
+use self::args::{log_names, retry_policy, with_batch};
 use self::event::event_list;
 pub use self::event::{to_dot, to_otel, Event};
 use self::handler::python_handler;
@@ -55,7 +55,8 @@ pub use self::handler::HandlerContext;
 use self::state::{not_running, Phase};
 pub use self::state::stop_all_runtimes;
 pub(crate) use self::state::{RuntimeState, STOP_GRACE};
-use crate::error::Error;
+use crate::duration::{seconds, seconds_or_none};
+use crate::error::{invalid_argument, Error};
 use crate::log::{data, retention, Namespace, WATCH_POLL};
 
 /// The event-driven runtime over one namespace: handlers run when records
@@ -91,11 +92,14 @@ impl Runtime {
                 Error::Log(LogError::ReadOnly { namespace: ns.name.clone(), operation: "start a runtime" }).into()
             );
         }
-        if concurrency > varve_runtime::CONCURRENCY_MAX {
-            return Err(PyValueError::new_err(format!(
-                "concurrency is at most {} (0: a writer-only runtime that runs no handler)",
-                varve_runtime::CONCURRENCY_MAX
-            )));
+        // 0 would make Rust's writer-only runtime, which runs no handler: the
+        // Python handlers registered on it would never run.
+        if !(1..=CONCURRENCY_MAX).contains(&concurrency) {
+            return Err(invalid_argument(format!(
+                "concurrency (the worker threads that run handlers) is between 1 and {CONCURRENCY_MAX}, not \
+                 {concurrency}"
+            ))
+            .into());
         }
         let host = match host {
             Some(host) => host,
@@ -130,7 +134,7 @@ impl Runtime {
     ///
     /// A handler that raises is recorded as FAILED with the exception and
     /// retried after `backoff` seconds (doubling up to `backoff_max`); after
-    /// `attempts` failures the record goes to ``_dead_letters``.
+    /// `attempts` failures (1 to 1000) the record goes to ``_dead_letters``.
     #[pyo3(signature = (name, handler, *, log = None, attempts = 3, backoff = 0.1, backoff_max = 10.0))]
     #[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn add_handler(
@@ -149,7 +153,7 @@ impl Runtime {
                 handler.get_type().name()?
             )));
         }
-        let retry = retry_policy(attempts, backoff, backoff_max, None)?;
+        let retry = retry_policy(name, attempts, backoff, backoff_max, None)?;
         let kind = HandlerKind::Rust(Arc::new(python_handler(handler.clone().unbind())));
         self.plan_handler(py, HandlerSpec { name: name.to_owned(), kind, retry }, log_names(log)?)
     }
@@ -173,9 +177,9 @@ impl Runtime {
         timeout: Option<f64>,
     ) -> PyResult<()> {
         if argv.is_empty() {
-            return Err(PyValueError::new_err(format!("command handler {name:?} needs a program: argv is empty")));
+            return Err(invalid_argument(format!("command handler {name:?} needs a program: argv is empty")).into());
         }
-        let retry = retry_policy(attempts, backoff, backoff_max, timeout)?;
+        let retry = retry_policy(name, attempts, backoff, backoff_max, timeout)?;
         self.plan_handler(
             py,
             HandlerSpec { name: name.to_owned(), kind: HandlerKind::Command(argv), retry },
@@ -328,7 +332,7 @@ impl Runtime {
     /// for itself).
     #[pyo3(signature = (timeout = None))]
     fn wait_idle(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
-        let deadline = timeout.map(|t| seconds("timeout", t)).transpose()?.map(|t| Instant::now() + t);
+        let deadline = seconds_or_none("timeout", timeout)?.map(|t| Instant::now() + t);
         let handle = py.detach(|| self.state.handle())?;
         loop {
             let wait = deadline.map_or(WATCH_POLL, |d| d.saturating_duration_since(Instant::now()).min(WATCH_POLL));
@@ -348,7 +352,7 @@ impl Runtime {
     /// runtime). Stopping twice is harmless.
     #[pyo3(signature = (timeout = 5.0))]
     fn stop(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
-        let grace = seconds("timeout", timeout)?;
+        let grace = seconds("timeout", timeout).map_err(PyErr::from)?;
         py.detach(|| self.state.shut_down(grace));
         Ok(())
     }
