@@ -58,8 +58,19 @@ def open(
     *,
     read_only: bool = False,
     group_delay: float = 0.005,
+    record_bytes_max: int = 16_777_216,
+    batch_bytes_max: int = 67_108_864,
+    batch_records_max: int = 65_536,
+    segment_bytes_max: int = 67_108_864,
 ) -> Store:
-    """Open (creating it unless read-only) the store in directory ``path``."""
+    """Open (creating it unless read-only) the store in directory ``path``.
+
+    The limits apply to this open's appends (:class:`varve.TooLarge` over
+    one): ``record_bytes_max`` bytes per record (default 16 MiB),
+    ``batch_bytes_max`` bytes per batch, each record counting 20 bytes more
+    (64 MiB), ``batch_records_max`` records per batch (65,536). A journal
+    segment rolls once it would pass ``segment_bytes_max`` bytes (64 MiB;
+    4096 to 2 GiB)."""
 
 def _bench_rust(op: str, n: int, path: Union[str, os.PathLike[str]], record_bytes: int = 16, batch: int = 1000) -> float:
     """Seconds that ``n`` operations ``op`` take when looped in Rust (for varve.bench)."""
