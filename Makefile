@@ -49,7 +49,8 @@ $(PLOT_DEPS): | $(PY)
 python: check-toolchain $(PY_DEPS)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked --quiet -m bindings/python/Cargo.toml
 
-# The pytest suite of the Python package.
+# The pytest suite of the Python package, with its type checks (mypy
+# --strict and stubtest, in tests/test_typing.py).
 test-python: python
 	$(PY) -m pytest -q bindings/python/tests
 

@@ -18,13 +18,13 @@ with varve.open(data_dir) as store:
 
     # Runs on a worker thread for every record appended to "celsius".
     @rt.handler(log="celsius", attempts=2, backoff=0.01)
-    def convert(ctx):
+    def convert(ctx: varve.HandlerContext) -> None:
         celsius = float(ctx.record)  # b"oops" raises ValueError: FAILED, retried, dead-lettered
         seq = ctx.append("fahrenheit", b"%.1f" % (celsius * 9 / 5 + 32))
         if celsius > 30:
             ctx.publish("alerts", b"hot: fahrenheit #%d" % seq)
 
-    alerts = []
+    alerts: list[str] = []
     rt.add_handler("notify", lambda ctx: alerts.append(ctx.record.decode()), log="alerts")
 
     with rt:  # starts the workers; stops them at the end of the block

@@ -55,11 +55,40 @@ impl From<PdsError> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An argument out of its range: raised as `varve.InvalidArgument` (a
+/// `ValueError`), `reason` saying what is accepted.
+pub fn invalid_argument(reason: impl Into<String>) -> Error {
+    Error::Log(LogError::InvalidArgument { reason: reason.into() })
+}
+
+/// The message of a record or batch over a limit, naming the `varve.open`
+/// parameter that sets it. `what` is as `varve_log`'s `check_batch`
+/// (`rules.rs`) names the limit; another `what` keeps the Rust message.
+fn too_large_message(what: &str, size: u64, limit: u64) -> Option<String> {
+    let (measure, parameter) = match what {
+        "record" => (format!("is {size} bytes, over the limit of {limit} bytes"), "record_bytes_max"),
+        "batch" => (
+            format!(
+                "is {size} bytes (its records plus {} bytes each), over the limit of {limit} bytes",
+                varve_log::RECORD_OVERHEAD_BYTES
+            ),
+            "batch_bytes_max",
+        ),
+        "batch (in records)" => (format!("has {size} records, over the limit of {limit}"), "batch_records_max"),
+        _ => return None,
+    };
+    let subject = if what == "record" { "record" } else { "batch" };
+    Some(format!("{subject} {measure}: split it, or raise the limit: varve.open(..., {parameter}=N)"))
+}
+
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
     let kwargs = PyDict::new(py);
     let message = match &error {
+        Error::Log(e @ LogError::TooLarge { what, size, limit }) => {
+            too_large_message(what, *size, *limit).unwrap_or_else(|| e.to_string())
+        }
         Error::Log(e) => e.to_string(),
         Error::Pds(e) => e.to_string(),
         Error::Closed(what) => format!("{what} is closed: its store was closed; open the store again to go on"),

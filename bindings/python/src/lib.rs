@@ -23,6 +23,7 @@
 #![expect(clippy::needless_pass_by_value, reason = "pyo3 extracts arguments by value")]
 
 mod bench;
+mod duration;
 mod error;
 mod key;
 mod log;
@@ -35,6 +36,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log::open, m)?)?;
+    log::check_open_defaults(&m.getattr("open")?)?;
     m.add_function(wrap_pyfunction!(bench::bench_rust, m)?)?;
     m.add_class::<log::Store>()?;
     m.add_class::<log::Namespace>()?;

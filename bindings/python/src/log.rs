@@ -17,15 +17,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 use varve_log::{
-    JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, LogInfo as RustLogInfo, Namespace as _,
-    OnFull, Record, Retention, Seq, SeqRange, SyncPolicy, Watch as RustWatch,
+    JournalNamespace, JournalOptions, JournalStore, Limits, LogConfig, LogError, LogInfo as RustLogInfo,
+    Namespace as _, OnFull, Record, Retention, Seq, SeqRange, SyncPolicy, Watch as RustWatch, RECORD_OVERHEAD_BYTES,
 };
 
-use crate::error::{Error, Result};
+use crate::duration::seconds_or_none;
+use crate::error::{invalid_argument, Error, Result};
 use crate::pds::StructState;
 
 /// How long a blocking watch waits in one go before it checks for Ctrl-C and
@@ -88,18 +89,64 @@ impl NsState {
     }
 }
 
-fn sync_policy(sync: &str, group_delay: f64) -> PyResult<SyncPolicy> {
+fn sync_policy(sync: &str, group_delay: f64) -> Result<SyncPolicy> {
     match sync {
         "always" => Ok(SyncPolicy::Always),
         "never" => Ok(SyncPolicy::Never),
         "group" => {
             if !(group_delay > 0.0 && group_delay <= 60.0) {
-                return Err(PyValueError::new_err("group_delay is in seconds, above 0 and at most 60"));
+                return Err(invalid_argument(format!(
+                    "group_delay is in seconds, above 0 and at most 60, not {group_delay:?}"
+                )));
             }
             Ok(SyncPolicy::Group(Duration::from_secs_f64(group_delay)))
         }
-        other => Err(PyValueError::new_err(format!("sync={other:?}: use \"always\", \"group\" or \"never\""))),
+        other => Err(invalid_argument(format!("sync={other:?}: use \"always\", \"group\" or \"never\""))),
     }
+}
+
+/// `open`'s default limits are literals in its signature, so that Python
+/// shows them (`PyO3` renders no other expression there); this reads them back
+/// from the signature and panics, at import, unless they are
+/// `JournalOptions::default()`'s: Python and Rust must refuse the same records.
+pub(crate) fn check_open_defaults(open: &Bound<'_, PyAny>) -> PyResult<()> {
+    let signature: String = open.getattr("__text_signature__")?.extract()?;
+    let rust = JournalOptions::default();
+    let defaults = [
+        ("record_bytes_max", rust.limits.record_bytes_max.to_string()),
+        ("batch_bytes_max", rust.limits.batch_bytes_max.to_string()),
+        ("batch_records_max", rust.limits.batch_records_max.to_string()),
+        ("segment_bytes_max", rust.segment_bytes_max.to_string()),
+    ];
+    for (name, value) in defaults {
+        assert!(
+            signature.contains(&format!(" {name}={value},")) || signature.contains(&format!(" {name}={value})")),
+            "varve.open's default {name} must be JournalOptions::default()'s, {value}: {signature}"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses the limits that the journal accepts but that make no sense; it
+/// checks the rest itself (`JournalOptions::validate`: the segment size's
+/// range, `record_bytes_max <= batch_bytes_max <= 1 GiB - 4`).
+fn check_limits(limits: &Limits) -> Result<()> {
+    if limits.record_bytes_max == 0 {
+        return Err(invalid_argument("record_bytes_max is at least 1: no record could be appended"));
+    }
+    if limits.batch_records_max == 0 {
+        return Err(invalid_argument("batch_records_max is at least 1: no batch could be appended"));
+    }
+    let one_record = limits.record_bytes_max.saturating_add(RECORD_OVERHEAD_BYTES);
+    if limits.batch_bytes_max < one_record {
+        return Err(invalid_argument(format!(
+            "batch_bytes_max ({}) counts each record plus {RECORD_OVERHEAD_BYTES} bytes, so it is at least \
+             record_bytes_max + {RECORD_OVERHEAD_BYTES} ({one_record}): else a record of record_bytes_max fits \
+             no batch",
+            limits.batch_bytes_max
+        )));
+    }
+    Ok(())
 }
 
 /// Open (creating it unless read-only) the store in directory `path`.
@@ -109,10 +156,41 @@ fn sync_policy(sync: &str, group_delay: f64) -> PyResult<SyncPolicy> {
 /// `group_delay` seconds; a process crash loses nothing) or ``"never"``.
 /// `read_only=True` opens without the writer lock, to read and follow
 /// another process's appends.
+///
+/// Limits, for the appends of this open (records already stored are read
+/// whatever their size): `record_bytes_max` bytes per record,
+/// `batch_bytes_max` bytes per batch (each record counts 20 bytes more),
+/// `batch_records_max` records per batch; an append over one raises
+/// :class:`varve.TooLarge`. A segment file of the journal is rolled once it
+/// would grow past `segment_bytes_max` bytes (4096 to 2 GiB).
 #[pyfunction]
-#[pyo3(signature = (path, sync = "group", *, read_only = false, group_delay = 0.005))]
-pub fn open(py: Python<'_>, path: PathBuf, sync: &str, read_only: bool, group_delay: f64) -> PyResult<Store> {
-    let options = JournalOptions { sync: sync_policy(sync, group_delay)?, read_only, ..JournalOptions::default() };
+#[pyo3(signature = (
+    path,
+    sync = "group",
+    *,
+    read_only = false,
+    group_delay = 0.005,
+    record_bytes_max = 16_777_216,
+    batch_bytes_max = 67_108_864,
+    batch_records_max = 65_536,
+    segment_bytes_max = 67_108_864,
+))]
+#[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
+pub fn open(
+    py: Python<'_>,
+    path: PathBuf,
+    sync: &str,
+    read_only: bool,
+    group_delay: f64,
+    record_bytes_max: u64,
+    batch_bytes_max: u64,
+    batch_records_max: usize,
+    segment_bytes_max: u64,
+) -> PyResult<Store> {
+    let limits = Limits { record_bytes_max, batch_bytes_max, batch_records_max };
+    check_limits(&limits)?;
+    let sync = sync_policy(sync, group_delay)?;
+    let options = JournalOptions { sync, read_only, segment_bytes_max, limits, ..JournalOptions::default() };
     let store = py.detach(|| JournalStore::open(&path, options)).map_err(Error::from)?;
     Ok(Store {
         state: Arc::new(StoreState { path, read_only, store: RwLock::new(Some(store)), namespaces: Mutex::default() }),
@@ -226,13 +304,21 @@ pub struct Namespace {
     pub(crate) state: Arc<NsState>,
 }
 
-pub(crate) fn retention(keep: Option<u64>, on_full: &str) -> PyResult<LogConfig> {
+pub(crate) fn retention(keep: Option<u64>, on_full: &str) -> Result<LogConfig> {
     let on_full = match on_full {
         "refuse" => OnFull::Refuse,
         "overwrite" => OnFull::Overwrite,
-        other => return Err(PyValueError::new_err(format!("on_full={other:?}: use \"refuse\" or \"overwrite\""))),
+        other => return Err(invalid_argument(format!("on_full={other:?}: use \"refuse\" or \"overwrite\""))),
     };
-    Ok(keep.map_or_else(LogConfig::unbounded, |k| LogConfig::keep(k, on_full)))
+    match keep {
+        Some(k) => Ok(LogConfig::keep(k, on_full)),
+        // As `varve log create` refuses --on-full without --keep.
+        None if on_full == OnFull::Overwrite => Err(invalid_argument(
+            "on_full=\"overwrite\" needs keep=k, the number of records to keep: a log without keep keeps every \
+             record, so it is never full and nothing is overwritten",
+        )),
+        None => Ok(LogConfig::unbounded()),
+    }
 }
 
 /// Bytes of a record argument: `bytes` (no copy) or `bytearray`.
@@ -625,17 +711,11 @@ pub struct Watch {
 
 #[pymethods]
 impl Watch {
-    /// The next record, waiting at most `timeout` seconds (forever if None);
-    /// None on timeout.
+    /// The next record, waiting at most `timeout` seconds (0 to 1e9; forever
+    /// if None); None on timeout.
     #[pyo3(signature = (timeout = None))]
     fn next<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let deadline = match timeout {
-            Some(t) if !(0.0..1e9).contains(&t) => {
-                return Err(PyValueError::new_err("timeout is in seconds, at least 0"));
-            }
-            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
-            None => None,
-        };
+        let deadline = seconds_or_none("timeout", timeout)?.map(|t| Instant::now() + t);
         loop {
             let wait = deadline.map_or(WATCH_POLL, |d| d.saturating_duration_since(Instant::now()).min(WATCH_POLL));
             if let Some(record) = py.detach(|| self.state.next(wait, &self.what))? {

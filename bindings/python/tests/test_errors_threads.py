@@ -213,3 +213,29 @@ def test_ctrl_c_interrupts_a_blocking_watch(tmp_path):
     child.send_signal(signal.SIGINT)
     out, _ = child.communicate(timeout=10)
     assert out.strip() == "interrupted" and child.returncode == 0
+
+
+# Durations are seconds from 0 to 1e9 (about 31 years); None, where a call takes it, means no limit.
+BAD_SECONDS = [
+    (1e300, "at most 1000000000 seconds"),
+    (float("inf"), "at most 1000000000 seconds"),
+    (1e9 + 1, "at most 1000000000 seconds"),
+    (float("nan"), "not NaN"),
+    (-1, "at least 0"),
+    (float("-inf"), "at least 0"),
+]
+
+
+@pytest.mark.parametrize("bad, words", BAD_SECONDS)
+def test_a_watch_timeout_out_of_range_says_what_is_wrong(ns, bad, words):
+    log = ns.log("a")
+    watch = log.watch(1)
+    with pytest.raises(varve.InvalidArgument) as e:
+        watch.next(timeout=bad)
+    message = str(e.value)
+    assert isinstance(e.value, ValueError) and "timeout" in message and words in message, message
+    if "at most" in words:
+        assert "None" in message, message
+    log.append(b"x")
+    assert watch.next(timeout=1e9) == (1, b"x"), "the largest timeout is accepted"
+    assert watch.next(timeout=0) is None

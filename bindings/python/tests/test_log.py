@@ -1,5 +1,6 @@
 """The Log contract from Python: the cases of crates/varve-log/src/conformance.rs."""
 
+import inspect
 import threading
 
 import pytest
@@ -267,3 +268,84 @@ def test_read_only_store_reads_and_refuses_writes(tmp_path):
             log.append(b"y")
         with pytest.raises(varve.NotFound):
             store.namespace("n").log("missing")
+
+
+def test_overwrite_without_keep_is_refused(ns):
+    # A log without keep keeps every record: it is never full, so there is nothing to overwrite.
+    rt = ns.runtime(concurrency=1)
+    for create in (lambda: ns.log("x", on_full="overwrite"), lambda: rt.create_log("x", on_full="overwrite")):
+        with pytest.raises(varve.InvalidArgument) as e:
+            create()
+        assert isinstance(e.value, ValueError)
+        assert "on_full" in str(e.value) and "keep" in str(e.value), str(e.value)
+    assert "x" not in [info.name for info in ns.logs()]
+    assert ns.log("x", on_full="refuse").keep is None  # the default, harmless
+
+
+def test_open_limits_are_parameters(tmp_path):
+    path = tmp_path / "data"
+    defaults = inspect.signature(varve.open).parameters
+    assert [defaults[p].default for p in ("record_bytes_max", "batch_bytes_max", "batch_records_max",
+                                           "segment_bytes_max")] == [16 << 20, 64 << 20, 65_536, 64 << 20]
+    with varve.open(path, sync="never", record_bytes_max=1024, batch_bytes_max=3000, batch_records_max=3) as store:
+        ns = store.namespace("n")
+        log = ns.log("a")
+        assert log.append(b"x" * 1024) == 1
+        with pytest.raises(varve.TooLarge) as e:
+            log.append(b"x" * 1025)
+        assert (e.value.what, e.value.size, e.value.limit) == ("record", 1025, 1024)
+        assert "record_bytes_max" in str(e.value), str(e.value)
+        with pytest.raises(varve.TooLarge) as e:
+            ns.append_batch({"a": [b"x"] * 4})
+        assert (e.value.size, e.value.limit) == (4, 3) and "4 records" in str(e.value), str(e.value)
+        assert "batch_records_max" in str(e.value)
+        with pytest.raises(varve.TooLarge) as e:
+            ns.append_batch({"a": [b"x" * 1024] * 3})  # 3 x (1024 + 20) bytes
+        assert (e.value.what, e.value.size, e.value.limit) == ("batch", 3132, 3000)
+        assert "batch_bytes_max" in str(e.value), str(e.value)
+        assert ns.append_batch({"a": [b"x" * 1024] * 2}) == {"a": [2, 3]}
+    # Limits belong to the open, not to the store: a higher one accepts the record.
+    with varve.open(path, sync="never", record_bytes_max=2048) as store:
+        log = store.namespace("n").log("a")
+        assert log.append(b"x" * 2048) == 4
+    big = b"y" * ((16 << 20) + 1)
+    with varve.open(path, sync="never") as store:
+        log = store.namespace("n").log("a")
+        with pytest.raises(varve.TooLarge):
+            log.append(big)
+        assert log.get(4) == b"x" * 2048
+    with varve.open(path, sync="never", record_bytes_max=32 << 20) as store:
+        log = store.namespace("n").log("a")
+        assert log.get(log.append(big)) == big
+    with varve.open(path, sync="never") as store:
+        assert store.namespace("n").log("a").get(5) == big, "records over this open's limit are still read"
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"record_bytes_max": 0}, "record_bytes_max"),
+    ({"batch_records_max": 0}, "batch_records_max"),
+    ({"record_bytes_max": 4096, "batch_bytes_max": 4096}, "batch_bytes_max"),
+    ({"batch_bytes_max": 2 << 30}, "batch_bytes_max"),
+    ({"segment_bytes_max": 1000}, "segment_bytes_max"),
+    ({"segment_bytes_max": 4 << 30}, "segment_bytes_max"),
+])
+def test_open_limits_are_validated(tmp_path, arguments, words):
+    with pytest.raises(varve.InvalidArgument) as e:
+        varve.open(tmp_path, **arguments)
+    assert words in str(e.value), str(e.value)
+    with pytest.raises(OverflowError):
+        varve.open(tmp_path, record_bytes_max=-1)
+
+
+def test_a_small_segment_size_rolls_segments(tmp_path):
+    with varve.open(tmp_path, sync="never", segment_bytes_max=64 << 10) as store:
+        log = store.namespace("n").log("a")
+        for i in range(400):
+            log.append(bytes([i % 256]) * 1000)
+        assert log.get(1) == b"\0" * 1000 and log.get(400) == bytes([399 % 256]) * 1000
+    segments = sorted((tmp_path / "n").glob("*.seg"))
+    assert len(segments) >= 5, segments
+    assert all(s.stat().st_size <= (64 << 10) + 2048 for s in segments[:-1]), [s.stat().st_size for s in segments]
+    with varve.open(tmp_path, read_only=True) as store:
+        log = store.namespace("n").log("a")
+        assert [seq for seq, _ in log.scan()] == list(range(1, 401))

@@ -12,6 +12,7 @@ import time
 import pytest
 
 import varve
+from test_errors_threads import BAD_SECONDS
 
 WAIT = 20  # seconds: generous, the suite runs on a loaded 2-core machine
 
@@ -532,3 +533,40 @@ def test_concurrent_starts_build_one_runtime(rt):
     assert rt.wait_idle(timeout=WAIT)
     assert sorted(runs) == list(range(1, 11))
     assert len([e for e in rt.events() if e.kind == "SUBSCRIBE"]) == 1
+
+
+def test_arguments_are_checked_where_they_are_passed(ns):
+    for concurrency in (0, 1025):
+        with pytest.raises(varve.InvalidArgument) as e:
+            varve.Runtime(ns, concurrency=concurrency)
+        assert "concurrency" in str(e.value) and "between 1 and 1024" in str(e.value), str(e.value)
+        with pytest.raises(varve.InvalidArgument):
+            ns.runtime(concurrency=concurrency)
+    rt = varve.Runtime(ns, concurrency=1)
+    for attempts in (0, 1001):
+        registrations = [
+            lambda: rt.add_handler("h", lambda ctx: None, attempts=attempts),
+            lambda: rt.add_command("c", ["true"], attempts=attempts),
+            lambda: rt.handler(attempts=attempts)(lambda ctx: None),
+        ]
+        for register in registrations:
+            with pytest.raises(varve.InvalidArgument) as e:
+                register()
+            assert "attempts" in str(e.value) and "between 1 and 1000" in str(e.value), str(e.value)
+    assert rt.handlers == []
+    for bad, words in BAD_SECONDS:
+        calls = [
+            ("backoff", lambda: rt.add_handler("h", lambda ctx: None, backoff=bad)),
+            ("backoff_max", lambda: rt.add_handler("h", lambda ctx: None, backoff_max=bad)),
+            ("timeout", lambda: rt.add_command("c", ["true"], timeout=bad)),
+            ("timeout", lambda: rt.wait_idle(timeout=bad)),
+            ("timeout", lambda: rt.stop(timeout=bad)),
+        ]
+        for name, call in calls:
+            with pytest.raises(varve.InvalidArgument) as e:
+                call()
+            assert name in str(e.value) and words in str(e.value), str(e.value)
+    assert rt.handlers == [] and rt.state == "not started"
+    rt.add_handler("h", lambda ctx: None, attempts=1000, backoff=0, backoff_max=1e9)
+    with rt:
+        assert rt.wait_idle(timeout=1e9)

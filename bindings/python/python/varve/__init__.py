@@ -63,6 +63,10 @@ from .errors import (
     VarveIOError,
 )
 
+# Written out in full: mypy follows neither `*errors.__all__` in the list nor
+# `__all__.extend(errors.__all__)`, and without the error classes here a
+# strict type checker rejects `varve.NotFound`. stubtest (tests/test_typing.py)
+# checks this list against the runtime's.
 __all__ = [
     "open",
     "Store",
@@ -82,5 +86,23 @@ __all__ = [
     "KEY_INT_MIN",
     "KEY_INT_MAX",
     "errors",
-    *errors.__all__,
+    "VarveError",
+    "NotFound",
+    "NoSuchVersion",
+    "Trimmed",
+    "Full",
+    "Conflict",
+    "InvalidName",
+    "TooLarge",
+    "InvalidArgument",
+    "AlreadyExists",
+    "PositionOutOfRange",
+    "Corrupt",
+    "Locked",
+    "ReadOnly",
+    "Poisoned",
+    "Closed",
+    "VarveIOError",
+    "RuntimeStateError",
+    "Stopped",
 ]

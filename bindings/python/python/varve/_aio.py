@@ -8,12 +8,15 @@ cancelled task frees its thread quickly and the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Tuple
+from typing import TYPE_CHECKING, Tuple
+
+if TYPE_CHECKING:
+    from ._varve import Watch
 
 _POLL_SECONDS = 0.25
 
 
-async def anext_record(watch: Any) -> Tuple[int, bytes]:
+async def anext_record(watch: Watch) -> Tuple[int, bytes]:
     while True:
         record = await asyncio.to_thread(watch.next, _POLL_SECONDS)
         if record is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, List
 
 import varve
+from varve._varve import _bench_rust
 
 RECORD = b"x" * 16
 
@@ -94,14 +95,14 @@ def main(argv: "List[str] | None" = None) -> None:
     for name, n, python_fn in per_call:
         op = {"append": "append", "get": "get", "sorted_set.insert": "sorted_set_insert"}[name]
         py = _median(args.runs, lambda p: python_fn(p, n)) / n * 1e6
-        rust = _median(args.runs, lambda p: varve._bench_rust(op, n, str(p))) / n * 1e6
+        rust = _median(args.runs, lambda p: _bench_rust(op, n, str(p))) / n * 1e6
         overhead = py - rust
         verdict = "met" if overhead <= 1.0 else "MISSED"
         print(f"{name:<20} {n:>8} {py:>15.3f} {rust:>13.3f} {overhead:>12.3f}  {verdict}")
 
     n = args.n * 5
     py = _median(args.runs, lambda p: _python_batch(p, n, args.batch))
-    rust = _median(args.runs, lambda p: varve._bench_rust("append_batch", n, str(p), 16, args.batch))
+    rust = _median(args.runs, lambda p: _bench_rust("append_batch", n, str(p), 16, args.batch))
     ratio = rust / py
     verdict = "met" if ratio >= 0.5 else "MISSED"
     print()

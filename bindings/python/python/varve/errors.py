@@ -8,12 +8,14 @@ thing (``InvalidName`` is a ``ValueError``, ``NotFound`` a ``LookupError``,
 ``VarveIOError`` an ``OSError``).
 
 The extension module (``src/error.rs``) raises these with the keyword
-arguments listed in each docstring; the two must agree.
+arguments listed in each docstring; the two must agree. The fields are also
+declared on each class, so type checkers know them; a field that applies to
+only some errors of a class defaults to None.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 __all__ = [
     "VarveError",
@@ -41,6 +43,8 @@ __all__ = [
 class VarveError(Exception):
     """Base class of every Varve error. Fields are set as attributes."""
 
+    message: str
+
     def __init__(self, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.message = message
@@ -59,6 +63,12 @@ class NotFound(VarveError, LookupError):
     handler name a runtime does not have).
     """
 
+    namespace: Optional[str] = None
+    log: Optional[str] = None
+    seq: Optional[int] = None
+    latest: Optional[int] = None
+    handler: Optional[str] = None
+
 
 class NoSuchVersion(NotFound):
     """A read named version 0 or a version not yet committed.
@@ -66,9 +76,16 @@ class NoSuchVersion(NotFound):
     Fields: ``structure``, ``version``, ``latest``.
     """
 
+    structure: str
+    version: int
+
 
 class Trimmed(VarveError, LookupError):
     """The record was trimmed by retention. Fields: ``log``, ``seq``, ``earliest``."""
+
+    log: str
+    seq: int
+    earliest: int
 
 
 class Full(VarveError):
@@ -76,31 +93,58 @@ class Full(VarveError):
     ``keep_versions`` is full; reads go on. Fields: ``keep`` and ``log``
     (logs) or ``structure`` (structures)."""
 
+    keep: int
+    log: Optional[str] = None
+    structure: Optional[str] = None
+
 
 class Conflict(VarveError):
-    """``append_if`` found another latest seq. Fields: ``log``, ``expected``, ``actual``."""
+    """``append_if`` found another latest seq, or a runtime found a seq it did
+    not predict (then also ``namespace``). Fields: ``log``, ``expected``,
+    ``actual``."""
+
+    log: str
+    expected: int
+    actual: int
+    namespace: Optional[str] = None
 
 
 class InvalidName(VarveError, ValueError):
     """A log, namespace or structure name breaks the rules
     (``[A-Za-z0-9_.-]``, 1-200 bytes, no leading ``_``). Fields: ``name``, ``reason``."""
 
+    name: str
+    reason: str
+
 
 class TooLarge(VarveError, ValueError):
     """A record or batch is over its limit. Fields: ``what``, ``size``, ``limit``."""
 
+    what: str
+    size: int
+    limit: int
+
 
 class InvalidArgument(VarveError, ValueError):
     """An argument makes no sense (empty batch, ``keep=0``, ...). Field: ``reason``."""
+
+    reason: str
 
 
 class AlreadyExists(VarveError, ValueError):
     """A log or structure exists with another configuration.
     Fields: ``name``, ``existing``, ``requested``."""
 
+    name: str
+    existing: str
+    requested: str
+
 
 class PositionOutOfRange(VarveError, IndexError):
     """A list position past the end. Fields: ``position``, ``len``."""
+
+    position: int
+    len: int
 
 
 class Corrupt(VarveError):
@@ -108,28 +152,46 @@ class Corrupt(VarveError):
     Fields: ``segment``, ``offset``, ``reason`` (journal damage) or ``log``,
     ``seq``, ``reason`` (a structure's entry), or just ``reason``."""
 
+    reason: str
+    segment: Optional[str] = None
+    offset: Optional[int] = None
+    log: Optional[str] = None
+    seq: Optional[int] = None
+
 
 class Locked(VarveError):
     """Another writer holds the namespace (one writer process per namespace;
     open with ``read_only=True`` to read). Field: ``path``."""
 
+    path: str
+
 
 class ReadOnly(VarveError):
     """A write on a store opened with ``read_only=True``. Fields: ``namespace``, ``operation``."""
+
+    namespace: str
+    operation: str
 
 
 class Poisoned(VarveError):
     """An earlier write or fsync failed; the namespace refuses writes until
     the store is reopened. Fields: ``namespace``, ``cause``."""
 
+    namespace: str
+    cause: str
+
 
 class Closed(VarveError):
     """The object's store was closed. Field: ``what`` (the object used)."""
 
+    what: str
+
 
 class VarveIOError(VarveError, OSError):
     """An operating-system I/O error. Fields: ``context`` (what Varve was
-    doing) and ``errno`` (or None)."""
+    doing) and ``errno`` (or None; declared by ``OSError``)."""
+
+    context: str
 
     def __init__(self, message: str, **fields: Any) -> None:
         VarveError.__init__(self, message, **fields)
@@ -140,6 +202,8 @@ class RuntimeStateError(VarveError, RuntimeError):
     phase of its life: a handler registered after ``start()``, an append
     before it, a context kept after its handler returned. Field: ``state``
     (``"not started"``, ``"running"``, ``"stopped"`` or ``"finished"``)."""
+
+    state: str
 
 
 class Stopped(RuntimeStateError):

@@ -38,7 +38,15 @@ class Runtime(_varve.Runtime):
         backoff_max: float = 10.0,
     ) -> Callable[[Handler], Handler]: ...
 
-    def handler(self, name=None, *, log=None, attempts=3, backoff=0.1, backoff_max=10.0):
+    def handler(
+        self,
+        name: Union[str, Handler, None] = None,
+        *,
+        log: Union[str, Sequence[str], None] = None,
+        attempts: int = 3,
+        backoff: float = 0.1,
+        backoff_max: float = 10.0,
+    ) -> Union[Handler, Callable[[Handler], Handler]]:
         """Decorator: register the function as a handler (named `name`, by
         default the function's name), subscribed to `log` (a name or a list
         of names). The function is returned unchanged.
@@ -47,11 +55,10 @@ class Runtime(_varve.Runtime):
         later with :meth:`subscribe`).
         """
         if callable(name):
-            function, name = name, None
-            self.add_handler(function.__name__, function)
-            return function
+            self.add_handler(name.__name__, name)
+            return name
 
-        def register(function):
+        def register(function: Handler) -> Handler:
             self.add_handler(
                 name or function.__name__,
                 function,
