@@ -58,21 +58,28 @@ test-python: python
 bench-python: python
 	$(PY) -m varve.bench
 
+# QUICK=1 with bench, bench-pds or bench-runtime: small sizes and one trial,
+# a smoke run of the same code (seconds), not figures to publish; bench-pds
+# then writes its CSVs and charts under target/bench/pds-quick, not docs/.
+QUICK ?=
+
 # Figures for docs/benchmarks.md (a few minutes; writes scratch files under target/bench).
 bench: build
-	$(VARVE) bench log --dir target/bench
+	$(VARVE) bench log --dir target/bench $(if $(QUICK),--quick --open-mib 64)
 
 # The runtime's figures (issue 6): trigger latency, events/s, recording
 # overhead, publish throughput, each beside a baseline of the same run
 # (about a minute; scratch stores under target/bench, deleted after).
 bench-runtime: build
-	$(VARVE) bench runtime --dir target/bench
+	$(VARVE) bench runtime --dir target/bench $(if $(QUICK),--quick)
 
 # The PEDaLS evaluation (Figures 4-6): table, CSVs and PNG charts into docs/
 # (several minutes). The charts need matplotlib, installed into .venv here.
+PDS_OUT = $(if $(QUICK),target/bench/pds-quick,docs)
 bench-pds: build plot-deps
-	$(VARVE) bench pds --csv docs/pds_bench.csv --series-csv docs/pds_series.csv
-	$(PY) scripts/plot_pds.py docs/pds_series.csv docs
+	mkdir -p $(PDS_OUT)
+	$(VARVE) bench pds --csv $(PDS_OUT)/pds_bench.csv --series-csv $(PDS_OUT)/pds_series.csv $(if $(QUICK),--workloads 2 --ops 200)
+	$(PY) scripts/plot_pds.py $(PDS_OUT)/pds_series.csv $(PDS_OUT)
 
 # PART against std, imbl, rpds, rart, vart and blart (issue 5; paper §3.6
 # and §5.1): one criterion binary (crates/varve-part/benches/part.rs), then

@@ -414,9 +414,9 @@ struct FsckArgs {
 
 fn main() -> ExitCode {
     // First, before parsing anything: `varve __bench-stamp FILE` is the
-    // process `varve bench runtime` times the start of (see bench_runtime).
+    // process `varve bench runtime` times the start of (see varve_bench::runtime).
     let entered = std::time::SystemTime::now();
-    if let Some(code) = commands::bench_runtime::stamp_if_asked(entered) {
+    if let Some(code) = varve_bench::runtime::stamp_if_asked(entered) {
         return code;
     }
     let cli = Cli::parse();
@@ -487,45 +487,21 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { command: BenchCommand::Pds(args) } => {
-            let config = varve_pds::bench::BenchConfig {
-                workloads: args.workloads,
-                ops: args.ops,
-                dir: args.dir.clone(),
-                ..varve_pds::bench::BenchConfig::default()
-            };
-            let bar = output::progress_bar(0, output::Unit::Steps, "workload runs", false);
-            let report = varve_pds::bench::run(&config, &mut |done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            })?;
-            bar.finish_and_clear();
-            for (path, text) in [(&args.csv, report.to_csv()), (&args.series_csv, report.series_csv())] {
-                if let Some(path) = path {
-                    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        Command::Bench { command } => {
+            use commands::bench;
+            match command {
+                BenchCommand::Log(args) => bench::log(&args.dir, args.quick, args.open_mib, args.only.as_deref())?,
+                BenchCommand::Pds(args) => bench::pds(
+                    args.workloads,
+                    args.ops,
+                    args.dir.as_deref(),
+                    args.csv.as_deref(),
+                    args.series_csv.as_deref(),
+                )?,
+                BenchCommand::Runtime(args) => {
+                    bench::runtime(&args.dir, args.quick, args.only.as_deref(), cli.global.json)?;
                 }
             }
-            println!("{}", report.to_markdown());
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench { command: BenchCommand::Log(args) } => {
-            let options = commands::bench::BenchOptions {
-                dir: args.dir.clone(),
-                quick: args.quick,
-                open_bytes: args.open_mib << 20,
-                only: args.only.clone(),
-            };
-            commands::bench::run(&options)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench { command: BenchCommand::Runtime(args) } => {
-            let options = commands::bench_runtime::RuntimeBenchOptions {
-                dir: args.dir.clone(),
-                quick: args.quick,
-                json: cli.global.json,
-                only: args.only.clone(),
-            };
-            commands::bench_runtime::run(&options)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -2,8 +2,6 @@
 //! on the journal, checkpoints while batches go on, reclaiming generations,
 //! injected I/O faults, and decoder fuzzing. `VARVE_SEED=S` replays a run.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -17,8 +15,8 @@ use varve_pds::testing::FaultyNamespace;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn seed() -> u64 {
-    let seed = common::seed_from_env();
-    println!("seed {seed} (replay with VARVE_SEED={seed})");
+    let seed = varve_testkit::seed::from_env_or_clock();
+    println!("seed {seed} ({})", varve_testkit::seed::replay_hint(seed));
     seed
 }
 

@@ -2,86 +2,57 @@
 //! acknowledged batches and checkpoints continually (some checkpoints
 //! written on a background thread while batches go on) on the embedded
 //! journal; we SIGKILL it at random moments — in the middle of checkpoints
-//! too — reopen, and check that every acknowledged batch is there, that the
-//! one batch in flight is all there or not at all, and that the map equals
-//! the model rebuilt from the batches it holds.
+//! too, and one kill in three aimed at its open (see
+//! `varve_testkit::crash`) — reopen, and check that every acknowledged
+//! batch is there, that the one batch in flight is all there or not at all,
+//! and that the map equals the model rebuilt from the batches it holds.
 //!
 //! `VARVE_CRASH_KILLS=N` runs a longer soak; `VARVE_SEED=S` replays a run.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
 use varve_log::{JournalOptions, JournalStore, Namespace};
 use varve_part::durable::{DurableMap, DurableOptions};
 use varve_part::BatchOp;
+use varve_testkit::crash::CrashLoop;
 
-mod common;
 #[path = "bin/durable_crash_ops.rs"]
 mod ops;
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one crash loop, read top to bottom")]
 fn acknowledged_batches_survive_sigkill_during_checkpoints() {
-    let kills: usize = std::env::var("VARVE_CRASH_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
-    let seed = common::seed_from_env();
-    println!("durable crash loop: {kills} kills, seed {seed} (replay with VARVE_SEED={seed})");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut crashes = CrashLoop::new("durable crash loop", 16, 40..400);
+    let seed = crashes.seed();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let (mut model_at, mut acked) = (0u64, 0u64);
     let (mut mid_checkpoint, mut checkpoints, mut in_flight_present) = (0, 0, 0);
-    for kill in 0..kills {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_varve-part-crash-writer"))
-            .arg(dir.path())
-            .arg(seed.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().expect("stdout");
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        std::thread::sleep(Duration::from_millis(rng.gen_range(40..400)));
-        child.kill().expect("SIGKILL");
-        let status = child.wait().expect("wait");
-        let lines = reader.join().expect("reader");
-        if status.code().is_some() {
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-                .ok();
-            panic!("seed {seed}: child exited on its own ({status}): {stderr}");
-        }
+    for _ in 0..crashes.kills() {
+        let run = crashes.kill_next(
+            Command::new(env!("CARGO_BIN_EXE_varve-part-crash-writer"))
+                .arg(dir.path())
+                .arg(seed.to_string()),
+        );
+        let context = run.context;
         let mut in_checkpoint = false;
-        for line in &lines {
+        for line in &run.lines {
             if let Some(id) = line.strip_prefix("ack ") {
                 let id: u64 = id.parse().expect("batch id");
-                assert_eq!(
-                    id,
-                    acked + 1,
-                    "seed {seed}: batches are acknowledged densely"
-                );
+                assert_eq!(id, acked + 1, "{context}: batches are acknowledged densely");
                 acked = id;
             } else if line == "checkpoint begin" {
                 in_checkpoint = true;
             } else if line == "checkpoint commit" {
                 in_checkpoint = false;
                 checkpoints += 1;
+            } else {
+                panic!("{context}: unexpected line {line:?}");
             }
         }
         mid_checkpoint += usize::from(in_checkpoint);
         // Reopen and check.
-        let context = format!("seed {seed}, kill {kill}");
         let store = JournalStore::open(dir.path(), JournalOptions::default()).expect("store");
         let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("crash").expect("namespace"));
         let map = DurableMap::<Vec<u8>>::open(ns.clone(), "crash", DurableOptions::default())
@@ -126,8 +97,9 @@ fn acknowledged_batches_survive_sigkill_during_checkpoints() {
         );
     }
     println!(
-        "durable crash loop: {kills} kills, {mid_checkpoint} mid-checkpoint, {checkpoints} checkpoints committed, \
+        "durable crash loop: {mid_checkpoint} kills mid-checkpoint, {checkpoints} checkpoints committed, \
          {acked} batches, {in_flight_present} unacknowledged batches found whole"
     );
-    assert!(acked > 0 && checkpoints > 0, "the child made progress");
+    assert!(acked > 0 && checkpoints > 0, "seed {seed}: the child made progress");
+    crashes.finish();
 }

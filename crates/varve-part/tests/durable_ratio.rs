@@ -14,11 +14,9 @@ use varve_log::{MemoryStore, Namespace, Store};
 use varve_part::durable::{CheckpointStats, DurableMap, DurableOptions};
 use varve_part::BatchOp;
 
+/// Seed 7 unless `VARVE_SEED` is set: the figures are compared across runs.
 fn seed() -> u64 {
-    std::env::var("VARVE_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7)
+    varve_testkit::seed::from_env().unwrap_or(7)
 }
 
 fn keys_count() -> usize {

@@ -11,8 +11,8 @@
 //!   ([`Structure::Balanced`]); the paper's unbalanced BST is
 //!   [`Structure::Bst`].
 //! - [`VersionedList`]: the paper's linked list.
-//! - [`workload`], [`demo`], [`bench`]: the paper's workloads, its worked
-//!   example (Figure 3) and its evaluation (§V), for the CLI.
+//! - [`workload`], [`demo`]: the paper's workloads and its worked example
+//!   (Figure 3), for the CLI. Its evaluation (§V) is `varve_bench::pds`.
 //! - [`testing`]: fault-injecting and counting `Namespace` wrappers.
 //!
 //! ```
@@ -48,7 +48,6 @@
 
 #![expect(clippy::doc_markdown, reason = "the paper's terms (PEDaLS, DataLog, LinkLog, APLog) are written as the paper writes them")]
 
-pub mod bench;
 pub mod codec;
 pub mod demo;
 pub(crate) mod engine;

@@ -90,22 +90,37 @@ pub struct Params {
 }
 
 impl Params {
+    /// Refuse parameters no run accepts: no days, or more devices than the
+    /// manifest has topics for.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.days == 0 {
+            bail!("--days must be at least 1");
+        }
+        check_devices(self.devices)
+    }
+
     #[must_use]
     pub fn generate(&self) -> DataSet {
         Generator::new(self.seed).devices(self.devices).days(self.days).generate()
     }
 
-    /// Read `DIR/temperature.json`.
+    /// Read `DIR/temperature.json`; parameters no run accepts are an error.
     pub fn load(dir: &Path) -> anyhow::Result<Params> {
         let path = dir.join(PARAMS_FILE);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {} (was `temperature run` run on this directory?)", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+        let params: Params = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        params.validate().with_context(|| {
+            format!("{} holds parameters no run accepts; remove it if the directory holds no data yet", path.display())
+        })?;
+        Ok(params)
     }
 
     /// Write them on the first run; on later runs insist they are the same
-    /// (resuming with another data set would mix two data sets).
+    /// (resuming with another data set would mix two data sets). Refuses
+    /// invalid parameters before writing anything.
     pub fn store_or_match(&self, dir: &Path) -> anyhow::Result<()> {
+        self.validate()?;
         if dir.join(PARAMS_FILE).exists() {
             let stored = Params::load(dir)?;
             if stored != *self {
@@ -130,6 +145,22 @@ impl Params {
 /// The parsed manifest.
 pub fn manifest() -> anyhow::Result<Manifest> {
     Ok(Manifest::parse(MANIFEST_TOML, Some(Path::new(MANIFEST_PATH)))?)
+}
+
+/// Refuse a device count the manifest has no topics for.
+pub fn check_devices(devices: usize) -> anyhow::Result<()> {
+    if !(1..=DEVICES_MAX).contains(&devices) {
+        bail!("--devices must be between 1 and {DEVICES_MAX} (the manifest has topics cpu_raw.0..{})", DEVICES_MAX - 1);
+    }
+    Ok(())
+}
+
+/// Refuse an `--alerts-with` that is not a file (it must be the `varve` binary).
+pub fn check_alerts_with(varve_bin: &Path) -> anyhow::Result<()> {
+    if !varve_bin.is_file() {
+        bail!("--alerts-with {}: no such file (give the `varve` binary)", varve_bin.display());
+    }
+    Ok(())
 }
 
 /// The builtins the manifest names, for a data set of `devices` devices.
@@ -185,8 +216,9 @@ pub fn start_full(
     builtins: &Builtins,
     varve_bin: Option<&Path>,
 ) -> anyhow::Result<Runtime> {
-    if !(1..=DEVICES_MAX).contains(&devices) {
-        bail!("--devices must be between 1 and {DEVICES_MAX} (the manifest has topics cpu_raw.0..{})", DEVICES_MAX - 1);
+    check_devices(devices)?;
+    if let Some(varve_bin) = varve_bin {
+        check_alerts_with(varve_bin)?;
     }
     let manifest = manifest()?;
     manifest.check_builtins(builtins)?;
@@ -204,9 +236,6 @@ pub fn start_full(
     };
     let mut builder = manifest.builder(ns, builtins)?.options(options);
     if let Some(varve_bin) = varve_bin {
-        if !varve_bin.is_file() {
-            bail!("--alerts-with {}: no such file (give the `varve` binary)", varve_bin.display());
-        }
         builder = builder
             .log(ALERTS, varve_log::LogConfig::unbounded())
             .register(alert_handler(varve_bin))

@@ -52,10 +52,10 @@ fn progress(dir: &Path) -> (usize, usize) {
 
 #[test]
 fn sigkill_loop_loses_nothing_and_reruns_are_visible() {
-    let seed: u64 = std::env::var("VARVE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    let seed = varve_testkit::seed::from_env_or_clock();
     let kills_min: usize =
         std::env::var("VARVE_TEMPERATURE_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(KILLS_MIN);
-    println!("kill loop seed {seed} (replay with VARVE_SEED={seed})");
+    println!("kill loop seed {seed} ({})", varve_testkit::seed::replay_hint(seed));
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let mut dir = tempfile::tempdir().expect("temp dir");

@@ -1,353 +1,63 @@
-//! `varve bench log`: the Log's throughput, latency and recovery figures,
-//! each beside a baseline measured in the same run on the same disk.
-//!
-//! Baselines are the machine's own ceiling for the same work:
-//! - appends: a plain file written sequentially with the same bytes (one
-//!   `write` per record) and the same fsync policy (`fdatasync` after every
-//!   record for Always, every `max_delay` for Group, never for Never);
-//! - `get`: `pread` of the same number of bytes at the same kind of offsets
-//!   from a plain file in the page cache;
-//! - open: reading every byte of the same segment files.
-//!
-//! Every figure is the median of several trials, run alternately (ours,
-//! baseline, ours, …) so drift on a noisy machine hits both alike.
+//! `varve bench log|pds|runtime`: the arguments mapped onto the benchmarks
+//! of `varve-bench`, which measure (progress on stderr); the reports
+//! printed here — a Markdown table on stdout, `bench runtime --json` one
+//! JSON object — and `bench pds`'s CSV files written.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::io::Write as _;
+use std::path::Path;
 
-use anyhow::{Context, Result};
-use rand::{Rng, SeedableRng};
-use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, SyncPolicy};
+use anyhow::Context as _;
+use varve_bench::{log, pds, runtime};
 
-/// What to run.
-pub struct BenchOptions {
-    /// Directory for the scratch files (on the disk you want to measure).
-    pub dir: PathBuf,
-    /// Fewer trials and smaller data: a smoke run, not figures to publish.
-    pub quick: bool,
-    /// Size of the journal for the open/recovery measurement.
-    pub open_bytes: u64,
-    /// Run only this part: `append`, `get` or `open`.
-    pub only: Option<String>,
+use crate::output;
+
+/// `varve bench log`.
+pub fn log(dir: &Path, quick: bool, open_mib: u64, only: Option<&str>) -> anyhow::Result<()> {
+    let options =
+        log::BenchOptions { dir: dir.to_owned(), quick, open_bytes: open_mib << 20, only: only.map(str::to_owned) };
+    print(&log::run(&options)?.to_markdown())
 }
 
-struct Row {
-    what: String,
-    ours: f64,
-    baseline: f64,
-    unit: &'static str,
-    /// For rates of records: bytes per record, to show MB/s beside.
-    record_bytes: Option<usize>,
-    /// For rates higher is better; for latencies lower is better.
-    higher_is_better: bool,
-}
-
-impl Row {
-    fn ratio(&self) -> f64 {
-        self.ours / self.baseline
-    }
-}
-
-pub(super) fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-pub(super) fn percentile(sorted_ns: &[u64], p: f64) -> f64 {
-    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss, reason = "index of a percentile")]
-    let index = ((sorted_ns.len() - 1) as f64 * p).round() as usize;
-    #[expect(clippy::cast_precision_loss, reason = "nanoseconds to f64")]
-    let value = sorted_ns[index] as f64;
-    value
-}
-
-/// Run the whole benchmark and print a Markdown table.
-pub fn run(options: &BenchOptions) -> Result<()> {
-    std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
-    let trials = if options.quick { 1 } else { 5 };
-    let budget = if options.quick { Duration::from_millis(200) } else { Duration::from_millis(1500) };
-    let mut rows = Vec::new();
-    eprintln!("varve bench log: scratch in {}, {trials} trial(s) per figure", options.dir.display());
-    let wanted = |part: &str| options.only.as_deref().is_none_or(|only| only == part);
-    let group = SyncPolicy::Group(Duration::from_millis(5));
-    for size in [64usize, 1024, 65536].into_iter().filter(|_| wanted("append")) {
-        for sync in [SyncPolicy::Always, group, SyncPolicy::Never] {
-            let (mut ours, mut raw) = (Vec::new(), Vec::new());
-            for trial in 0..trials {
-                ours.push(append_rate(&options.dir, size, sync, budget, trial)?);
-                raw.push(raw_write_rate(&options.dir, size, sync, budget)?);
-            }
-            let (ours, raw) = (median(ours), median(raw));
-            eprintln!("  append {size:>5} B {:<12} {ours:>12.0}/s   raw {raw:>12.0}/s", sync_name(sync));
-            rows.push(Row {
-                what: format!("append {size} B records, {}", sync_name(sync)),
-                ours,
-                baseline: raw,
-                unit: "rec/s",
-                record_bytes: Some(size),
-                higher_is_better: true,
-            });
+/// `varve bench pds`, with a progress bar over the workload runs.
+pub fn pds(
+    workloads: usize,
+    ops: usize,
+    dir: Option<&Path>,
+    csv: Option<&Path>,
+    series_csv: Option<&Path>,
+) -> anyhow::Result<()> {
+    let config = pds::BenchConfig { workloads, ops, dir: dir.map(Path::to_owned), ..pds::BenchConfig::default() };
+    let bar = output::progress_bar(0, output::Unit::Steps, "workload runs", false);
+    let report = pds::run(&config, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    for (path, text) in [(csv, report.to_csv()), (series_csv, report.series_csv())] {
+        if let Some(path) = path {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         }
     }
-    let records: u64 = if options.quick { 20_000 } else { 1_000_000 };
-    for (size, random) in [(64usize, true), (64, false), (1024, true)].into_iter().filter(|_| wanted("get")) {
-        let (mut ours50, mut ours99, mut raw50, mut raw99) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let dir = options.dir.join("get");
-        let ns = fill_for_reads(&dir, size, records)?;
-        let raw = dir.join("raw.bin");
-        fill_raw(&raw, size, records)?;
-        for trial in 0..trials {
-            let (p50, p99) = get_latency(&ns, records, random, trial)?;
-            ours50.push(p50);
-            ours99.push(p99);
-            let (p50, p99) = raw_pread_latency(&raw, size, records, random, trial)?;
-            raw50.push(p50);
-            raw99.push(p99);
-        }
-        drop(ns);
-        std::fs::remove_dir_all(&dir).ok();
-        let kind = if random { "random" } else { "sequential" };
-        for (label, ours, raw) in [("p50", ours50, raw50), ("p99", ours99, raw99)] {
-            let (ours, raw) = (median(ours), median(raw));
-            eprintln!("  get {size} B {kind} {label}: {ours:.0} ns   raw pread {raw:.0} ns");
-            rows.push(Row {
-                what: format!("get {size} B, {kind}, {label}, page cache ({records} records)"),
-                ours,
-                baseline: raw,
-                unit: "ns",
-                record_bytes: None,
-                higher_is_better: false,
-            });
-        }
-    }
-    for size in [1024usize, 65536].into_iter().filter(|_| wanted("open")) {
-        let (ours, raw, recovered) = open_time(&options.dir, size, options.open_bytes, trials)?;
-        eprintln!("  open {} MiB of {size} B records: {ours:.3} s   raw read {raw:.3} s ({recovered} records)", options.open_bytes >> 20);
-        rows.push(Row {
-            what: format!("open {} MiB journal of {size} B records ({recovered} records), page cache", options.open_bytes >> 20),
-            ours,
-            baseline: raw,
-            unit: "s",
-            record_bytes: None,
-            higher_is_better: false,
-        });
-    }
-    print_table(&rows);
-    Ok(())
+    print(&format!("{}\n", report.to_markdown()))
 }
 
-fn sync_name(sync: SyncPolicy) -> String {
-    match sync {
-        SyncPolicy::Always => "Always".into(),
-        SyncPolicy::Group(d) => format!("Group({}ms)", d.as_millis()),
-        SyncPolicy::Never => "Never".into(),
-    }
-}
-
-fn print_table(rows: &[Row]) {
-    let value = |v: f64, row: &Row| -> String {
-        match row.record_bytes {
-            #[expect(clippy::cast_precision_loss, reason = "record size")]
-            Some(bytes) => format!("{v:.0} {} ({:.1} MB/s)", row.unit, v * bytes as f64 / 1e6),
-            None if row.unit == "s" => format!("{v:.3} s"),
-            None => format!("{v:.0} {}", row.unit),
-        }
+/// `varve bench runtime`; the external-command figures run this binary as
+/// the handler (see `varve_bench::runtime::stamp_if_asked` in `main`).
+pub fn runtime(dir: &Path, quick: bool, only: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let options = runtime::RuntimeBenchOptions {
+        dir: dir.to_owned(),
+        stamp_program: std::env::current_exe().context("finding the varve binary")?,
+        quick,
+        only: only.map(str::to_owned),
     };
+    let report = runtime::run(&options)?;
+    print(&if json { format!("{}\n", report.to_json()) } else { report.to_markdown() })
+}
+
+/// Write `text` to stdout (a closed pipe is an error `main` treats as success).
+fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "| measurement | varve | baseline | varve / baseline |");
-    let _ = writeln!(out, "|---|---:|---:|---:|");
-    for row in rows {
-        let better = if row.higher_is_better { "higher is better" } else { "lower is better" };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.2} ({better}) |",
-            row.what,
-            value(row.ours, row),
-            value(row.baseline, row),
-            row.ratio()
-        );
-    }
-}
-
-pub(super) fn fresh_dir(base: &Path, name: &str) -> Result<PathBuf> {
-    let dir = base.join(name);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
-}
-
-fn payload(size: usize, trial: usize) -> Vec<u8> {
-    (0..size).map(|i| i.wrapping_mul(31).wrapping_add(trial).to_le_bytes()[0]).collect()
-}
-
-#[expect(clippy::cast_precision_loss, reason = "rates")]
-fn rate(count: u64, elapsed: Duration) -> f64 {
-    count as f64 / elapsed.as_secs_f64()
-}
-
-/// Appends per second into a fresh journal for about `budget`, then `sync`.
-fn append_rate(base: &Path, size: usize, sync: SyncPolicy, budget: Duration, trial: usize) -> Result<f64> {
-    let dir = fresh_dir(base, "append")?;
-    let options = JournalOptions { sync, ..JournalOptions::default() };
-    let ns = JournalNamespace::open(&dir, "bench", options)?;
-    ns.create_log("b", LogConfig::unbounded())?;
-    let value = payload(size, trial);
-    let started = Instant::now();
-    let mut count = 0u64;
-    loop {
-        for _ in 0..64 {
-            ns.append("b", &value)?;
-        }
-        count += 64;
-        if started.elapsed() >= budget {
-            break;
-        }
-    }
-    ns.sync()?;
-    let elapsed = started.elapsed();
-    drop(ns);
-    std::fs::remove_dir_all(&dir).ok();
-    Ok(rate(count, elapsed))
-}
-
-/// The ceiling: the same bytes written with plain `write` calls and the same
-/// fsync policy.
-fn raw_write_rate(base: &Path, size: usize, sync: SyncPolicy, budget: Duration) -> Result<f64> {
-    let dir = fresh_dir(base, "raw")?;
-    let path = dir.join("raw.bin");
-    let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
-    let value = payload(size, 0);
-    let started = Instant::now();
-    let mut last_sync = started;
-    let mut count = 0u64;
-    loop {
-        for _ in 0..64 {
-            file.write_all(&value)?;
-            match sync {
-                SyncPolicy::Always => file.sync_data()?,
-                SyncPolicy::Group(delay) if last_sync.elapsed() >= delay => {
-                    file.sync_data()?;
-                    last_sync = Instant::now();
-                }
-                _ => {}
-            }
-        }
-        count += 64;
-        if started.elapsed() >= budget {
-            break;
-        }
-    }
-    file.sync_data()?;
-    let elapsed = started.elapsed();
-    drop(file);
-    std::fs::remove_dir_all(&dir).ok();
-    Ok(rate(count, elapsed))
-}
-
-fn fill_for_reads(dir: &Path, size: usize, records: u64) -> Result<JournalNamespace> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
-    }
-    let options = JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() };
-    let ns = JournalNamespace::open(dir, "bench", options)?;
-    ns.create_log("r", LogConfig::unbounded())?;
-    let value = payload(size, 0);
-    let batch: Vec<(&str, &[u8])> = vec![("r", &value); 1000];
-    for _ in 0..records / 1000 {
-        ns.append_batch(&batch)?;
-    }
-    Ok(ns)
-}
-
-fn fill_raw(path: &Path, size: usize, records: u64) -> Result<()> {
-    let mut file = std::io::BufWriter::new(File::create(path)?);
-    let value = payload(size, 0);
-    for _ in 0..records {
-        file.write_all(&value)?;
-    }
-    file.flush()?;
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
     Ok(())
-}
-
-const GETS_PER_TRIAL: usize = 200_000;
-
-fn seqs(records: u64, random: bool, trial: usize) -> Vec<u64> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(trial as u64);
-    (0..GETS_PER_TRIAL as u64)
-        .map(|i| if random { rng.gen_range(1..=records) } else { i % records + 1 })
-        .collect()
-}
-
-/// p50 and p99 of single `get` calls, in nanoseconds.
-fn get_latency(ns: &JournalNamespace, records: u64, random: bool, trial: usize) -> Result<(f64, f64)> {
-    let mut times = Vec::with_capacity(GETS_PER_TRIAL);
-    for seq in seqs(records, random, trial) {
-        let started = Instant::now();
-        let value = ns.get("r", seq)?;
-        times.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
-        std::hint::black_box(value);
-    }
-    times.sort_unstable();
-    Ok((percentile(&times, 0.5), percentile(&times, 0.99)))
-}
-
-fn raw_pread_latency(path: &Path, size: usize, records: u64, random: bool, trial: usize) -> Result<(f64, f64)> {
-    let file = File::open(path)?;
-    let mut times = Vec::with_capacity(GETS_PER_TRIAL);
-    for seq in seqs(records, random, trial) {
-        let started = Instant::now();
-        // Allocate per read as `get` does, so the baseline does the same work.
-        let mut buf = vec![0; size];
-        file.read_exact_at(&mut buf, (seq - 1) * size as u64)?;
-        times.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
-        std::hint::black_box(buf);
-    }
-    times.sort_unstable();
-    Ok((percentile(&times, 0.5), percentile(&times, 0.99)))
-}
-
-/// Seconds to open a journal of `bytes` (median), seconds to read the same
-/// files start to end, and the records recovered.
-fn open_time(base: &Path, size: usize, bytes: u64, trials: usize) -> Result<(f64, f64, u64)> {
-    let dir = fresh_dir(base, "open")?;
-    {
-        let options = JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() };
-        let ns = JournalNamespace::open(&dir, "bench", options)?;
-        ns.create_log("o", LogConfig::unbounded())?;
-        let value = payload(size, 0);
-        let per_batch = (1 << 20) / (size + 20);
-        let batch: Vec<(&str, &[u8])> = vec![("o", &value); per_batch];
-        let batches = bytes / ((size as u64 + 20) * per_batch as u64);
-        for _ in 0..batches.max(1) {
-            ns.append_batch(&batch)?;
-        }
-        ns.close()?;
-    }
-    let files: Vec<PathBuf> = std::fs::read_dir(&dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
-        .collect();
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
-    let mut recovered = 0;
-    for _ in 0..trials.max(3) {
-        let started = Instant::now();
-        let ns = JournalNamespace::open(&dir, "bench", JournalOptions::default())?;
-        ours.push(started.elapsed().as_secs_f64());
-        recovered = ns.recovery_report().records;
-        drop(ns);
-        let started = Instant::now();
-        let mut total = 0;
-        for file in &files {
-            total += std::fs::read(file)?.len();
-        }
-        std::hint::black_box(total);
-        raw.push(started.elapsed().as_secs_f64());
-    }
-    std::fs::remove_dir_all(&dir).ok();
-    Ok((median(ours), median(raw), recovered))
 }

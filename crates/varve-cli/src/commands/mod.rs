@@ -7,7 +7,6 @@
 //! is fsynced before it is reported (`SyncPolicy::Always`).
 
 pub mod bench;
-pub mod bench_runtime;
 pub mod fsck;
 pub mod log;
 pub mod pds;

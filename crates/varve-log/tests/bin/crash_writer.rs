@@ -1,6 +1,8 @@
-//! Crash-loop child: appends random batches to a journal namespace with
+//! Crash-loop child: opens a journal namespace (recovering from the last
+//! kill), prints `ready`, then appends random batches with
 //! `SyncPolicy::Always` and prints `ack <batch> <log>:<seq>…` after each one
-//! is acknowledged, until it is killed. Usage: `crash_writer DIR SEED`.
+//! is acknowledged, until it is killed (the protocol of
+//! `varve_testkit::crash`). Usage: `crash_writer DIR SEED`.
 //!
 //! Every record says which batch it belongs to and what that batch held
 //! (`b=<id>;n=<count>;i=<index>;logs=<l0,l1,…>;` then filler), so the test can
@@ -41,6 +43,11 @@ fn main() {
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let stdout = std::io::stdout();
+    {
+        let mut out = stdout.lock();
+        writeln!(out, "ready").expect("stdout");
+        out.flush().expect("stdout");
+    }
     loop {
         let count = rng.gen_range(1..=4);
         // Every batch touches an unbounded log, so batch ids stay checkable.

@@ -1,9 +1,10 @@
 //! Crash-loop child of `tests/durable_crash.rs`: opens the durable map
-//! `crash` in the journal namespace `DIR/crash`, then applies batch after
-//! batch (see `durable_crash_ops.rs`), printing `ack <id>` once each is
-//! acknowledged, and checkpoints every 10 batches — every other time on a
-//! background thread while 5 more batches are applied — printing
-//! `checkpoint begin` / `checkpoint commit`, until it is killed.
+//! `crash` in the journal namespace `DIR/crash` and prints `ready`, then
+//! applies batch after batch (see `durable_crash_ops.rs`), printing
+//! `ack <id>` once each is acknowledged, and checkpoints every 10 batches —
+//! every other time on a background thread while 5 more batches are applied
+//! — printing `checkpoint begin` / `checkpoint commit`, until it is killed
+//! (the protocol of `varve_testkit::crash`).
 //! Usage: `durable_crash_writer DIR SEED`.
 
 use std::io::Write;
@@ -48,6 +49,7 @@ fn main() {
         writeln!(out, "{line}").expect("stdout");
         out.flush().expect("stdout");
     };
+    say("ready");
     let apply = |map: &mut DurableMap<Vec<u8>>, next: &mut u64| {
         map.apply(ops::batch_for(seed, *next)).expect("apply");
         say(&format!("ack {next}"));

@@ -2,8 +2,9 @@
 //! Crash-loop child: opens structure `STRUCTURE` (bst, balanced, list) in
 //! the journal namespace `DIR/crash` — completing any update a previous child
 //! was killed in — then applies the deterministic op of each next version
-//! (see `op_for` in tests/crash_loop.rs). Prints `ready` once the structure
-//! is open, then `ack <version>` after each update commits, until killed. Usage: `crash_writer DIR SEED STRUCTURE`.
+//! (`value_for` in `crash_ops.rs`). Prints `ready` once the structure is
+//! open, then `ack <version>` after each update commits, until killed (the
+//! protocol of `varve_testkit::crash`). Usage: `crash_writer DIR SEED STRUCTURE`.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -12,14 +13,9 @@ use std::time::Duration;
 use varve_log::{JournalOptions, JournalStore, Namespace, SyncPolicy};
 use varve_pds::{Options, SortedSet, Structure, VersionedList};
 
-/// Must agree with `op_for` in tests/crash_loop.rs.
-fn value_for(seed: u64, version: u64) -> u64 {
-    let mut x = seed ^ version.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^= x >> 29;
-    x % 40 + 1
-}
+#[path = "crash_ops.rs"]
+mod ops;
+use ops::value_for;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

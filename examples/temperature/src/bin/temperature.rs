@@ -94,8 +94,11 @@ fn main() -> ExitCode {
 }
 
 fn run(dir: &Path, params: Params, alerts_with: Option<&Path>) -> anyhow::Result<ExitCode> {
-    if params.days == 0 {
-        bail!("--days must be at least 1");
+    // Everything that can refuse the run is checked before anything is
+    // written, so a refused run leaves `dir` as it was.
+    params.validate()?;
+    if let Some(varve_bin) = alerts_with {
+        app::check_alerts_with(varve_bin)?;
     }
     params.store_or_match(dir)?;
     let started = Instant::now();

@@ -1,18 +1,10 @@
-//! The paper's evaluation (§V, Figures 4–6), as a library function the CLI
-//! runs as `varve bench pds`: generated workloads (§V-A) on the list, the
+//! The PEDaLS paper's evaluation (§V, Figures 4–6; `varve bench pds`,
+//! `make bench-pds`): generated workloads (§V-A) on the list, the
 //! paper's BST and the balanced tree, for several `extra`, on the embedded
 //! journal (group commit) and on the memory backend (the paper's
 //! "persistent-n" baseline), with ephemeral std baselines (`BTreeSet`, `Vec`)
 //! measured in the same run. Also sorted inserts, where the paper's BST
 //! degenerates and the balanced tree does not.
-//!
-//! ```
-//! use varve_pds::bench::{run, BenchConfig};
-//! let config = BenchConfig { workloads: 1, ops: 50, extras: vec![1], ..BenchConfig::default() };
-//! let report = run(&config, &mut |_, _| {})?;
-//! println!("{}", report.to_markdown());
-//! # Ok::<(), varve_pds::PdsError>(())
-//! ```
 //!
 //! Figures: bytes stored per update is the slope of Figure 4 (bytes of every
 //! appended record, plus the journal's 20-byte per-record framing, divided
@@ -28,11 +20,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use varve_log::{JournalNamespace, JournalOptions, JournalStore, Limits, MemoryNamespace, Namespace, SyncPolicy};
+use varve_pds::testing::CountingNamespace;
+use varve_pds::workload::{generate, parse, WorkloadOp};
+use varve_pds::{Options, SortedSet, Structure, VersionedList};
 
-use crate::error::Result;
-use crate::testing::CountingNamespace;
-use crate::workload::{generate, parse, WorkloadOp};
-use crate::{Options, SortedSet, Structure, VersionedList};
+use crate::stats::median;
+use crate::table::{Align, Table};
+use crate::{IoContext, Result};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -91,14 +85,6 @@ pub struct BenchReport {
     pub series: Vec<SeriesPoint>,
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -132,7 +118,7 @@ enum Subject {
 }
 
 impl Subject {
-    fn open(ns: Arc<dyn Namespace>, name: &str, structure: Structure, options: Options) -> Result<Subject> {
+    fn open(ns: Arc<dyn Namespace>, name: &str, structure: Structure, options: Options) -> varve_pds::Result<Subject> {
         Ok(match structure {
             Structure::List => Subject::List(VersionedList::open(ns, name, options)?),
             tree => Subject::Set(SortedSet::open_as(ns, name, tree, options)?),
@@ -140,7 +126,7 @@ impl Subject {
     }
 
     /// Trees insert and delete keys; the list appends at the end and removes the value (§V-A).
-    fn apply(&mut self, op: WorkloadOp) -> Result<()> {
+    fn apply(&mut self, op: WorkloadOp) -> varve_pds::Result<()> {
         match (self, op) {
             (Subject::List(list), WorkloadOp::Insert(k)) => list.push_back(&k)?,
             (Subject::List(list), WorkloadOp::Delete(k)) => list.remove(&k)?,
@@ -151,14 +137,14 @@ impl Subject {
     }
 
     /// The paper's access: the last node of the list, the maximum of the tree.
-    fn access(&self) -> Result<Option<u64>> {
+    fn access(&self) -> varve_pds::Result<Option<u64>> {
         match self {
             Subject::List(list) => list.last(None),
             Subject::Set(set) => set.last(None),
         }
     }
 
-    fn latest(&self) -> Result<u64> {
+    fn latest(&self) -> varve_pds::Result<u64> {
         match self {
             Subject::List(list) => list.latest(),
             Subject::Set(set) => set.latest(),
@@ -312,7 +298,7 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
     let store = JournalStore::open(&dir, options)?;
     let workloads: Vec<Vec<WorkloadOp>> = (0..config.workloads)
         .map(|i| parse(&generate(config.ops, config.seed + i as u64)).map(|w| w.ops))
-        .collect::<Result<_>>()?;
+        .collect::<varve_pds::Result<_>>()?;
     let sorted: Vec<WorkloadOp> = (1..=config.ops as u64).map(WorkloadOp::Insert).collect();
     let trees: Vec<Structure> = config.structures.iter().copied().filter(|s| *s != Structure::List).collect();
     let total = config.structures.len() * config.extras.len() * config.workloads * 2
@@ -369,10 +355,16 @@ impl BenchReport {
     /// The results as a Markdown table, with the journal/memory ratios.
     #[must_use]
     pub fn to_markdown(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "{}\n", self.config_line);
-        out.push_str("| structure | backend | extra | bytes/update | µs/update | µs/access | bytes vs memory | update vs memory |\n");
-        out.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+        let mut table = Table::new(&[
+            ("structure", Align::Left),
+            ("backend", Align::Left),
+            ("extra", Align::Right),
+            ("bytes/update", Align::Right),
+            ("µs/update", Align::Right),
+            ("µs/access", Align::Right),
+            ("bytes vs memory", Align::Right),
+            ("update vs memory", Align::Right),
+        ]);
         for row in &self.rows {
             let memory = self
                 .rows
@@ -385,20 +377,18 @@ impl BenchReport {
                 }
                 _ => ("-".into(), "-".into()),
             };
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.1} | {:.2} | {:.2} | {} | {} |",
-                row.structure,
-                row.backend,
+            table.row(vec![
+                row.structure.clone(),
+                row.backend.to_owned(),
                 row.extra.map_or_else(|| "-".into(), |e| e.to_string()),
-                row.bytes_per_update,
-                row.us_per_update,
-                row.us_per_access,
+                format!("{:.1}", row.bytes_per_update),
+                format!("{:.2}", row.us_per_update),
+                format!("{:.2}", row.us_per_access),
                 bytes_ratio,
-                time_ratio
-            );
+                time_ratio,
+            ]);
         }
-        out
+        format!("{}\n\n{}", self.config_line, table.to_markdown())
     }
 
     /// The curves as CSV: `variant,ops,bytes,update_us,access_us`.
@@ -432,16 +422,14 @@ impl BenchReport {
     }
 }
 
-/// A temporary directory removed on drop (the crate has no tempfile
-/// dependency outside tests).
+/// A temporary directory removed on drop (tempfile is a dev-dependency only).
 struct TempDir(PathBuf);
 
 impl TempDir {
     fn new() -> Result<TempDir> {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let path = std::env::temp_dir().join(format!("varve-bench-pds-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path)
-            .map_err(|e| varve_log::LogError::Io { context: format!("creating {}", path.display()), source: e })?;
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         Ok(TempDir(path))
     }
 }

@@ -1,6 +1,7 @@
-//! `varve bench runtime`: the runtime's figures (issue 6, "Benchmarks"),
+//! The runtime's figures (`varve bench runtime`, `make bench-runtime`),
 //! each beside a baseline measured in the same run, on the embedded journal
-//! in a scratch directory.
+//! in a scratch directory. Progress lines go to stderr as each figure is
+//! measured.
 //!
 //! | figure | what is timed | baseline (same run) |
 //! |---|---|---|
@@ -10,10 +11,11 @@
 //! | event-recording overhead | the same workload, READ/LATEST recording on vs off | the "off" runs |
 //! | topic publish throughput | `publish` ×N until the subscriber has handled every one | plain `append` ×N to a log of the same namespace |
 //!
-//! **How an external command reports its start.** The command is this very
-//! binary, `varve __bench-stamp FILE`: `main` reads `CLOCK_REALTIME` before
+//! **How an external command reports its start.** The command is
+//! [`RuntimeBenchOptions::stamp_program`] — the `varve` binary itself, run
+//! as `varve __bench-stamp FILE`: its `main` reads `CLOCK_REALTIME` before
 //! anything else (before argument parsing) and, when its first argument is
-//! `__bench-stamp`, writes those nanoseconds to `FILE` and exits 0 (see
+//! [`STAMP_ARG`], writes those nanoseconds to `FILE` and exits 0 (see
 //! [`stamp_if_asked`]). So what is measured is the runtime's work *plus*
 //! `fork`/`exec`, dynamic loading and Rust's start-up of a 26 MB binary (release, with debug info) —
 //! a real process start, not a shell builtin. The benchmark compares that
@@ -35,12 +37,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, Store, SyncPolicy};
 use varve_runtime::{HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder, RuntimeOptions, EVENTS_LOG};
 
-use super::bench::{fresh_dir, median, percentile};
+use crate::stats::{median, median_each, nanos, p50_p99};
+use crate::table::{ratio_cell, Align, Table};
+use crate::{fresh_dir, BenchError, IoContext, Result};
+
+/// A failed check of the benchmark itself, as an error.
+fn check_failed(what: impl Into<String>) -> BenchError {
+    BenchError::Check(what.into())
+}
 
 /// The hidden first argument that makes `varve` write its start time and exit.
 pub const STAMP_ARG: &str = "__bench-stamp";
@@ -55,6 +63,7 @@ const WORKLOAD_BATCH: usize = 100;
 /// If this process was started as `varve __bench-stamp FILE`, write
 /// `entered` (`CLOCK_REALTIME` ns, read first thing in `main`) to FILE and
 /// return the exit code; otherwise `None`.
+#[must_use]
 pub fn stamp_if_asked(entered: SystemTime) -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
     if args.next()? != STAMP_ARG {
@@ -69,10 +78,12 @@ pub fn stamp_if_asked(entered: SystemTime) -> Option<ExitCode> {
 pub struct RuntimeBenchOptions {
     /// Directory for the scratch stores (deleted after).
     pub dir: PathBuf,
+    /// The program the external-command handler runs as
+    /// `PROGRAM __bench-stamp FILE`: a binary whose `main` starts with
+    /// [`stamp_if_asked`] (the `varve` binary).
+    pub stamp_program: PathBuf,
     /// Small sizes and one trial: a smoke run, not figures to publish.
     pub quick: bool,
-    /// Print one JSON object instead of the Markdown table.
-    pub json: bool,
     /// Run only one part: `latency`, `command`, `workload` or `publish`.
     pub only: Option<String>,
 }
@@ -120,21 +131,21 @@ impl Sizes {
 }
 
 /// One line of the table.
-#[derive(Serialize)]
-struct Row {
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
     /// Stable key for scripts.
-    key: &'static str,
-    what: String,
-    value: f64,
-    unit: &'static str,
-    /// The issue's goal, as text; `None` for reference figures.
-    goal: Option<&'static str>,
-    goal_met: Option<bool>,
-    baseline_what: Option<String>,
-    baseline: Option<f64>,
+    pub key: &'static str,
+    pub what: String,
+    pub value: f64,
+    pub unit: &'static str,
+    /// The goal the figure is held to, as text; `None` for reference figures.
+    pub goal: Option<&'static str>,
+    pub goal_met: Option<bool>,
+    pub baseline_what: Option<String>,
+    pub baseline: Option<f64>,
     /// value / baseline.
-    ratio: Option<f64>,
-    higher_is_better: bool,
+    pub ratio: Option<f64>,
+    pub higher_is_better: bool,
 }
 
 impl Row {
@@ -167,14 +178,15 @@ impl Row {
     }
 }
 
-#[derive(Serialize)]
-struct Report {
-    command: &'static str,
-    quick: bool,
+/// Every figure measured, in run order, and the machine's load around the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuntimeReport {
+    pub command: &'static str,
+    pub quick: bool,
     /// `/proc/loadavg` (1, 5, 15 min) before and after the run.
-    load_before: Option<[f64; 3]>,
-    load_after: Option<[f64; 3]>,
-    rows: Vec<Row>,
+    pub load_before: Option<[f64; 3]>,
+    pub load_after: Option<[f64; 3]>,
+    pub rows: Vec<Row>,
 }
 
 fn load_average() -> Option<[f64; 3]> {
@@ -195,8 +207,8 @@ fn sync_name(sync: SyncPolicy) -> String {
     }
 }
 
-/// Run every measurement and print the table (or JSON).
-pub fn run(options: &RuntimeBenchOptions) -> Result<()> {
+/// Run the measurements (the parts `options.only` selects).
+pub fn run(options: &RuntimeBenchOptions) -> Result<RuntimeReport> {
     std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
     let sizes = Sizes::new(options.quick);
     let load_before = load_average();
@@ -211,7 +223,7 @@ pub fn run(options: &RuntimeBenchOptions) -> Result<()> {
         in_process_rows(&options.dir, &sizes, &mut rows)?;
     }
     if wanted("command") {
-        command_rows(&options.dir, &sizes, &mut rows)?;
+        command_rows(&options.dir, &options.stamp_program, &sizes, &mut rows)?;
     }
     if wanted("workload") {
         workload_rows(&options.dir, &sizes, &mut rows)?;
@@ -219,15 +231,15 @@ pub fn run(options: &RuntimeBenchOptions) -> Result<()> {
     if wanted("publish") {
         publish_rows(&options.dir, &sizes, &mut rows)?;
     }
-    let report =
-        Report { command: "varve bench runtime", quick: options.quick, load_before, load_after: load_average(), rows };
-    if options.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print_table(&report);
-    }
+    let report = RuntimeReport {
+        command: "varve bench runtime",
+        quick: options.quick,
+        load_before,
+        load_after: load_average(),
+        rows,
+    };
     std::fs::remove_dir_all(options.dir.join("runtime")).ok();
-    Ok(())
+    Ok(report)
 }
 
 fn in_process_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
@@ -266,8 +278,8 @@ fn in_process_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()>
     Ok(())
 }
 
-fn command_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
-    let (ours, raw) = command_latency(dir, sizes)?;
+fn command_rows(dir: &Path, program: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let (ours, raw) = command_latency(dir, program, sizes)?;
     eprintln!(
         "  external-command trigger: p50 {:.2} ms p99 {:.2} ms; direct spawn p50 {:.2} ms p99 {:.2} ms",
         ours[0] / 1e6,
@@ -386,56 +398,65 @@ fn publish_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
     Ok(())
 }
 
-fn print_table(report: &Report) {
-    let number = |v: f64, unit: &str| -> String {
-        match unit {
-            "µs" | "ms" | "µs/record" | "%" => format!("{v:.2} {unit}"),
-            _ => format!("{v:.0} {unit}"),
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "| figure | varve | goal | met? | baseline | baseline value | varve / baseline |");
-    let _ = writeln!(out, "|---|---:|---|---|---|---:|---:|");
-    for row in &report.rows {
-        let met = match row.goal_met {
-            Some(true) => "met",
-            Some(false) => "**missed**",
-            None => "",
+impl RuntimeReport {
+    /// The figures as a Markdown table (`docs/benchmarks.md`, "The
+    /// runtime"), then the load average before and after.
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let number = |v: f64, unit: &str| -> String {
+            match unit {
+                "µs" | "ms" | "µs/record" | "%" => format!("{v:.2} {unit}"),
+                _ => format!("{v:.0} {unit}"),
+            }
         };
-        let better = if row.higher_is_better { "higher is better" } else { "lower is better" };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {met} | {} | {} | {} |",
-            row.what,
-            number(row.value, row.unit),
-            row.goal.unwrap_or(""),
-            row.baseline_what.as_deref().unwrap_or("—"),
-            row.baseline.map_or_else(|| "—".into(), |b| number(b, row.unit)),
-            row.ratio.map_or_else(|| "—".into(), |r| format!("{r:.2} ({better})")),
-        );
+        let mut table = Table::new(&[
+            ("figure", Align::Left),
+            ("varve", Align::Right),
+            ("goal", Align::Left),
+            ("met?", Align::Left),
+            ("baseline", Align::Left),
+            ("baseline value", Align::Right),
+            ("varve / baseline", Align::Right),
+        ]);
+        for row in &self.rows {
+            let met = match row.goal_met {
+                Some(true) => "met",
+                Some(false) => "**missed**",
+                None => "",
+            };
+            table.row(vec![
+                row.what.clone(),
+                number(row.value, row.unit),
+                row.goal.unwrap_or("").to_owned(),
+                met.to_owned(),
+                row.baseline_what.clone().unwrap_or_else(|| "—".into()),
+                row.baseline.map_or_else(|| "—".into(), |b| number(b, row.unit)),
+                row.ratio.map_or_else(|| "—".into(), |r| ratio_cell(r, row.higher_is_better)),
+            ]);
+        }
+        let load = |l: Option<[f64; 3]>| l.map_or_else(|| "unknown".into(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
+        format!(
+            "{}\nload average before: {}, after: {}\n",
+            table.to_markdown(),
+            load(self.load_before),
+            load(self.load_after)
+        )
     }
-    let load = |l: Option<[f64; 3]>| l.map_or_else(|| "unknown".into(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
-    let _ = writeln!(out, "\nload average before: {}, after: {}", load(report.load_before), load(report.load_after));
+
+    /// The report as one JSON object (`varve bench runtime --json`).
+    ///
+    /// # Panics
+    ///
+    /// Never: the report is numbers and strings (a NaN becomes `null`).
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report of numbers and strings serializes")
+    }
 }
 
 fn open_store(base: &Path, name: &str, sync: SyncPolicy) -> Result<JournalStore> {
     let dir = fresh_dir(&base.join("runtime"), name)?;
     Ok(JournalStore::open(&dir, JournalOptions { sync, ..JournalOptions::default() })?)
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// p50 and p99 (ns) of the samples after the warm-up.
-fn p50_p99(mut samples: Vec<u64>, warmup: usize) -> [f64; 2] {
-    samples.drain(..warmup.min(samples.len()));
-    samples.sort_unstable();
-    [percentile(&samples, 0.5), percentile(&samples, 0.99)]
-}
-
-fn medians(trials: &[[f64; 2]]) -> [f64; 2] {
-    [median(trials.iter().map(|t| t[0]).collect()), median(trials.iter().map(|t| t[1]).collect())]
 }
 
 /// In-process trigger latency and the append + wake baseline, p50/p99 in ns.
@@ -474,15 +495,17 @@ fn in_process_latency(base: &Path, sync: SyncPolicy, sizes: &Sizes) -> Result<([
             let value = (i as u64).to_le_bytes();
             let before = Instant::now();
             rt.append("x", &value)?;
-            let started = started_rx.recv_timeout(IDLE_TIMEOUT).context("the handler did not start")?;
+            let started =
+                started_rx.recv_timeout(IDLE_TIMEOUT).map_err(|_| check_failed("the handler did not start"))?;
             ours_ns.push(nanos(started - before));
             if !rt.wait_idle(IDLE_TIMEOUT) {
-                bail!("the runtime did not become idle");
+                return Err(check_failed("the runtime did not become idle"));
             }
             let before = Instant::now();
             plain.append("x", &value)?;
-            wake_tx.send(()).context("the waiting thread ended")?;
-            let woke = woke_rx.recv_timeout(IDLE_TIMEOUT).context("the waiting thread did not wake")?;
+            wake_tx.send(()).map_err(|_| check_failed("the waiting thread ended"))?;
+            let woke =
+                woke_rx.recv_timeout(IDLE_TIMEOUT).map_err(|_| check_failed("the waiting thread did not wake"))?;
             raw_ns.push(nanos(woke - before));
         }
         drop(wake_tx);
@@ -491,7 +514,7 @@ fn in_process_latency(base: &Path, sync: SyncPolicy, sizes: &Sizes) -> Result<([
         ours.push(p50_p99(ours_ns, sizes.latency_warmup));
         raw.push(p50_p99(raw_ns, sizes.latency_warmup));
     }
-    Ok((medians(&ours), medians(&raw)))
+    Ok((median_each(&ours), median_each(&raw)))
 }
 
 fn realtime_ns() -> u128 {
@@ -501,22 +524,21 @@ fn realtime_ns() -> u128 {
 /// The stamp the last `__bench-stamp` process wrote, minus `before`, in ns.
 fn stamp_since(file: &Path, before: u128) -> Result<u64> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading the stamp {}", file.display()))?;
-    let stamp: u128 = text.trim().parse().with_context(|| format!("parsing the stamp {text:?}"))?;
+    let stamp: u128 = text.trim().parse().map_err(|_| check_failed(format!("the stamp {text:?} is not a number")))?;
     std::fs::remove_file(file).ok();
     if stamp < before {
-        bail!("the command's start stamp precedes the append: the clock stepped");
+        return Err(check_failed("the command's start stamp precedes the append: the clock stepped"));
     }
     Ok(u64::try_from(stamp - before).unwrap_or(u64::MAX))
 }
 
 /// External-command trigger latency and the direct-spawn baseline, p50/p99 in ns.
-fn command_latency(base: &Path, sizes: &Sizes) -> Result<([f64; 2], [f64; 2])> {
-    let exe = std::env::current_exe().context("finding the varve binary")?;
+fn command_latency(base: &Path, program: &Path, sizes: &Sizes) -> Result<([f64; 2], [f64; 2])> {
     let (mut ours, mut raw) = (Vec::new(), Vec::new());
     for trial in 0..sizes.trials {
         let store = open_store(base, &format!("command-{trial}"), group())?;
         let stamp = base.join("runtime").join(format!("command-{trial}.stamp"));
-        let argv = vec![exe.display().to_string(), STAMP_ARG.to_owned(), stamp.display().to_string()];
+        let argv = vec![program.display().to_string(), STAMP_ARG.to_owned(), stamp.display().to_string()];
         let rt = RuntimeBuilder::new(store.namespace("command")?)
             .log("x", LogConfig::unbounded())
             .register(HandlerSpec {
@@ -533,7 +555,7 @@ fn command_latency(base: &Path, sizes: &Sizes) -> Result<([f64; 2], [f64; 2])> {
             let before = realtime_ns();
             rt.append("x", &value)?;
             if !rt.wait_idle(IDLE_TIMEOUT) {
-                bail!("the runtime did not become idle");
+                return Err(check_failed("the runtime did not become idle"));
             }
             ours_ns.push(stamp_since(&stamp, before)?);
             let before = realtime_ns();
@@ -544,7 +566,7 @@ fn command_latency(base: &Path, sizes: &Sizes) -> Result<([f64; 2], [f64; 2])> {
         ours.push(p50_p99(ours_ns, sizes.command_warmup));
         raw.push(p50_p99(raw_ns, sizes.command_warmup));
     }
-    Ok((medians(&ours), medians(&raw)))
+    Ok((median_each(&ours), median_each(&raw)))
 }
 
 /// The baseline: `argv` spawned as the runtime's `command::run` spawns it
@@ -553,13 +575,13 @@ fn spawn_directly(argv: &[String], record: &[u8]) -> Result<()> {
     let mut command = Command::new(&argv[0]);
     command.args(&argv[1..]).stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = command.spawn().context("spawning the stamp command")?;
+    let mut child = command.spawn().with_context(|| format!("spawning the stamp command {}", argv[0]))?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(record); // it exits without reading: fine
     }
-    let status = child.wait()?;
+    let status = child.wait().with_context(|| format!("waiting for the stamp command {}", argv[0]))?;
     if !status.success() {
-        bail!("the stamp command failed: {status}");
+        return Err(check_failed(format!("the stamp command failed: {status}")));
     }
     Ok(())
 }
@@ -696,7 +718,7 @@ fn workload_once(base: &Path, workers: usize, record_reads: bool, records: usize
         left -= n;
     }
     if !rt.wait_idle(IDLE_TIMEOUT) {
-        bail!("the runtime did not become idle");
+        return Err(check_failed("the runtime did not become idle"));
     }
     let elapsed = started.elapsed();
     let cpu_ns = cpu_before.zip(cpu_ns()).map(|(before, after)| after.saturating_sub(before));
@@ -710,7 +732,7 @@ fn workload_once(base: &Path, workers: usize, record_reads: bool, records: usize
 fn check_handled(ns: &dyn Namespace, log: &str, records: usize) -> Result<()> {
     let written = ns.latest(log)?;
     if written != records as u64 {
-        bail!("{written} of {records} records handled");
+        return Err(check_failed(format!("{written} of {records} records handled")));
     }
     Ok(())
 }
@@ -737,12 +759,16 @@ fn publish_rate(base: &Path, sizes: &Sizes) -> Result<(f64, f64)> {
             rt.publish("t", &i.to_le_bytes())?;
         }
         if !rt.wait_idle(IDLE_TIMEOUT) {
-            bail!("the runtime did not become idle");
+            return Err(check_failed("the runtime did not become idle"));
         }
         let elapsed = started.elapsed();
         rt.stop(IDLE_TIMEOUT);
         if handled.load(Ordering::Relaxed) != sizes.publishes as u64 {
-            bail!("{} of {} publishes handled", handled.load(Ordering::Relaxed), sizes.publishes);
+            return Err(check_failed(format!(
+                "{} of {} publishes handled",
+                handled.load(Ordering::Relaxed),
+                sizes.publishes
+            )));
         }
         #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
         let n = sizes.publishes as f64;

@@ -1,8 +1,8 @@
-//! The benchmark's bookkeeping on a tiny run: every variant gets a row, the
+//! `varve bench pds`'s bookkeeping on a tiny run: every variant gets a row, the
 //! curves grow with the operations, and the journal's bytes include its
 //! framing (so they are above the memory baseline's).
 
-use varve_pds::bench::{run, BenchConfig};
+use varve_bench::pds::{run, BenchConfig};
 use varve_pds::Structure;
 
 #[test]

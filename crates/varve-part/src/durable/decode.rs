@@ -1,0 +1,473 @@
+//! Decoding: batch, blob and manifest records back into batches and a
+//! tree. Every read is bounds-checked; bad bytes are errors, not panics.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use varve_log::{Namespace, Seq};
+
+use super::format::{
+    pack_ref, unzigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE, CHILD_REF, CHILD_REMOVED,
+    NODE_DELTA, NODE_FULL_256, NODE_HAS_VALUE, OP_DELETE, OP_PUT, TOP_EMPTY, TOP_LEAF, TOP_NODE,
+};
+use super::{
+    blobs_log, manifest_log, Codec, DurableError, Result, BLOBS_PER_RECORD_MAX, BLOB_SEQ_MAX,
+    FORMAT_VERSION, TREE_DEPTH_MAX,
+};
+use crate::map::{ArtMap, BatchOp};
+use crate::raw::{self, OwnedChild};
+
+/// A decode failure before it is placed in a log.
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    Corrupt { offset: usize, reason: String },
+    Version { found: u8 },
+}
+
+impl DecodeError {
+    pub(super) fn at(self, log: &str, seq: Seq) -> DurableError {
+        match self {
+            DecodeError::Corrupt { offset, reason } => DurableError::Corrupt {
+                log: log.to_owned(),
+                seq,
+                offset,
+                reason,
+            },
+            DecodeError::Version { found } => DurableError::Version {
+                log: log.to_owned(),
+                seq,
+                found,
+                expected: FORMAT_VERSION,
+            },
+        }
+    }
+}
+
+pub(super) struct Reader<'a> {
+    bytes: &'a [u8],
+    pub(super) pos: usize,
+    /// Offset of `bytes` in its record (a blob's start), for error reports.
+    base: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Reader {
+            bytes,
+            pos: 0,
+            base: 0,
+        }
+    }
+    fn corrupt(&self, reason: impl Into<String>) -> DecodeError {
+        DecodeError::Corrupt {
+            offset: self.base + self.pos,
+            reason: reason.into(),
+        }
+    }
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| self.corrupt("unexpected end"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+    pub(super) fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.corrupt("varint longer than 10 bytes"))
+    }
+    fn len(&mut self) -> Result<usize, DecodeError> {
+        let v = self.varint()?;
+        usize::try_from(v)
+            .ok()
+            .filter(|&n| n <= self.bytes.len() - self.pos)
+            .ok_or_else(|| self.corrupt(format!("length {v} past the end")))
+    }
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| self.corrupt("unexpected end"))?;
+        let out = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+    fn value<V: Codec>(&mut self) -> Result<V, DecodeError> {
+        let mut rest = &self.bytes[self.pos..];
+        let before = rest.len();
+        let v = V::decode(&mut rest).ok_or_else(|| self.corrupt("value does not decode"))?;
+        self.pos += before - rest.len();
+        Ok(v)
+    }
+    fn done(&self) -> bool {
+        self.pos == self.bytes.len()
+    }
+}
+
+/// Check version and CRC32C; the body (between version byte and CRC).
+fn open_record(bytes: &[u8]) -> Result<&[u8], DecodeError> {
+    if bytes.len() < 5 {
+        return Err(DecodeError::Corrupt {
+            offset: 0,
+            reason: format!("record of {} bytes is too short", bytes.len()),
+        });
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    if crc32c::crc32c(body) != stored {
+        return Err(DecodeError::Corrupt {
+            offset: body.len(),
+            reason: "CRC32C mismatch".into(),
+        });
+    }
+    if body[0] != FORMAT_VERSION {
+        return Err(DecodeError::Version { found: body[0] });
+    }
+    Ok(body)
+}
+
+pub(crate) fn decode_batch<V: Codec>(bytes: &[u8]) -> Result<Vec<BatchOp<V>>, DecodeError> {
+    let body = open_record(bytes)?;
+    let mut r = Reader::new(body);
+    r.pos = 1;
+    let count = r.len()?;
+    let mut ops = Vec::with_capacity(count);
+    for _ in 0..count {
+        let tag = r.byte()?;
+        let key_len = r.len()?;
+        let key = r.take(key_len)?.to_vec();
+        ops.push(match tag {
+            OP_PUT => BatchOp::Put(key, r.value()?),
+            OP_DELETE => BatchOp::Delete(key),
+            other => return Err(r.corrupt(format!("unknown batch op {other}"))),
+        });
+    }
+    if !r.done() {
+        return Err(r.corrupt("trailing bytes after the batch"));
+    }
+    Ok(ops)
+}
+
+/// Blob records read so far: seq → (record bytes, offset of each blob).
+struct BlobCache<'a> {
+    ns: &'a dyn Namespace,
+    log: String,
+    generation: u64,
+    records: HashMap<Seq, (Bytes, Vec<(usize, usize)>)>,
+}
+
+impl BlobCache<'_> {
+    fn blob(&mut self, seq: Seq, index: u64) -> Result<(Bytes, usize)> {
+        if !self.records.contains_key(&seq) {
+            let bytes = self.ns.get(&self.log, seq)?;
+            let offsets = blob_offsets(&bytes).map_err(|e| e.at(&self.log, seq))?;
+            self.records.insert(seq, (bytes, offsets));
+        }
+        let (bytes, offsets) = &self.records[&seq];
+        let &(start, end) = usize::try_from(index)
+            .ok()
+            .and_then(|i| offsets.get(i))
+            .ok_or_else(|| DurableError::Corrupt {
+                log: self.log.clone(),
+                seq,
+                offset: 0,
+                reason: format!(
+                    "reference to blob {index} of a record holding {}",
+                    offsets.len()
+                ),
+            })?;
+        Ok((bytes.slice(start..end), start))
+    }
+}
+
+impl BlobCache<'_> {
+    /// Decode blob (`seq`, `index`), a node at `depth`, into its parts.
+    fn blob_parts<V: Codec + Clone>(
+        &mut self,
+        seq: Seq,
+        index: u64,
+        depth: usize,
+    ) -> Result<Parts<V>> {
+        let (blob, offset) = self.blob(seq, index)?;
+        let log = self.log.clone();
+        let mut reader = Reader {
+            bytes: &blob,
+            pos: 0,
+            base: offset,
+        };
+        let mut refs = RefState::default();
+        let parts = decode_parts(&mut reader, &mut refs, self, depth, true, (&log, seq))?;
+        if !reader.done() {
+            return Err(reader
+                .corrupt("trailing bytes after the blob's node")
+                .at(&log, seq));
+        }
+        Ok(parts)
+    }
+}
+
+/// The (start, end) byte range of each blob of a blob record.
+pub(crate) fn blob_offsets(bytes: &[u8]) -> Result<Vec<(usize, usize)>, DecodeError> {
+    let body = open_record(bytes)?;
+    let mut r = Reader::new(body);
+    r.pos = 1;
+    let count = r.len()?;
+    let mut offsets = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = r.len()?;
+        offsets.push((r.pos, r.pos + len));
+        r.pos += len;
+    }
+    if !r.done() {
+        return Err(r.corrupt("trailing bytes after the last blob"));
+    }
+    Ok(offsets)
+}
+
+pub(super) fn load_checkpoint<V: Codec + Clone>(
+    ns: &dyn Namespace,
+    name: &str,
+    bytes: &[u8],
+    seq: Seq,
+) -> Result<(Committed, ArtMap<V>)> {
+    let log = manifest_log(name);
+    let body = open_record(bytes).map_err(|e| e.at(&log, seq))?;
+    let mut r = Reader::new(body);
+    r.pos = 1;
+    let mut fields = [0u64; 7];
+    for f in &mut fields {
+        *f = r.varint().map_err(|e| e.at(&log, seq))?;
+    }
+    let [number, generation, batch_generation, batch_seq, checkpoints_in_generation, generation_full_bytes, generation_bytes] =
+        fields;
+    let committed = Committed {
+        number,
+        generation,
+        batch_generation,
+        batch_seq,
+        checkpoints_in_generation,
+        generation_full_bytes,
+        generation_bytes,
+    };
+    let mut cache = BlobCache {
+        ns,
+        log: blobs_log(name, generation),
+        generation,
+        records: HashMap::new(),
+    };
+    let tag = r.byte().map_err(|e| e.at(&log, seq))?;
+    let root = match tag {
+        TOP_EMPTY => None,
+        TOP_LEAF => {
+            let decode = |r: &mut Reader<'_>| -> Result<OwnedChild<V>, DecodeError> {
+                let n = r.len()?;
+                let suffix = r.take(n)?;
+                Ok(raw::leaf(suffix, r.value()?))
+            };
+            Some(decode(&mut r).map_err(|e| e.at(&log, seq))?)
+        }
+        TOP_NODE => {
+            let mut refs = RefState::default();
+            Some(decode_node(
+                &mut r,
+                &mut refs,
+                &mut cache,
+                0,
+                0,
+                (&log, seq),
+            )?)
+        }
+        other => return Err(r.corrupt(format!("unknown top tag {other}")).at(&log, seq)),
+    };
+    if !r.done() {
+        return Err(r.corrupt("trailing bytes after the top").at(&log, seq));
+    }
+    Ok((committed, raw::into_map(root)))
+}
+
+/// A decoded node before it is built: prefix, value and child slots.
+struct Parts<V> {
+    prefix: Vec<u8>,
+    value: Option<V>,
+    children: Vec<(u8, OwnedChild<V>)>,
+}
+
+fn decode_node<V: Codec + Clone>(
+    r: &mut Reader<'_>,
+    refs: &mut RefState,
+    cache: &mut BlobCache<'_>,
+    depth: usize,
+    reference: u64,
+    at: (&str, Seq),
+) -> Result<OwnedChild<V>> {
+    let parts = decode_parts(r, refs, cache, depth, false, at)?;
+    raw::node(&parts.prefix, parts.value, parts.children, reference).map_err(|e| {
+        r.corrupt(format!("node does not build: {e}"))
+            .at(at.0, at.1)
+    })
+}
+
+/// Decode one node's parts; `blob_root` allows a delta node (whose base
+/// blob is decoded and patched).
+fn decode_parts<V: Codec + Clone>(
+    r: &mut Reader<'_>,
+    refs: &mut RefState,
+    cache: &mut BlobCache<'_>,
+    depth: usize,
+    blob_root: bool,
+    at: (&str, Seq),
+) -> Result<Parts<V>> {
+    let fail = |e: DecodeError| e.at(at.0, at.1);
+    if depth >= TREE_DEPTH_MAX {
+        return Err(r
+            .corrupt("tree deeper than TREE_DEPTH_MAX (a reference cycle?)")
+            .at(at.0, at.1));
+    }
+    let prefix_len = r.len().map_err(fail)?;
+    let prefix = r.take(prefix_len).map_err(fail)?.to_vec();
+    let flags = r.byte().map_err(fail)?;
+    let known = NODE_HAS_VALUE | NODE_FULL_256 | if blob_root { NODE_DELTA } else { 0 };
+    if flags & !known != 0 || flags & (NODE_FULL_256 | NODE_DELTA) == NODE_FULL_256 | NODE_DELTA {
+        return Err(r
+            .corrupt(format!("unknown node flags {flags:#x}"))
+            .at(at.0, at.1));
+    }
+    let value = if flags & NODE_HAS_VALUE != 0 {
+        Some(r.value().map_err(fail)?)
+    } else {
+        None
+    };
+    if flags & NODE_DELTA != 0 {
+        let head = r.varint().map_err(fail)?;
+        if head & 3 != 0 {
+            return Err(r.corrupt("delta base is not a reference").at(at.0, at.1));
+        }
+        let (seq, index) = read_ref(r, refs, head).map_err(fail)?;
+        let base: Parts<V> = cache.blob_parts(seq, index, depth + 1)?;
+        let count = r.len().map_err(fail)?;
+        let mut changes = Vec::with_capacity(count.min(256));
+        for _ in 0..count {
+            let byte = r.byte().map_err(fail)?;
+            if changes.last().is_some_and(|&(last, _)| last >= byte) {
+                return Err(r.corrupt("delta changes out of order").at(at.0, at.1));
+            }
+            let head = r.varint().map_err(fail)?;
+            let child = if head & 3 == CHILD_REMOVED {
+                None
+            } else {
+                Some(decode_child(r, refs, cache, depth, head, at)?)
+            };
+            changes.push((byte, child));
+        }
+        // Merge the changes (sorted by byte) into the base's slots.
+        let mut children = Vec::with_capacity(base.children.len() + changes.len());
+        let mut changes = changes.into_iter().peekable();
+        for (byte, child) in base.children {
+            while let Some((b, change)) = changes.next_if(|(b, _)| *b < byte) {
+                if let Some(c) = change {
+                    children.push((b, c));
+                }
+            }
+            match changes.next_if(|(b, _)| *b == byte) {
+                Some((_, Some(c))) => children.push((byte, c)),
+                Some((_, None)) => {}
+                None => children.push((byte, child)),
+            }
+        }
+        children.extend(changes.filter_map(|(b, c)| c.map(|c| (b, c))));
+        return Ok(Parts {
+            prefix,
+            value,
+            children,
+        });
+    }
+    let full = flags & NODE_FULL_256 != 0;
+    let count = if full { 256 } else { r.len().map_err(fail)? };
+    if count > 256 {
+        return Err(r.corrupt(format!("{count} children")).at(at.0, at.1));
+    }
+    let mut children = Vec::with_capacity(count);
+    for i in 0..count {
+        let byte = if full {
+            u8::try_from(i).map_err(|_| r.corrupt("child index over 255").at(at.0, at.1))?
+        } else {
+            r.byte().map_err(fail)?
+        };
+        let head = r.varint().map_err(fail)?;
+        children.push((byte, decode_child(r, refs, cache, depth, head, at)?));
+    }
+    Ok(Parts {
+        prefix,
+        value,
+        children,
+    })
+}
+
+/// Read a reference whose head varint is `head` (see [`put_ref`]).
+fn read_ref(r: &mut Reader<'_>, refs: &mut RefState, head: u64) -> Result<(Seq, u64), DecodeError> {
+    let delta = unzigzag(head >> 2);
+    let seq = refs
+        .seq
+        .checked_add_signed(delta)
+        .filter(|&s| (1..=BLOB_SEQ_MAX).contains(&s))
+        .ok_or_else(|| r.corrupt("reference seq out of range"))?;
+    let index_field = r.varint()?;
+    let index = if seq == refs.seq {
+        refs.index.checked_add_signed(unzigzag(index_field))
+    } else {
+        Some(index_field)
+    };
+    let index = index
+        .filter(|&i| i < BLOBS_PER_RECORD_MAX as u64)
+        .ok_or_else(|| r.corrupt("reference index out of range"))?;
+    refs.seq = seq;
+    refs.index = index;
+    Ok((seq, index))
+}
+
+/// One child slot whose head varint is `head`, of a node at `depth`.
+fn decode_child<V: Codec + Clone>(
+    r: &mut Reader<'_>,
+    refs: &mut RefState,
+    cache: &mut BlobCache<'_>,
+    depth: usize,
+    head: u64,
+    at: (&str, Seq),
+) -> Result<OwnedChild<V>> {
+    let fail = |e: DecodeError| e.at(at.0, at.1);
+    match head & 3 {
+        CHILD_LEAF => {
+            let n = usize::try_from(head >> 2)
+                .ok()
+                .filter(|&n| n <= r.bytes.len())
+                .ok_or_else(|| r.corrupt("leaf suffix past the end").at(at.0, at.1))?;
+            let suffix = r.take(n).map_err(fail)?;
+            Ok(raw::leaf(suffix, r.value().map_err(fail)?))
+        }
+        CHILD_NODE => decode_node(r, refs, cache, depth + 1, 0, at),
+        CHILD_REF => {
+            let (seq, index) = read_ref(r, refs, head).map_err(fail)?;
+            let parts = cache.blob_parts(seq, index, depth + 1)?;
+            let packed = pack_ref(cache.generation, seq, index);
+            raw::node(&parts.prefix, parts.value, parts.children, packed).map_err(|e| {
+                DurableError::Corrupt {
+                    log: cache.log.clone(),
+                    seq,
+                    offset: 0,
+                    reason: format!("blob {index} does not build a node: {e}"),
+                }
+            })
+        }
+        _ => Err(r
+            .corrupt(format!("child tag {} where a child is expected", head & 3))
+            .at(at.0, at.1)),
+    }
+}
