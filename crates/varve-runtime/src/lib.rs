@@ -112,22 +112,38 @@
 //! before [`Runtime::append`]; use `SyncPolicy::Group` or `Never` so fsync is
 //! not what you measure, and [`Runtime::wait_idle`] between rounds.
 
+mod builder;
 pub mod command;
+mod context;
 mod error;
 pub mod event;
+mod handler;
+mod inner;
 pub mod manifest;
+pub mod pending;
+mod recovery;
+mod retry;
 mod runtime;
 pub mod socket;
+pub mod subscriptions;
+mod system_logs;
 pub mod trace;
+mod trigger;
+mod worker;
 
+pub use builder::{RuntimeBuilder, RuntimeOptions};
+pub use context::{HandlerContext, SCAN_RECORDS_MAX};
 pub use error::{Result, RuntimeError};
 pub use event::{Event, EventId, EventKind, HostId, StoredEvent, TraceId};
+pub use handler::{HandlerFn, HandlerKind, HandlerResult, HandlerSpec};
 pub use manifest::{Builtins, Manifest};
-pub use runtime::{
-    namespace_events, namespace_host, read_events, DeadLetter, HandlerContext, HandlerFn, HandlerKind, HandlerResult,
-    HandlerSpec, RetryPolicy, Runtime, RuntimeBuilder, RuntimeHandle, RuntimeOptions, ATTEMPTS_MAX, CLAIM_BATCH_MAX,
-    CONCURRENCY_MAX, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG, SCAN_RECORDS_MAX, SUBSCRIPTIONS_LOG,
+pub use retry::{AfterFailure, RetryPolicy, ATTEMPTS_MAX};
+pub use runtime::{Runtime, RuntimeHandle};
+pub use system_logs::{
+    namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG,
+    SUBSCRIPTIONS_LOG,
 };
+pub use worker::{CLAIM_BATCH_MAX, CONCURRENCY_MAX};
 
 use std::path::Path;
 

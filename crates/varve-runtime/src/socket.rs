@@ -32,7 +32,7 @@ use varve_log::Seq;
 
 use crate::error::{Result, RuntimeError};
 use crate::event::{parse_trace, Event, EventId, EventKind};
-use crate::runtime::{Cause, Inner};
+use crate::inner::{Cause, Inner};
 
 /// Most connections served at once; more are refused with an error line.
 pub const CONNECTIONS_MAX: usize = 256;
