@@ -16,9 +16,10 @@ use anyhow::{bail, Context as _};
 use serde::Serialize;
 use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Seq, SeqRange};
 use varve_runtime::event::{parse_trace, trace_hex, EventJson, TraceId};
+use varve_runtime::pending::{HandlerCounts, TriggerFold};
 use varve_runtime::socket::{self, Entry, Request};
 use varve_runtime::trace::{self, CausalGraph, RecordRef};
-use varve_runtime::{Builtins, EventId, EventKind, Manifest, RuntimeError, StoredEvent, EVENTS_LOG, SUBSCRIPTIONS_LOG};
+use varve_runtime::{Builtins, EventId, Manifest, RuntimeError, StoredEvent, EVENTS_LOG, SUBSCRIPTIONS_LOG};
 
 use super::{namespace_dir, Context};
 use std::io::Write as _;
@@ -217,79 +218,28 @@ struct HandlersAnswer<'a> {
 struct HandlerRow {
     handler: String,
     logs: Vec<String>,
-    triggers: u64,
-    done: u64,
-    failed: u64,
-    dead_letters: u64,
-    pending: u64,
+    #[serde(flatten)]
+    counts: HandlerCounts,
 }
 
-/// `varve handler ls`: subscriptions and delivery counts from the store.
+/// `varve handler ls`: subscriptions and delivery counts from the store:
+/// the runtime's own folds over `_runtime.subscriptions` and `_events`.
 pub fn handler_ls(ctx: &Context<'_>) -> anyhow::Result<()> {
     let ns = ctx.open_read()?;
+    let mut logs = varve_runtime::subscriptions::read_subscriptions(&ns)?.logs_by_handler();
+    let mut fold = TriggerFold::new();
+    if ns.log_info(EVENTS_LOG).is_ok() {
+        for e in varve_runtime::namespace_events(&ns, SeqRange::ALL)? {
+            fold.apply(e.id.seq, &e.event);
+        }
+    }
     let mut rows: BTreeMap<String, HandlerRow> = BTreeMap::new();
-    let mut subscriptions: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if ns.log_info(SUBSCRIPTIONS_LOG).is_ok() {
-        for record in ns.scan(SUBSCRIPTIONS_LOG, SeqRange::ALL)? {
-            let record = record?;
-            let value: serde_json::Value = serde_json::from_slice(&record.value)?;
-            let (Some(op), Some(log), Some(handler)) =
-                (value["op"].as_str(), value["log"].as_str(), value["handler"].as_str())
-            else {
-                continue;
-            };
-            let logs = subscriptions.entry(handler.to_owned()).or_default();
-            match op {
-                "subscribe" if !logs.iter().any(|l| l == log) => logs.push(log.to_owned()),
-                "unsubscribe" => logs.retain(|l| l != log),
-                _ => {}
-            }
-        }
+    for (handler, counts) in fold.counts() {
+        let logs = logs.remove(handler).unwrap_or_default();
+        rows.insert(handler.clone(), HandlerRow { handler: handler.clone(), logs, counts: *counts });
     }
-    let mut open: BTreeMap<Seq, String> = BTreeMap::new();
-    let events =
-        if ns.log_info(EVENTS_LOG).is_ok() { varve_runtime::namespace_events(&ns, SeqRange::ALL)? } else { Vec::new() };
-    for (handler, logs) in subscriptions {
-        rows.insert(
-            handler.clone(),
-            HandlerRow { handler, logs, triggers: 0, done: 0, failed: 0, dead_letters: 0, pending: 0 },
-        );
-    }
-    for e in &events {
-        let ev = &e.event;
-        if ev.handler.is_empty() || matches!(ev.kind, EventKind::Subscribe | EventKind::Unsubscribe) {
-            continue;
-        }
-        let r = rows.entry(ev.handler.clone()).or_insert_with(|| HandlerRow {
-            handler: ev.handler.clone(),
-            logs: Vec::new(),
-            triggers: 0,
-            done: 0,
-            failed: 0,
-            dead_letters: 0,
-            pending: 0,
-        });
-        match ev.kind {
-            EventKind::Trigger => {
-                r.triggers += 1;
-                open.insert(e.id.seq, ev.handler.clone());
-            }
-            EventKind::Done => {
-                r.done += 1;
-                open.remove(&ev.trigger);
-            }
-            EventKind::Failed => r.failed += 1,
-            EventKind::DeadLetter => {
-                r.dead_letters += 1;
-                open.remove(&ev.trigger);
-            }
-            _ => {}
-        }
-    }
-    for handler in open.values() {
-        if let Some(r) = rows.get_mut(handler) {
-            r.pending += 1;
-        }
+    for (handler, logs) in logs {
+        rows.insert(handler.clone(), HandlerRow { handler, logs, counts: HandlerCounts::default() });
     }
     let rows: Vec<HandlerRow> = rows.into_values().collect();
     ctx.out.answer(&HandlersAnswer { namespace: &ctx.namespace, handlers: &rows }, || {
@@ -304,7 +254,13 @@ pub fn handler_ls(ctx: &Context<'_>) -> anyhow::Result<()> {
             let logs = if r.logs.is_empty() { "-".to_owned() } else { r.logs.join(",") };
             lines.push(format!(
                 "{:<24} {:<24} {:>9} {:>9} {:>7} {:>5} {:>8}",
-                r.handler, logs, r.triggers, r.done, r.failed, r.dead_letters, r.pending
+                r.handler,
+                logs,
+                r.counts.triggers,
+                r.counts.done,
+                r.counts.failed,
+                r.counts.dead_letters,
+                r.counts.pending
             ));
         }
         lines.join("\n")
