@@ -15,6 +15,7 @@ use crate::error::{Result, RuntimeError};
 use crate::event::HostId;
 use crate::handler::{HandlerKind, HandlerResult, HandlerSpec};
 use crate::inner::{Inner, WriterState};
+use crate::requests::{read_requests, requests_log_config, REQUESTS_LOG};
 use crate::retry::{RetryPolicy, ATTEMPTS_MAX};
 use crate::runtime::Runtime;
 use crate::system_logs::{
@@ -172,6 +173,7 @@ impl RuntimeBuilder {
         ns.create_log(PROGRESS_LOG, LogConfig::keep(PROGRESS_MARKS_KEPT, OnFull::Overwrite).system())?;
         ns.create_log(DEAD_LETTERS_LOG, LogConfig::unbounded().system())?;
         ns.create_log(HOST_LOG, LogConfig::unbounded().system())?;
+        ns.create_log(REQUESTS_LOG, requests_log_config())?;
         match namespace_host(ns.as_ref())? {
             None => {
                 ns.append(HOST_LOG, &options.host.to_le_bytes())?;
@@ -197,10 +199,13 @@ impl RuntimeBuilder {
             work: Mutex::new(WorkState::default()),
             work_cv: Condvar::new(),
             idle_cv: Condvar::new(),
+            stopping: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            kill_commands: AtomicBool::new(false),
             finished_total: AtomicU64::new(0),
         });
         inner.replay_subscriptions()?;
+        inner.lock_writer().requests = read_requests(inner.ns.as_ref())?;
         for topic in &self.topics {
             inner.create_topic(topic)?;
         }

@@ -92,7 +92,7 @@ impl HandlerContext<'_> {
     /// the READ/LATEST events of the reads made since the last write).
     pub fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
         let mut reads = self.reads.borrow_mut();
-        let seqs = self.inner.append_traced_after(batch, Some(&self.cause()), &reads)?;
+        let seqs = self.inner.append_request(batch, Some(&self.cause()), None, &reads)?.seqs;
         reads.clear();
         Ok(seqs)
     }

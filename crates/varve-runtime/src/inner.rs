@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use varve_log::{Namespace, Seq};
+use varve_log::{LogConfig, Namespace, Seq};
 
 use crate::builder::RuntimeOptions;
 use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventId, TraceId};
 use crate::handler::HandlerSpec;
+use crate::requests::RequestMemory;
 use crate::subscriptions::SubscriptionState;
 use crate::system_logs::EVENTS_LOG;
 use crate::worker::WorkState;
@@ -29,6 +30,8 @@ pub(crate) struct Cause {
 #[derive(Default)]
 pub(crate) struct WriterState {
     pub subscriptions: SubscriptionState,
+    /// Request ids of recent appends (`requests.rs`).
+    pub requests: RequestMemory,
 }
 
 pub(crate) struct Inner {
@@ -42,7 +45,12 @@ pub(crate) struct Inner {
     pub(crate) work: Mutex<WorkState>,
     pub(crate) work_cv: Condvar,
     pub(crate) idle_cv: Condvar,
+    /// No new claims (a stop began; running handlers may still write).
+    pub(crate) stopping: AtomicBool,
+    /// Every write is refused (the stop's grace is over).
     pub(crate) stopped: AtomicBool,
+    /// External commands still running kill their process groups.
+    pub(crate) kill_commands: AtomicBool,
     pub(crate) finished_total: AtomicU64,
 }
 
@@ -73,6 +81,26 @@ impl Inner {
         let _writer = self.lock_writer();
         self.check_running()?;
         Ok(self.ns.append_batch(&batch)?)
+    }
+
+    /// Create a log through the runtime (it is the namespace's only writer);
+    /// `true` if it is new. Idempotent for the same configuration.
+    pub(crate) fn create_log(&self, name: &str, config: LogConfig) -> Result<bool> {
+        varve_log::validate_name(name, false)?;
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        let existed = self.ns.log_info(name).is_ok();
+        self.ns.create_log(name, config)?;
+        Ok(!existed)
+    }
+
+    /// Delete a log through the runtime. Handlers stay subscribed to the
+    /// name: a log created again under it fires them again.
+    pub(crate) fn delete_log(&self, name: &str) -> Result<()> {
+        varve_log::validate_name(name, false)?;
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        Ok(self.ns.delete_log(name)?)
     }
 
     /// Record a READ or LATEST event unless reads are not recorded.

@@ -1,29 +1,29 @@
 //! The running runtime's facade: [`Runtime`] (appends, topics,
 //! subscriptions, reads, `wait_idle`, `stop`) and the cloneable
 //! [`RuntimeHandle`] for other threads. The work is done in `trigger.rs`,
-//! `subscriptions.rs` and `worker.rs`.
+//! `subscriptions.rs`, `worker.rs` and `stop.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use varve_log::{Namespace, Seq, SeqRange};
+use varve_log::{LogConfig, Namespace, Seq, SeqRange};
 
 use crate::error::Result;
 use crate::event::{EventId, HostId, StoredEvent, TraceId};
 use crate::inner::{Cause, Inner};
+use crate::requests::{Appended, RequestId};
 use crate::system_logs::read_events;
 
 /// A running runtime over one namespace. Dropping it stops it (see [`Runtime::stop`]).
 pub struct Runtime {
-    inner: Arc<Inner>,
-    threads: Vec<JoinHandle<()>>,
-    socket: Option<crate::socket::SocketServer>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) threads: Vec<JoinHandle<()>>,
+    pub(crate) socket: Option<crate::socket::SocketServer>,
     /// `stop` ran (so `Drop` does not wait a second time).
-    stop_done: bool,
+    pub(crate) stop_done: bool,
 }
 
 /// A cheap, cloneable handle for appending and publishing from other threads.
@@ -73,6 +73,30 @@ impl Runtime {
     /// Append with an explicit cause (an event of this or another namespace).
     pub fn append_caused(&self, batch: &[(&str, &[u8])], parent: EventId, trace: TraceId) -> Result<Vec<Seq>> {
         self.inner.append_traced(batch, Some(&Cause { parent, trace }))
+    }
+
+    /// Append once per request id: a repeat of an id this namespace
+    /// remembers ([`crate::requests`]) appends nothing and returns the first
+    /// append's seqs (`repeated`). With `cause`, like [`Runtime::append_caused`].
+    pub fn append_once(
+        &self,
+        request: &RequestId,
+        batch: &[(&str, &[u8])],
+        cause: Option<(EventId, TraceId)>,
+    ) -> Result<Appended> {
+        let cause = cause.map(|(parent, trace)| Cause { parent, trace });
+        self.inner.append_request(batch, cause.as_ref(), Some(request), &[])
+    }
+
+    /// Create a log (idempotent for the same configuration); `true` if it is new.
+    /// Through the runtime, because it is the namespace's only writer.
+    pub fn create_log(&self, name: &str, config: LogConfig) -> Result<bool> {
+        self.inner.create_log(name, config)
+    }
+
+    /// Delete a log and its records (not a system log).
+    pub fn delete_log(&self, name: &str) -> Result<()> {
+        self.inner.delete_log(name)
     }
 
     /// Canal's `create_topic`: a log plus an entry in the subscription log.
@@ -130,55 +154,20 @@ impl Runtime {
         read_events(self.inner.ns.as_ref(), self.inner.options.host, SeqRange::ALL)
     }
 
-    /// Stop: no new claims; wait up to `grace` for running handlers; write
-    /// the progress mark. Handlers still running after `grace` are abandoned:
-    /// their threads end when the handler returns, and everything they try to
-    /// write after the stop is refused ([`RuntimeError::Stopped`]), so their
-    /// triggers stay unfinished and are re-run by the next start — like a crash.
-    pub fn stop(mut self, grace: Duration) {
-        self.stop_mut(grace);
-    }
-
-    fn stop_mut(&mut self, grace: Duration) {
-        if self.stop_done {
-            return;
-        }
-        self.stop_done = true;
-        {
-            let _work = self.inner.lock_work();
-            self.inner.stopped.store(true, Ordering::SeqCst);
-        }
-        self.inner.work_cv.notify_all();
-        let deadline = Instant::now() + grace;
-        {
-            let mut work = self.inner.lock_work();
-            while work.running > 0 {
-                let now = Instant::now();
-                if now >= deadline {
-                    break;
-                }
-                work = self.inner.idle_cv.wait_timeout(work, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
-            }
-        }
-        let all_returned = self.inner.lock_work().running == 0;
-        for thread in self.threads.drain(..) {
-            if all_returned || thread.is_finished() {
-                let _ = thread.join();
-            }
-        }
-        if let Some(socket) = self.socket.take() {
-            socket.stop();
-        }
-        // The mark is written under the writer lock, which stopped appends also take.
-        let _ = self.inner.write_progress(true);
+    /// Stop (see [`Runtime::stop_report`]), without the report.
+    pub fn stop(self, grace: Duration) {
+        let _ = self.stop_report(grace);
     }
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.stop_mut(Duration::from_secs(5));
+        let _ = self.stop_mut(DROP_GRACE);
     }
 }
+
+/// How long dropping a runtime that was not stopped waits for running handlers.
+const DROP_GRACE: Duration = Duration::from_secs(5);
 
 impl RuntimeHandle {
     /// See [`Runtime::append`].
@@ -200,6 +189,17 @@ impl RuntimeHandle {
     /// to another with its FIRING as the cause.
     pub fn append_caused(&self, batch: &[(&str, &[u8])], parent: EventId, trace: TraceId) -> Result<Vec<Seq>> {
         self.inner.append_traced(batch, Some(&Cause { parent, trace }))
+    }
+
+    /// See [`Runtime::append_once`].
+    pub fn append_once(
+        &self,
+        request: &RequestId,
+        batch: &[(&str, &[u8])],
+        cause: Option<(EventId, TraceId)>,
+    ) -> Result<Appended> {
+        let cause = cause.map(|(parent, trace)| Cause { parent, trace });
+        self.inner.append_request(batch, cause.as_ref(), Some(request), &[])
     }
 
     /// See [`Runtime::wait_idle`].

@@ -2,7 +2,9 @@
 //! `append_batch` holding the data records, an APPEND event per record and
 //! one TRIGGER per handler subscribed to its log at that moment. The seqs
 //! the events name are predicted under the writer lock and checked against
-//! what the batch returns (`SeqMismatch` if another writer got in).
+//! what the batch returns (`SeqMismatch` if another writer got in). An
+//! append with a request id also writes its request record in the batch, and
+//! a repeat of a remembered id appends nothing (`requests.rs`).
 
 use std::collections::HashMap;
 
@@ -12,35 +14,45 @@ use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventKind};
 use crate::inner::{Cause, Inner};
 use crate::pending::PendingTrigger;
+use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
 use crate::system_logs::EVENTS_LOG;
 
 impl Inner {
     /// The atomic trigger: data records, their APPEND events and one TRIGGER
     /// per handler subscribed now, in one `append_batch`.
     pub(crate) fn append_traced(&self, batch: &[(&str, &[u8])], cause: Option<&Cause>) -> Result<Vec<Seq>> {
-        self.append_traced_after(batch, cause, &[])
+        Ok(self.append_request(batch, cause, None, &[])?.seqs)
     }
 
-    /// [`Inner::append_traced`], with `reads` (a handler's READ/LATEST events
-    /// not yet written, see `HandlerContext`) written first in the same batch.
-    pub(crate) fn append_traced_after(
+    /// [`Inner::append_traced`], once per `request` id (a repeat of a
+    /// remembered id returns the first append's seqs), with `reads` (a
+    /// handler's READ/LATEST events not yet written, see `HandlerContext`)
+    /// written first in the same batch.
+    pub(crate) fn append_request(
         &self,
         batch: &[(&str, &[u8])],
         cause: Option<&Cause>,
+        request: Option<&RequestId>,
         reads: &[Event],
-    ) -> Result<Vec<Seq>> {
+    ) -> Result<Appended> {
         if batch.is_empty() {
             return Err(RuntimeError::InvalidArgument { reason: "an append batch needs at least one record".into() });
         }
         let trace = cause.map_or_else(rand::random::<u128>, |c| c.trace);
         let parent = cause.map(|c| c.parent.clone());
-        let writer = self.lock_writer();
+        let mut writer = self.lock_writer();
         self.check_running()?;
         for (log, _) in batch {
             if log.starts_with('_') {
                 return Err(RuntimeError::InvalidArgument {
                     reason: format!("log {log:?} is a system log; handlers and clients append to their own logs"),
                 });
+            }
+        }
+        let logs: Vec<&str> = batch.iter().map(|(log, _)| *log).collect();
+        if let Some(id) = request {
+            if let Some(first) = writer.requests.recall(id) {
+                return repeat_answer(id, &logs, first);
             }
         }
         let mut next_seq: HashMap<&str, Seq> = HashMap::new();
@@ -78,9 +90,19 @@ impl Inner {
                 }
             }
         }
-        let mut full: Vec<(&str, &[u8])> = Vec::with_capacity(batch.len() + events.len());
+        let record = request.map(|id| RequestRecord {
+            id: id.to_string(),
+            logs: logs.iter().map(|l| (*l).to_owned()).collect(),
+            seqs: predicted.clone(),
+        });
+        let record_bytes = record.as_ref().map(encode).transpose()?;
+        let mut full: Vec<(&str, &[u8])> = Vec::with_capacity(batch.len() + events.len() + 1);
         full.extend_from_slice(batch);
         full.extend(events.iter().map(|e| (EVENTS_LOG, e.as_slice())));
+        if let Some(bytes) = &record_bytes {
+            // In the same batch as the data: on disk exactly when the data is.
+            full.push((REQUESTS_LOG, bytes));
+        }
         let seqs = self.ns.append_batch(&full)?;
         for (i, &expected) in predicted.iter().enumerate() {
             if seqs[i] != expected {
@@ -90,13 +112,16 @@ impl Inner {
         if seqs[batch.len()] != first_event {
             return Err(self.mismatch(EVENTS_LOG, first_event, seqs[batch.len()]));
         }
+        if let Some(record) = record {
+            writer.requests.remember(record);
+        }
         if !jobs.is_empty() {
             // Still under the writer lock: the progress mark never passes a
             // trigger that is on disk but not yet outstanding.
             self.enqueue(jobs);
         }
         drop(writer);
-        Ok(predicted)
+        Ok(Appended { seqs: predicted, repeated: false })
     }
 
     fn mismatch(&self, log: &str, expected: Seq, actual: Seq) -> RuntimeError {

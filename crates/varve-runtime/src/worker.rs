@@ -36,11 +36,27 @@ pub(crate) struct WorkState {
     /// Retries waiting for their time: (due, trigger) → job.
     pub(crate) delayed: BTreeMap<(Instant, Seq), Job>,
     pub(crate) running: usize,
+    /// External commands running now (a stop waits for them after killing them).
+    pub(crate) running_commands: usize,
     /// Unfinished triggers (ready, delayed, running or without a handler here).
     pub(crate) outstanding: BTreeSet<Seq>,
     /// Triggers for handlers this runtime does not have: kept, not run.
     pub(crate) orphans: usize,
     pub(crate) last_progress: Seq,
+    /// Claimed runs not yet finished (what a stop reports as cut short), by trigger.
+    pub(crate) claimed: BTreeMap<Seq, ClaimedRun>,
+}
+
+/// A claimed run, as a stop reports it.
+pub(crate) struct ClaimedRun {
+    pub handler: String,
+    pub log: String,
+    pub seq: Seq,
+    pub attempt: u32,
+    /// Its handler was called.
+    pub started: bool,
+    /// Its handler is an external command.
+    pub command: bool,
 }
 
 impl WorkState {
@@ -77,12 +93,38 @@ impl Inner {
         true
     }
 
+    /// Wait until no handler runs (`commands_only`: no external command),
+    /// at most until `deadline`; `false` on timeout.
+    pub(crate) fn wait_running(&self, deadline: Instant, commands_only: bool) -> bool {
+        let mut work = self.lock_work();
+        while (if commands_only { work.running_commands } else { work.running }) > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            work = self.idle_cv.wait_timeout(work, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        true
+    }
+
+    /// The DONE or FAILED of these runs is on disk: they are no longer claimed.
+    fn outcome_written(&self, triggers: &[Seq]) {
+        let mut work = self.lock_work();
+        for trigger in triggers {
+            work.claimed.remove(trigger);
+        }
+    }
+
+    fn is_command(&self, handler: &str) -> bool {
+        self.handlers.get(handler).is_some_and(|h| matches!(h.kind, HandlerKind::Command(_)))
+    }
+
     pub(crate) fn work_loop(&self) {
         loop {
             let jobs = {
                 let mut work = self.lock_work();
                 loop {
-                    if self.stopped.load(Ordering::SeqCst) {
+                    if self.stopping.load(Ordering::SeqCst) {
                         return;
                     }
                     let now = Instant::now();
@@ -106,19 +148,38 @@ impl Inner {
                 let share = (work.ready.len() / self.options.concurrency).clamp(1, CLAIM_BATCH_MAX);
                 let jobs: Vec<Job> = work.ready.drain(..share).collect();
                 work.running += jobs.len();
+                for job in &jobs {
+                    let run = ClaimedRun {
+                        handler: job.handler.clone(),
+                        log: job.log.clone(),
+                        seq: job.seq,
+                        attempt: job.attempt,
+                        started: false,
+                        command: self.is_command(&job.handler),
+                    };
+                    work.claimed.insert(job.trigger, run);
+                }
                 jobs
             };
             let count = jobs.len();
+            let triggers: Vec<Seq> = jobs.iter().map(|j| j.trigger).collect();
             let finished = self.run_jobs(jobs);
             let mut work = self.lock_work();
             work.running -= count;
+            if !self.stopped.load(Ordering::SeqCst) {
+                // (A stopped runtime keeps the runs whose outcome is not on
+                // disk: its stop reports them.)
+                for trigger in &triggers {
+                    work.claimed.remove(trigger);
+                }
+            }
             for trigger in finished {
                 work.outstanding.remove(&trigger);
             }
             // `wait_idle` waits for an empty queue and no running job; a
             // stopping runtime (`stop_mut`) only for no running job, with
             // triggers possibly still queued.
-            if work.is_idle() || (work.running == 0 && self.stopped.load(Ordering::SeqCst)) {
+            if work.is_idle() || (work.running == 0 && self.stopping.load(Ordering::SeqCst)) {
                 self.idle_cv.notify_all();
             }
             drop(work);
@@ -154,17 +215,21 @@ impl Inner {
         let mut done_triggers: Vec<Seq> = Vec::new();
         let flush = |events: &mut Vec<Event>, triggers: &mut Vec<Seq>, finished: &mut Vec<Seq>| {
             if !events.is_empty() && self.append_events(events).is_ok() {
+                self.outcome_written(triggers);
                 finished.append(triggers);
             }
             events.clear();
             triggers.clear();
         };
         for (mut job, firing) in jobs.into_iter().zip(seqs) {
-            if self.stopped.load(Ordering::SeqCst) {
+            if self.stopping.load(Ordering::SeqCst) {
                 // Claimed but not started: left unfinished, re-run by the next start.
                 continue;
             }
             job.last_firing = firing;
+            if let Some(run) = self.lock_work().claimed.get_mut(&job.trigger) {
+                run.started = true;
+            }
             let (outcome, reads) = self.run_one(&job, firing);
             match outcome {
                 Ok(()) => {
@@ -180,6 +245,7 @@ impl Inner {
                 Err(reason) => {
                     flush(&mut done_events, &mut done_triggers, &mut finished);
                     if self.stopped.load(Ordering::SeqCst) {
+                        // Cut short by the stop (killed, or refused its writes): not a failure.
                         continue;
                     }
                     let mut failed = Event::new(EventKind::Failed, job.trace, Some(self.event_id(firing)))
@@ -193,6 +259,7 @@ impl Inner {
                     if self.append_events(&events).is_err() {
                         continue;
                     }
+                    self.outcome_written(&[job.trigger]);
                     job.failures += 1;
                     job.last_reason = reason;
                     let retry = self.handlers.get(&job.handler).map(|h| h.retry).unwrap_or_default();
@@ -295,8 +362,16 @@ impl Inner {
                 if let Some(socket) = &self.options.socket {
                     env.push((command::ENV_RUNTIME_SOCKET, socket.display().to_string()));
                 }
+                self.lock_work().running_commands += 1;
                 // Reads through the socket are recorded as they happen (socket.rs).
-                (command::run(argv, &env, &value, spec.retry.timeout), Vec::new())
+                let outcome = command::run_until(argv, &env, &value, spec.retry.timeout, &self.kill_commands);
+                let mut work = self.lock_work();
+                work.running_commands -= 1;
+                if work.running_commands == 0 && self.stopping.load(Ordering::SeqCst) {
+                    self.idle_cv.notify_all();
+                }
+                drop(work);
+                (outcome, Vec::new())
             }
         }
     }
