@@ -250,7 +250,10 @@ fn events_tail_follows_new_events() {
     let manifest = env.manifest("[runtime]\nnamespace = \"app\"\n\n[[log]]\nname = \"in\"\n");
     let _runtime = env.start(&manifest);
     let mut tail = Running(
-        env.command(&["--ns", "app", "--json", "events", "tail"]).stdout(std::process::Stdio::piped()).spawn().expect("spawn tail"),
+        env.command(&["--ns", "app", "--json", "events", "tail"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tail"),
     );
     let stdout = tail.0.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
