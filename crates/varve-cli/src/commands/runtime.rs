@@ -72,6 +72,13 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     // ending the process where it stands.
     let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing the SIGTERM/SIGINT handlers")?;
     let ns_ctx = Context { data: ctx.data.clone(), namespace: manifest.namespace.clone(), out: ctx.out };
+    if write::runtime_serves(&ns_ctx) {
+        bail!(
+            "a runtime already serves namespace {} (socket {}): one runtime per namespace",
+            ns_ctx.namespace,
+            write::socket_path(&ns_ctx).display()
+        );
+    }
     // Before the lock: a write that finds the namespace locked while we
     // start (or stop) waits for our socket instead of failing.
     let _pid_file = write::RuntimePidFile::write(&ns_ctx)?;
