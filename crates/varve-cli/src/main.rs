@@ -117,7 +117,8 @@ enum Command {
     },
     /// Run the handlers of an app manifest (APP.toml): triggers on append,
     /// topics, the causal event log. Serves DIR/<namespace>/runtime.sock so
-    /// `varve log append` keeps working while it holds the namespace.
+    /// the `varve log` write commands keep working while it holds the
+    /// namespace. SIGTERM or Ctrl-C stops it cleanly (see --stop-grace-ms).
     Run(RunArgs),
     /// Handlers of the namespace's runtime.
     Handler {
@@ -148,6 +149,11 @@ struct RunArgs {
     /// Stop once no trigger is ready, running or waiting for a retry (for scripts and tests).
     #[arg(long)]
     until_idle: bool,
+    /// On SIGTERM or SIGINT, how long running handlers may go on before the
+    /// external commands among them are killed (their triggers run again at
+    /// the next start).
+    #[arg(long, value_name = "MS", env = "VARVE_STOP_GRACE_MS", default_value_t = commands::runtime::STOP_GRACE_MS)]
+    stop_grace_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -371,6 +377,11 @@ struct AppendArgs {
     /// Read the record from a file (any bytes).
     #[arg(long, value_name = "F")]
     file: Option<PathBuf>,
+    /// Append once under this id (1-128 of A-Z a-z 0-9 . _ : -): re-running
+    /// with the same id appends nothing and prints the first append's seq.
+    /// Default: a random id, the same on every automatic retry.
+    #[arg(long, value_name = "ID")]
+    request_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -378,6 +389,9 @@ struct BatchArgs {
     /// Records as LOG=VALUE (split at the first `=`).
     #[arg(value_name = "LOG=VALUE", required = true)]
     entries: Vec<String>,
+    /// Append once under this id (see `log append --request-id`).
+    #[arg(long, value_name = "ID")]
+    request_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -452,9 +466,9 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                         (Some(value), None) => log::ValueSource::Text(value),
                         (None, None) => unreachable!("clap requires VALUE or --file"),
                     };
-                    log::append(&ctx, &args.name, &source)?;
+                    log::append(&ctx, &args.name, &source, args.request_id.as_deref())?;
                 }
-                LogCommand::Batch(args) => log::batch(&ctx, &args.entries)?,
+                LogCommand::Batch(args) => log::batch(&ctx, &args.entries, args.request_id.as_deref())?,
                 LogCommand::Get { name, seq } => log::get(&ctx, name, *seq)?,
                 LogCommand::Latest { name } => log::latest(&ctx, name)?,
                 LogCommand::Scan(args) => log::scan(&ctx, &args.name, args.from, args.to)?,
@@ -512,7 +526,7 @@ fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow
     use commands::runtime;
     match command {
         Command::Run(args) => {
-            runtime::run(ctx, &args.manifest, args.until_idle)?;
+            runtime::run(ctx, &args.manifest, args.until_idle, std::time::Duration::from_millis(args.stop_grace_ms))?;
         }
         Command::Handler { command: HandlerCommand::Ls } => {
             runtime::handler_ls(ctx)?;

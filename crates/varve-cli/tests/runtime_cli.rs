@@ -2,97 +2,14 @@
 //! tail`: a real runtime process, external handlers that call the `varve`
 //! binary, and appends routed through the runtime's socket.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
 use serde_json::Value;
 
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Env {
-    temp: tempfile::TempDir,
-    data: PathBuf,
-}
-
-/// Kills the runtime process when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Env {
-    fn new() -> Env {
-        let temp = tempfile::tempdir().expect("temp dir");
-        let data = temp.path().join("data");
-        Env { temp, data }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_varve"));
-        command
-            .arg("--data")
-            .arg(&self.data)
-            .args(args)
-            .current_dir(self.temp.path())
-            .env_remove("VARVE_DATA")
-            .env_remove("VARVE_NAMESPACE")
-            .env_remove("VARVE_RUNTIME_SOCKET");
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run varve")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(out.status.success(), "varve {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).expect("utf-8 stdout")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        serde_json::from_str(&self.ok(&all)).expect("one JSON answer")
-    }
-
-    fn manifest(&self, text: &str) -> PathBuf {
-        let path = self.temp.path().join("app.toml");
-        std::fs::write(&path, text).expect("write manifest");
-        path
-    }
-
-    /// Start `varve run` and wait until its socket answers.
-    fn start(&self, manifest: &Path) -> Running {
-        let child = self
-            .command(&["run", manifest.to_str().expect("utf-8 path")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn varve run");
-        let running = Running(child);
-        let socket = self.data.join("app").join("runtime.sock");
-        wait_until(|| std::os::unix::net::UnixStream::connect(&socket).is_ok());
-        running
-    }
-}
-
-fn wait_until(mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < WAIT, "timed out waiting");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{wait_until, Env, Running};
 
 fn events(env: &Env) -> Vec<Value> {
-    let out = env.ok(&["--ns", "app", "--json", "events", "tail", "--from", "1", "--no-follow"]);
-    out.lines().map(|l| serde_json::from_str(l).expect("event JSON")).collect()
+    common::events_of(env, "app")
 }
 
 #[test]
@@ -120,9 +37,9 @@ command = ["sh", "-c", "cd /; {varve} log latest in >/dev/null && {varve} log ge
     let _runtime = env.start(&manifest);
     // From outside, while the runtime holds the lock: routed through its socket.
     assert_eq!(env.ok(&["--ns", "app", "log", "append", "in", "hello"]).trim(), "appended in seq 1");
-    wait_until(|| env.run(&["--ns", "app", "log", "get", "out", "1"]).status.success());
+    wait_until("out:1 is there", || env.run(&["--ns", "app", "log", "get", "out", "1"]).status.success());
     assert_eq!(env.ok(&["--ns", "app", "log", "get", "out", "1"]).trim(), "HELLO");
-    wait_until(|| events(&env).iter().any(|e| e["kind"] == "DONE"));
+    wait_until("a DONE", || events(&env).iter().any(|e| e["kind"] == "DONE"));
 
     let all = events(&env);
     let firing = all.iter().find(|e| e["kind"] == "FIRING").expect("a FIRING");
@@ -210,8 +127,8 @@ builtin = "noop"
     for i in 0..3 {
         env.ok(&["--ns", "app", "log", "append", "in", &i.to_string()]);
     }
-    wait_until(|| events(&env).iter().filter(|e| e["kind"] == "DEAD_LETTER").count() == 3);
-    wait_until(|| events(&env).iter().filter(|e| e["kind"] == "DONE").count() == 3);
+    wait_until("3 dead letters", || events(&env).iter().filter(|e| e["kind"] == "DEAD_LETTER").count() == 3);
+    wait_until("3 DONE", || events(&env).iter().filter(|e| e["kind"] == "DONE").count() == 3);
     let all = events(&env);
     let failed: Vec<&Value> = all.iter().filter(|e| e["kind"] == "FAILED").collect();
     assert_eq!(failed.len(), 6);
@@ -287,7 +204,7 @@ command = ["sh", "-c", "touch {}; sleep 2"]
     ));
     let mut runtime = env.start(&slow);
     env.ok(&["--ns", "app", "log", "append", "in", "job"]);
-    wait_until(|| marker.exists());
+    wait_until("the handler started", || marker.exists());
     // SIGKILL: no cleanup at all, the handler is mid-run.
     runtime.0.kill().expect("kill the runtime");
     runtime.0.wait().expect("reap the runtime");
@@ -333,7 +250,10 @@ fn events_tail_follows_new_events() {
     let manifest = env.manifest("[runtime]\nnamespace = \"app\"\n\n[[log]]\nname = \"in\"\n");
     let _runtime = env.start(&manifest);
     let mut tail = Running(
-        env.command(&["--ns", "app", "--json", "events", "tail"]).stdout(Stdio::piped()).spawn().expect("spawn tail"),
+        env.command(&["--ns", "app", "--json", "events", "tail"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tail"),
     );
     let stdout = tail.0.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -345,7 +265,7 @@ fn events_tail_follows_new_events() {
         }
     });
     env.ok(&["--ns", "app", "log", "append", "in", "x"]);
-    let line = rx.recv_timeout(WAIT).expect("an event line");
+    let line = rx.recv_timeout(common::WAIT).expect("an event line");
     let event: Value = serde_json::from_str(&line).expect("JSON");
     assert_eq!(
         (event["kind"].as_str(), event["log"].as_str(), event["seq"].as_u64()),

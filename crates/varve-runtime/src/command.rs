@@ -8,6 +8,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The data directory the runtime's store lives in (when known).
@@ -34,6 +35,18 @@ const WAIT_POLL_MAX: Duration = Duration::from_millis(5);
 
 /// Run `argv` once with `stdin` and `env`; `Err(reason)` unless it exits 0 in time.
 pub fn run(argv: &[String], env: &[(&str, String)], stdin: &[u8], timeout: Option<Duration>) -> Result<(), String> {
+    run_until(argv, env, stdin, timeout, &AtomicBool::new(false))
+}
+
+/// [`run`], and kill the command's process group as soon as `kill` is set
+/// (a stopping runtime sets it when the grace is over).
+pub fn run_until(
+    argv: &[String],
+    env: &[(&str, String)],
+    stdin: &[u8],
+    timeout: Option<Duration>,
+    kill: &AtomicBool,
+) -> Result<(), String> {
     let Some((program, rest)) = argv.split_first() else {
         return Err("empty command".to_owned());
     };
@@ -78,6 +91,11 @@ pub fn run(argv: &[String], env: &[(&str, String)], stdin: &[u8], timeout: Optio
             Ok(Some(status)) => break Ok(status),
             Ok(None) => {}
             Err(e) => break Err(format!("waiting for {program:?}: {e}")),
+        }
+        if kill.load(Ordering::SeqCst) {
+            kill_group(pid);
+            let _ = child.wait();
+            break Err("killed with its process group: the runtime stopped".to_owned());
         }
         if timeout.is_some_and(|t| started.elapsed() >= t) {
             kill_group(pid);

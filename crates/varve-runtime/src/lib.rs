@@ -41,7 +41,16 @@
 //! write it makes is serialised by one in-process mutex, and the seqs the
 //! batch returns are checked ([`RuntimeError::SeqMismatch`] if another
 //! writer got in). The runtime must therefore be the namespace's only
-//! writer; other processes append through its Unix socket ([`socket`]).
+//! writer; other processes append, create and delete logs through its Unix
+//! socket ([`socket`]).
+//!
+//! **Request ids.** An append may carry a [`RequestId`]; its record goes to
+//! `_runtime.requests` in the same atomic batch as the data, and a repeat of
+//! a remembered id appends nothing and returns the first append's seqs
+//! ([`Runtime::append_once`], the socket's `request_id`). The runtime
+//! rebuilds the bounded memory ([`requests::REQUESTS_REMEMBERED`] ids) from
+//! that log on start, so a client that lost an answer to a crash can retry
+//! safely; see [`requests`].
 //!
 //! **Delivery.** Workers (a pool of [`RuntimeOptions::concurrency`] threads,
 //! CSPOT's throttle) take triggers from an in-memory queue that appends feed
@@ -53,6 +62,13 @@
 //! and re-queues every TRIGGER without DONE or `DEAD_LETTER`; one that had a
 //! FIRING runs again with attempt + 1, so the re-run is visible. Delivery is
 //! at least once.
+//!
+//! **Stopping** ([`Runtime::stop_report`]): no new claims; a grace period
+//! in which running handlers finish and still write; then every write is
+//! refused, external commands still running are killed with their process
+//! groups, the socket is removed and the progress mark written. The runs cut
+//! short keep a FIRING without outcome, so the next start re-runs exactly
+//! those (attempt + 1); the [`StopReport`] names them.
 //!
 //! A worker claims several triggers only when the queue is longer than the
 //! pool (all workers busy anyway); its batch runs in order, so one slow
@@ -88,8 +104,8 @@
 //! **External commands** ([`HandlerKind::Command`]) get the record on stdin
 //! and `VARVE_DATA`, `VARVE_NAMESPACE`, `VARVE_LOG`, `VARVE_SEQ`,
 //! `VARVE_EVENT_ID` (the FIRING), `VARVE_TRACE_ID` and `VARVE_RUNTIME_SOCKET`
-//! in the environment; the `varve` CLI inside them appends through the socket
-//! with the FIRING as cause. Timeouts kill the process group.
+//! in the environment; the `varve` CLI inside them appends with the FIRING
+//! as cause, to their own namespace or another. Timeouts kill the process group.
 //!
 //! **Topics** (Canal) are logs listed in `_runtime.subscriptions`, which also
 //! holds subscribe/unsubscribe records (JSON), replayed on start.
@@ -99,9 +115,11 @@
 //! **Limits:** [`CONCURRENCY_MAX`] workers, [`CLAIM_BATCH_MAX`] claims per
 //! batch, [`ATTEMPTS_MAX`] attempts, [`SCAN_RECORDS_MAX`] records per
 //! handler scan, [`event::REASON_BYTES_MAX`] bytes of FAILED reason,
-//! [`socket::CONNECTIONS_MAX`] socket clients. Rust handlers cannot be
-//! interrupted safely, so their timeout is not enforced (external commands'
-//! is). `_events` keeps every event (unbounded retention) for now.
+//! [`socket::CONNECTIONS_MAX`] socket clients, [`requests::REQUESTS_REMEMBERED`]
+//! request ids, [`KILLED_WAIT_MAX`] waited for killed commands at a stop.
+//! Rust handlers cannot be interrupted safely, so their timeout is not
+//! enforced (external commands' is) and a stop abandons them after the grace.
+//! `_events` keeps every event (unbounded retention) for now.
 //!
 //! **Causal queries** ([`trace`]) are pure functions over events:
 //! ancestors, descendants, traces, the O(n log n) deterministic causal merge
@@ -112,22 +130,42 @@
 //! before [`Runtime::append`]; use `SyncPolicy::Group` or `Never` so fsync is
 //! not what you measure, and [`Runtime::wait_idle`] between rounds.
 
+mod builder;
 pub mod command;
+mod context;
 mod error;
 pub mod event;
+mod handler;
+mod inner;
 pub mod manifest;
+pub mod pending;
+mod recovery;
+pub mod requests;
+mod retry;
 mod runtime;
 pub mod socket;
+mod stop;
+pub mod subscriptions;
+mod system_logs;
 pub mod trace;
+mod trigger;
+mod worker;
 
+pub use builder::{RuntimeBuilder, RuntimeOptions};
+pub use context::{HandlerContext, SCAN_RECORDS_MAX};
 pub use error::{Result, RuntimeError};
 pub use event::{Event, EventId, EventKind, HostId, StoredEvent, TraceId};
+pub use handler::{HandlerFn, HandlerKind, HandlerResult, HandlerSpec};
 pub use manifest::{Builtins, Manifest};
-pub use runtime::{
-    namespace_events, namespace_host, read_events, DeadLetter, HandlerContext, HandlerFn, HandlerKind, HandlerResult,
-    HandlerSpec, RetryPolicy, Runtime, RuntimeBuilder, RuntimeHandle, RuntimeOptions, ATTEMPTS_MAX, CLAIM_BATCH_MAX,
-    CONCURRENCY_MAX, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG, SCAN_RECORDS_MAX, SUBSCRIPTIONS_LOG,
+pub use requests::{Appended, RequestId};
+pub use retry::{AfterFailure, RetryPolicy, ATTEMPTS_MAX};
+pub use runtime::{Runtime, RuntimeHandle};
+pub use stop::{InterruptedRun, Interruption, StopReport, KILLED_WAIT_MAX};
+pub use system_logs::{
+    namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG,
+    SUBSCRIPTIONS_LOG,
 };
+pub use worker::{CLAIM_BATCH_MAX, CONCURRENCY_MAX};
 
 use std::path::Path;
 

@@ -42,9 +42,12 @@ use serde::Deserialize;
 use toml::Spanned;
 use varve_log::{LogConfig, Namespace, OnFull, SyncPolicy};
 
+use crate::builder::RuntimeBuilder;
+use crate::context::HandlerContext;
 use crate::error::{Result, RuntimeError};
 use crate::event::HostId;
-use crate::runtime::{HandlerContext, HandlerFn, HandlerKind, HandlerResult, HandlerSpec, RetryPolicy, RuntimeBuilder};
+use crate::handler::{HandlerFn, HandlerKind, HandlerResult, HandlerSpec};
+use crate::retry::RetryPolicy;
 
 /// A validated manifest.
 #[derive(Clone, Debug)]
@@ -207,11 +210,11 @@ impl Manifest {
         };
         let concurrency = match runtime.concurrency {
             Some(c) => match usize::try_from(*c.get_ref()) {
-                Ok(n) if (1..=crate::runtime::CONCURRENCY_MAX).contains(&n) => n,
+                Ok(n) if (1..=crate::worker::CONCURRENCY_MAX).contains(&n) => n,
                 _ => {
                     return src.error(
                         Some(c.span()),
-                        format!("runtime.concurrency must be between 1 and {}", crate::runtime::CONCURRENCY_MAX),
+                        format!("runtime.concurrency must be between 1 and {}", crate::worker::CONCURRENCY_MAX),
                     )
                 }
             },
@@ -337,11 +340,11 @@ impl Manifest {
             let defaults = RetryPolicy::default();
             let attempts = match h.attempts {
                 Some(a) => match u32::try_from(*a.get_ref()) {
-                    Ok(n) if (1..=crate::runtime::ATTEMPTS_MAX).contains(&n) => n,
+                    Ok(n) if (1..=crate::retry::ATTEMPTS_MAX).contains(&n) => n,
                     _ => {
                         return src.error(
                             Some(a.span()),
-                            format!("attempts must be between 1 and {}", crate::runtime::ATTEMPTS_MAX),
+                            format!("attempts must be between 1 and {}", crate::retry::ATTEMPTS_MAX),
                         )
                     }
                 },

@@ -6,18 +6,27 @@
 //! number per connection. Bytes are base64 (standard alphabet, padded).
 //!
 //! ```text
-//! {"op":"append","log":"L","data":"B64","cause":"HOST:NS:SEQ","trace":"HEX"}  -> {"ok":true,"seqs":[N]}
-//! {"op":"append_batch","entries":[{"log":"L","data":"B64"},…],"cause":…,"trace":…} -> {"ok":true,"seqs":[…]}
+//! {"op":"append","log":"L","data":"B64","cause":"HOST:NS:SEQ","trace":"HEX","request_id":"ID"} -> {"ok":true,"seqs":[N]}
+//! {"op":"append_batch","entries":[{"log":"L","data":"B64"},…],"cause":…,"trace":…,"request_id":…} -> {"ok":true,"seqs":[…]}
 //! {"op":"publish","topic":"T","data":"B64",…}                                   -> {"ok":true,"seqs":[N]}
 //! {"op":"get","log":"L","seq":N,…}                                            -> {"ok":true,"data":"B64"}
 //! {"op":"latest","log":"L",…}                                                 -> {"ok":true,"seq":N}
-//! any failure                                                                 -> {"ok":false,"error":"…"}
+//! {"op":"create_log","log":"L","keep":K,"on_full":"refuse"|"overwrite"}       -> {"ok":true,"created":true|false}
+//! {"op":"delete_log","log":"L"}                                               -> {"ok":true}
+//! any failure                                  -> {"ok":false,"error":"…"} (+ "retry":true if nothing was written)
 //! ```
 //!
 //! `cause` and `trace` are optional and go together: with them an append is
 //! caused by that event (an external handler passes its `VARVE_EVENT_ID` and
-//! `VARVE_TRACE_ID`) and reads are recorded as READ/LATEST events; without
-//! them an append starts a new trace.
+//! `VARVE_TRACE_ID`, whatever namespace it appends to) and reads are recorded
+//! as READ/LATEST events; without them an append starts a new trace.
+//!
+//! `request_id` (optional, see [`crate::requests`]) makes a retried append
+//! safe: a repeat of an id the namespace remembers appends nothing and gets
+//! the first append's seqs, with `"repeated":true`. A client that lost the
+//! answer ([`CallError::Broken`]) sends the same request again.
+//! `"retry":true` on a failure means the runtime wrote nothing because it is
+//! stopping: the request may be sent again (to the next runtime).
 
 use std::io::{BufRead, BufReader, Read as _, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -26,13 +35,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use std::fmt;
+
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use varve_log::Seq;
+use varve_log::{LogConfig, OnFull, Seq};
 
 use crate::error::{Result, RuntimeError};
 use crate::event::{parse_trace, Event, EventId, EventKind};
-use crate::runtime::{Cause, Inner};
+use crate::inner::{Cause, Inner};
+use crate::requests::{Appended, RequestId};
 
 /// Most connections served at once; more are refused with an error line.
 pub const CONNECTIONS_MAX: usize = 256;
@@ -50,6 +62,9 @@ pub enum Request {
         cause: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
+        /// Append once per id (see [`crate::requests`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
     },
     AppendBatch {
         entries: Vec<Entry>,
@@ -57,6 +72,9 @@ pub enum Request {
         cause: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
+        /// Append once per id (see [`crate::requests`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
     },
     Publish {
         topic: String,
@@ -65,6 +83,9 @@ pub enum Request {
         cause: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
+        /// Append once per id (see [`crate::requests`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
     },
     Get {
         log: String,
@@ -80,6 +101,18 @@ pub enum Request {
         cause: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
+    },
+    /// Create a log: unbounded, or keeping `keep` records (`on_full`:
+    /// `refuse`, the default, or `overwrite`).
+    CreateLog {
+        log: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        keep: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on_full: Option<String>,
+    },
+    DeleteLog {
+        log: String,
     },
 }
 
@@ -103,6 +136,37 @@ pub struct Response {
     pub data: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// An append whose request id had landed before: nothing was appended now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated: Option<bool>,
+    /// `create_log`: whether the log is new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    /// A failure that wrote nothing (the runtime is stopping): send again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
+}
+
+/// Why a call failed, as far as the client can tell whether it took effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// Nothing was sent: no runtime accepts connections on the socket.
+    NotServing(String),
+    /// The request may have been received, but no complete answer came back
+    /// (the runtime died or the connection broke): the outcome is unknown.
+    Broken(String),
+    /// The runtime answered with an error; `retry` if it wrote nothing
+    /// because it is stopping.
+    Refused { error: String, retry: bool },
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::NotServing(reason) | CallError::Broken(reason) => f.write_str(reason),
+            CallError::Refused { error, .. } => f.write_str(error),
+        }
+    }
 }
 
 /// Encode bytes for a request.
@@ -120,21 +184,33 @@ pub fn decode_bytes(text: &str) -> Result<Vec<u8>> {
 
 /// Send one request and read its response (a new connection per call).
 pub fn call(path: &Path, request: &Request) -> Result<Response> {
-    let sock_err = |reason: String| RuntimeError::Socket { path: path.to_owned(), reason };
-    let mut stream =
-        UnixStream::connect(path).map_err(|e| sock_err(format!("cannot connect: {e} (is `varve run` running?)")))?;
-    let mut line = serde_json::to_vec(request).map_err(|e| sock_err(e.to_string()))?;
+    call_checked(path, request).map_err(|e| RuntimeError::Socket { path: path.to_owned(), reason: e.to_string() })
+}
+
+/// [`call`], telling apart what did not reach the runtime, what may have,
+/// and what it refused (see [`CallError`]).
+pub fn call_checked(path: &Path, request: &Request) -> std::result::Result<Response, CallError> {
+    let line = serde_json::to_vec(request).map_err(|e| CallError::Refused { error: e.to_string(), retry: false })?;
+    let mut stream = UnixStream::connect(path)
+        .map_err(|e| CallError::NotServing(format!("cannot connect: {e} (is `varve run` running?)")))?;
+    let mut line = line;
     line.push(b'\n');
-    stream.write_all(&line).map_err(|e| sock_err(format!("sending: {e}")))?;
+    stream.write_all(&line).map_err(|e| CallError::Broken(format!("sending: {e}")))?;
     let mut reader = BufReader::new(stream);
     let mut answer = String::new();
-    reader.read_line(&mut answer).map_err(|e| sock_err(format!("reading the answer: {e}")))?;
-    let response: Response =
-        serde_json::from_str(&answer).map_err(|e| sock_err(format!("the answer {answer:?} does not parse: {e}")))?;
+    reader.read_line(&mut answer).map_err(|e| CallError::Broken(format!("reading the answer: {e}")))?;
+    if answer.is_empty() {
+        return Err(CallError::Broken("the runtime closed the connection before answering".to_owned()));
+    }
+    let response: Response = serde_json::from_str(&answer)
+        .map_err(|e| CallError::Broken(format!("the answer {answer:?} does not parse: {e}")))?;
     if response.ok {
         Ok(response)
     } else {
-        Err(sock_err(response.error.unwrap_or_else(|| "failed without a reason".to_owned())))
+        Err(CallError::Refused {
+            error: response.error.unwrap_or_else(|| "failed without a reason".to_owned()),
+            retry: response.retry == Some(true),
+        })
     }
 }
 
@@ -228,8 +304,11 @@ fn serve_connection(inner: &Inner, stream: UnixStream) {
             return;
         } else {
             match serde_json::from_str::<Request>(&line) {
-                Ok(request) => handle(inner, request)
-                    .unwrap_or_else(|e| Response { error: Some(e.to_string()), ..Response::default() }),
+                Ok(request) => handle(inner, request).unwrap_or_else(|e| Response {
+                    retry: matches!(e, RuntimeError::Stopped).then_some(true),
+                    error: Some(e.to_string()),
+                    ..Response::default()
+                }),
                 Err(e) => Response { error: Some(format!("bad request: {e}")), ..Response::default() },
             }
         };
@@ -251,18 +330,43 @@ fn cause_of(cause: Option<&String>, trace: Option<&String>) -> Result<Option<Cau
 
 fn handle(inner: &Inner, request: Request) -> Result<Response> {
     let ok = |seqs: Vec<Seq>| Response { ok: true, seqs: Some(seqs), ..Response::default() };
+    let appended = |answer: Appended| Response { repeated: answer.repeated.then_some(true), ..ok(answer.seqs) };
     match request {
-        Request::Append { log, data, cause, trace } | Request::Publish { topic: log, data, cause, trace } => {
+        Request::Append { log, data, cause, trace, request_id }
+        | Request::Publish { topic: log, data, cause, trace, request_id } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let request = request_id.as_deref().map(RequestId::parse).transpose()?;
             let bytes = decode_bytes(&data)?;
-            Ok(ok(inner.append_traced(&[(&log, &bytes)], cause.as_ref())?))
+            Ok(appended(inner.append_request(&[(&log, &bytes)], cause.as_ref(), request.as_ref(), &[])?))
         }
-        Request::AppendBatch { entries, cause, trace } => {
+        Request::AppendBatch { entries, cause, trace, request_id } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let request = request_id.as_deref().map(RequestId::parse).transpose()?;
             let decoded: Vec<(String, Vec<u8>)> =
                 entries.into_iter().map(|e| Ok((e.log, decode_bytes(&e.data)?))).collect::<Result<_>>()?;
             let batch: Vec<(&str, &[u8])> = decoded.iter().map(|(l, d)| (l.as_str(), d.as_slice())).collect();
-            Ok(ok(inner.append_traced(&batch, cause.as_ref())?))
+            Ok(appended(inner.append_request(&batch, cause.as_ref(), request.as_ref(), &[])?))
+        }
+        Request::CreateLog { log, keep, on_full } => {
+            let on_full = match on_full.as_deref() {
+                None | Some("refuse") => OnFull::Refuse,
+                Some("overwrite") => OnFull::Overwrite,
+                Some(other) => {
+                    return Err(RuntimeError::InvalidArgument {
+                        reason: format!("on_full {other:?}: expected \"refuse\" or \"overwrite\""),
+                    })
+                }
+            };
+            let config = match keep {
+                Some(k) => LogConfig::keep(k, on_full),
+                None => LogConfig::unbounded(),
+            };
+            let created = inner.create_log(&log, config)?;
+            Ok(Response { ok: true, created: Some(created), ..Response::default() })
+        }
+        Request::DeleteLog { log } => {
+            inner.delete_log(&log)?;
+            Ok(Response { ok: true, ..Response::default() })
         }
         Request::Get { log, seq, cause, trace } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;

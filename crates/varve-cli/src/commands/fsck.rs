@@ -36,6 +36,14 @@ pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCod
         let report = varve_log::journal::fsck(&dir, repair, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);
+        })
+        .map_err(|e| {
+            let ns_ctx = Context { data: ctx.data.clone(), namespace: namespace.clone(), out: ctx.out };
+            super::write::explain_locked(
+                &ns_ctx,
+                e,
+                "`fsck --repair` needs the namespace to itself (`fsck` without --repair runs beside it)",
+            )
         })?;
         bar.finish_and_clear();
         damaged |= !report.is_clean() && !report.repaired;

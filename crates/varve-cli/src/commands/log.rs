@@ -35,11 +35,9 @@ pub fn create(ctx: &Context<'_>, name: &str, keep: Option<u64>, on_full: Option<
         Some(k) => LogConfig::keep(k, on_full.unwrap_or(OnFull::Refuse)),
         None => LogConfig::unbounded(),
     };
-    let ns = ctx.open_write()?;
-    let existed = ns.log_info(name).is_ok();
-    ns.create_log(name, config)?;
-    ns.close()?;
-    let answer = CreateAnswer { log: name, created: !existed, retention: RetentionJson::from(config.retention) };
+    let created = super::write::create_log(ctx, name, config)?;
+    let existed = !created;
+    let answer = CreateAnswer { log: name, created, retention: RetentionJson::from(config.retention) };
     ctx.out.answer(&answer, || {
         if existed {
             format!("log {name} already exists ({})", config.retention)
@@ -50,20 +48,35 @@ pub fn create(ctx: &Context<'_>, name: &str, keep: Option<u64>, on_full: Option<
     Ok(())
 }
 
-pub fn append(ctx: &Context<'_>, name: &str, source: &ValueSource<'_>) -> anyhow::Result<()> {
+/// Append one record. Safe to retry under the same `request_id` (see
+/// [`super::write`]): a repeat appends nothing and answers the first seq.
+pub fn append(
+    ctx: &Context<'_>,
+    name: &str,
+    source: &ValueSource<'_>,
+    request_id: Option<&str>,
+) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let value = read_value(source)?;
-    let seq = match super::runtime::route_append(ctx) {
-        super::runtime::Route::Socket { path, cause } => {
-            super::runtime::append_via_socket(&path, cause.as_ref(), &[(name, &value)])?[0]
-        }
-        super::runtime::Route::Direct => super::runtime::append_direct(ctx, &[(name, &value)])?[0],
-    };
-    ctx.out.answer(&Appended { log: name, seq }, || format!("appended {name} seq {seq}"))?;
+    let answer = super::write::append(ctx, &[(name, &value)], request_id)?;
+    let seq = answer.seqs[0];
+    let repeated = answer.repeated;
+    ctx.out.answer(&Appended { log: name, seq, repeated }, || {
+        format!("appended {name} seq {seq}{}", repeat_note(repeated, request_id))
+    })?;
     Ok(())
 }
 
-pub fn batch(ctx: &Context<'_>, entries: &[String]) -> anyhow::Result<()> {
+/// Said after an append whose request id had landed before.
+fn repeat_note(repeated: bool, request_id: Option<&str>) -> String {
+    match (repeated, request_id) {
+        (false, _) => String::new(),
+        (true, Some(id)) => format!(" (request {id} had landed before: nothing appended now)"),
+        (true, None) => " (an attempt whose answer was lost had landed: appended once)".to_owned(),
+    }
+}
+
+pub fn batch(ctx: &Context<'_>, entries: &[String], request_id: Option<&str>) -> anyhow::Result<()> {
     let mut batch: Vec<(&str, &[u8])> = Vec::with_capacity(entries.len());
     for entry in entries {
         let Some((log, value)) = entry.split_once('=') else {
@@ -72,13 +85,16 @@ pub fn batch(ctx: &Context<'_>, entries: &[String]) -> anyhow::Result<()> {
         validate_name(log, true)?;
         batch.push((log, value.as_bytes()));
     }
-    let seqs = match super::runtime::route_append(ctx) {
-        super::runtime::Route::Socket { path, cause } => super::runtime::append_via_socket(&path, cause.as_ref(), &batch)?,
-        super::runtime::Route::Direct => super::runtime::append_direct(ctx, &batch)?,
-    };
-    let appended: Vec<Appended<'_>> = batch.iter().zip(&seqs).map(|((log, _), &seq)| Appended { log, seq }).collect();
+    let answer = super::write::append(ctx, &batch, request_id)?;
+    let repeated = answer.repeated;
+    let appended: Vec<Appended<'_>> =
+        batch.iter().zip(&answer.seqs).map(|((log, _), &seq)| Appended { log, seq, repeated }).collect();
     ctx.out.answer(&BatchAnswer { appended: &appended }, || {
-        appended.iter().map(|a| format!("appended {} seq {}", a.log, a.seq)).collect::<Vec<_>>().join("\n")
+        let mut lines: Vec<String> = appended.iter().map(|a| format!("appended {} seq {}", a.log, a.seq)).collect();
+        if let Some(last) = lines.last_mut() {
+            last.push_str(&repeat_note(repeated, request_id));
+        }
+        lines.join("\n")
     })?;
     Ok(())
 }
@@ -138,9 +154,7 @@ pub fn ls(ctx: &Context<'_>) -> anyhow::Result<()> {
 
 pub fn rm(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     validate_name(name, true)?;
-    let ns = ctx.open_write()?;
-    ns.delete_log(name)?;
-    ns.close()?;
+    super::write::delete_log(ctx, name)?;
     ctx.out.answer(&DeleteAnswer { log: name, deleted: true }, || format!("deleted log {name}"))?;
     Ok(())
 }
@@ -300,6 +314,9 @@ struct DeleteAnswer<'a> {
 struct Appended<'a> {
     log: &'a str,
     seq: Seq,
+    /// Present (true) when the request id had landed before and nothing was appended now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    repeated: bool,
 }
 
 /// A log's configuration and bounds, as `info` and `ls` print it.

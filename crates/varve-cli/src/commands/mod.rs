@@ -2,15 +2,17 @@
 //! and how a namespace is opened.
 //!
 //! Reads open the namespace read-only (no lock; they follow a writer in
-//! another process). Writes open it for writing, which takes the namespace's
-//! writer lock, so a second writer fails with `LogError::Locked`; each append
-//! is fsynced before it is reported (`SyncPolicy::Always`).
+//! another process). Writes go through the namespace's runtime when one
+//! serves it, else open it for writing, which takes the namespace's writer
+//! lock ([`write`] waits while another process holds it); each append is
+//! fsynced before it is reported (`SyncPolicy::Always`).
 
 pub mod bench;
 pub mod fsck;
 pub mod log;
 pub mod pds;
 pub mod runtime;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 

@@ -84,7 +84,9 @@ pub fn demo(ctx: &Context<'_>) -> anyhow::Result<()> {
 /// few milliseconds, which recovery completes or abandons per operation.
 fn open_group_commit(ctx: &Context<'_>) -> anyhow::Result<Arc<dyn Namespace>> {
     let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
-    Ok(JournalStore::open(&ctx.data, options)?.namespace(&ctx.namespace)?)
+    JournalStore::open(&ctx.data, options)?.namespace(&ctx.namespace).map_err(|e| {
+        super::write::explain_locked(ctx, e, "`varve pds` writes with append_if, which a runtime does not offer")
+    })
 }
 
 #[derive(Serialize)]

@@ -3,9 +3,9 @@
 //!
 //! `run` hosts a runtime for an app manifest and holds the namespace's writer
 //! lock while it runs; it serves `DIR/<namespace>/runtime.sock`, through
-//! which `varve log append|batch` reach the namespace meanwhile (see
-//! [`route_append`]). The read commands open namespaces read-only and work
-//! beside a running runtime.
+//! which the write commands reach the namespace meanwhile (see
+//! [`super::write`]), and stops cleanly on SIGTERM or SIGINT. The read
+//! commands open namespaces read-only and work beside a running runtime.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -14,17 +14,18 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use serde::Serialize;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Seq, SeqRange};
 use varve_runtime::event::{parse_trace, trace_hex, EventJson, TraceId};
-use varve_runtime::socket::{self, Entry, Request};
+use varve_runtime::pending::{HandlerCounts, TriggerFold};
+use varve_runtime::socket::{self, Request};
 use varve_runtime::trace::{self, CausalGraph, RecordRef};
-use varve_runtime::{Builtins, EventId, EventKind, Manifest, RuntimeError, StoredEvent, EVENTS_LOG, SUBSCRIPTIONS_LOG};
+use varve_runtime::{Builtins, EventId, Interruption, Manifest, RuntimeError, StopReport, StoredEvent, EVENTS_LOG};
 
-use super::{namespace_dir, Context};
+use super::{namespace_dir, write, Context};
 use std::io::Write as _;
 
-/// The runtime's socket file inside a namespace's directory.
-pub const SOCKET_FILE: &str = "runtime.sock";
 /// `events tail` without `--from` starts this many events before the end.
 const TAIL_START_EVENTS: u64 = 20;
 
@@ -47,22 +48,52 @@ struct Started<'a> {
     socket: String,
 }
 
-/// `varve run APP.toml`: validate everything, start, serve until killed (or
-/// until idle with `until_idle`).
-pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool) -> anyhow::Result<()> {
+/// How long `varve run` gives running handlers to finish when it is stopped
+/// (SIGTERM, SIGINT) before it kills the external commands still running;
+/// `--stop-grace-ms` sets another.
+pub const STOP_GRACE_MS: u64 = 10_000;
+/// How long `varve run --until-idle` gives running handlers once idle (none run then).
+const UNTIL_IDLE_GRACE: Duration = Duration::from_secs(30);
+/// With `--until-idle`, how often signals are looked at while waiting to be idle.
+const UNTIL_IDLE_POLL: Duration = Duration::from_millis(100);
+/// Interrupted runs a stop names on stderr; more are counted.
+const STOP_NAMES_MAX: usize = 5;
+
+/// `varve run APP.toml`: validate everything, start, serve until SIGTERM or
+/// SIGINT (or until idle with `until_idle`), then stop cleanly: no new
+/// claims, `grace` for running handlers, external commands still running
+/// killed with their process groups, the socket removed; what was cut short
+/// runs again at the next start, and stderr says so.
+pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Duration) -> anyhow::Result<()> {
     let manifest = Manifest::load(manifest_path)?;
     let builtins = builtins();
     manifest.check_builtins(&builtins)?;
+    // From here on a SIGTERM or SIGINT asks for the stop below instead of
+    // ending the process where it stands.
+    let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing the SIGTERM/SIGINT handlers")?;
+    let ns_ctx = Context { data: ctx.data.clone(), namespace: manifest.namespace.clone(), out: ctx.out };
+    if write::runtime_serves(&ns_ctx) {
+        bail!(
+            "a runtime already serves namespace {} (socket {}): one runtime per namespace",
+            ns_ctx.namespace,
+            write::socket_path(&ns_ctx).display()
+        );
+    }
+    // Before the lock: a write that finds the namespace locked while we
+    // start (or stop) waits for our socket instead of failing.
+    let _pid_file = write::RuntimePidFile::write(&ns_ctx)?;
     let options = JournalOptions { sync: manifest.sync, ..JournalOptions::default() };
     let store = JournalStore::open(&ctx.data, options)?;
-    let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace(&manifest.namespace)?);
+    // A CLI write may hold the lock for a moment; another runtime is refused.
+    let ns: Arc<dyn Namespace> =
+        Arc::new(write::open_for_runtime(&ns_ctx, || store.journal_namespace(&manifest.namespace))?);
     let host = match manifest.host {
         Some(host) => host,
         None => varve_runtime::host_id_for_dir(&ctx.data)?,
     };
     // Absolute, so an external handler that changes directory still finds it.
     let data_dir = std::path::absolute(&ctx.data).unwrap_or_else(|_| ctx.data.clone());
-    let socket_path = namespace_dir(&data_dir, &manifest.namespace).join(SOCKET_FILE);
+    let socket_path = namespace_dir(&data_dir, &manifest.namespace).join(write::SOCKET_FILE);
     let options = varve_runtime::RuntimeOptions {
         host,
         concurrency: manifest.concurrency,
@@ -87,28 +118,77 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool) -> anyhow:
             started.socket
         )
     })?;
-    if until_idle {
-        while !runtime.wait_idle(Duration::from_secs(3600)) {}
-        runtime.stop(Duration::from_secs(30));
+    let signal = if until_idle {
+        loop {
+            if runtime.wait_idle(UNTIL_IDLE_POLL) {
+                break None;
+            }
+            if let Some(signal) = signals.pending().next() {
+                break Some(signal);
+            }
+        }
+    } else {
+        signals.forever().next()
+    };
+    let Some(signal) = signal else {
+        runtime.stop(UNTIL_IDLE_GRACE);
         return Ok(());
-    }
-    // Runs until killed. SIGINT/SIGTERM/SIGKILL end the process: the journal
-    // is crash-safe, unfinished triggers re-run on the next start, and the
-    // next start removes the stale socket file.
-    loop {
-        std::thread::park();
-    }
+    };
+    let report = runtime.stop_report(grace);
+    let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
+    let mut err = std::io::stderr().lock();
+    // Not `eprintln!`, which panics when stderr is gone.
+    let _ = writeln!(err, "{}", stop_summary(name, &report));
+    let _ = writeln!(
+        err,
+        "socket {} removed; {} trigger(s) left for the next start",
+        socket_path.display(),
+        report.pending
+    );
+    Ok(())
 }
 
-/// Inside an external handler of this namespace: the runtime's socket and
-/// the cause (`VARVE_EVENT_ID`, `VARVE_TRACE_ID`).
+/// The first line `varve run` prints when stopped: what it cut short.
+fn stop_summary(signal: &str, report: &StopReport) -> String {
+    let grace = report.grace.as_millis();
+    if report.interrupted.is_empty() {
+        return format!("stopped on {signal}: no handler run was cut short (grace {grace} ms)");
+    }
+    let mut names: Vec<String> = report
+        .interrupted
+        .iter()
+        .take(STOP_NAMES_MAX)
+        .map(|run| {
+            let how = match run.how {
+                Interruption::Killed => "killed",
+                Interruption::Abandoned => "abandoned",
+                Interruption::NotStarted => "not started",
+            };
+            format!("{} {}:{} (attempt {}, {how})", run.handler, run.log, run.seq, run.attempt)
+        })
+        .collect();
+    if report.interrupted.len() > STOP_NAMES_MAX {
+        names.push(format!("and {} more", report.interrupted.len() - STOP_NAMES_MAX));
+    }
+    format!(
+        "stopped on {signal}: {} handler run(s) cut short after a {grace} ms grace: {}; they run again at the next start (next attempt)",
+        report.interrupted.len(),
+        names.join(", ")
+    )
+}
+
+/// Inside an external handler (`VARVE_EVENT_ID`, `VARVE_TRACE_ID` set): the
+/// socket of the runtime serving `ctx`'s namespace — the handler's own, or
+/// another namespace's if a runtime answers there — and the cause, so a read
+/// through it is recorded (READ/LATEST with the FIRING as parent).
 pub fn handler_socket(ctx: &Context<'_>) -> Option<(PathBuf, (String, String))> {
-    let path = std::env::var_os("VARVE_RUNTIME_SOCKET")?;
-    if std::env::var("VARVE_NAMESPACE").ok()? != ctx.namespace {
+    let cause = write::Cause::from_env()?;
+    let own = std::env::var_os(varve_runtime::command::ENV_RUNTIME_SOCKET).is_some()
+        && std::env::var(varve_runtime::command::ENV_NAMESPACE).is_ok_and(|ns| ns == ctx.namespace);
+    if !own && !write::runtime_serves(ctx) {
         return None;
     }
-    let cause = (std::env::var("VARVE_EVENT_ID").ok()?, std::env::var("VARVE_TRACE_ID").ok()?);
-    Some((PathBuf::from(path), cause))
+    Some((write::socket_path(ctx), (cause.event, cause.trace)))
 }
 
 /// `get` through the runtime (records a READ caused by the handler's FIRING).
@@ -122,72 +202,6 @@ pub fn get_via_socket(path: &Path, cause: &(String, String), log: &str, seq: Seq
 pub fn latest_via_socket(path: &Path, cause: &(String, String), log: &str) -> anyhow::Result<Seq> {
     let request = Request::Latest { log: log.to_owned(), cause: Some(cause.0.clone()), trace: Some(cause.1.clone()) };
     socket::call(path, &request)?.seq.context("the runtime answered without a seq")
-}
-
-/// Where `varve log append|batch` sends an append while a runtime may hold the lock.
-pub enum Route {
-    /// Open the journal directly (no runtime serves the namespace).
-    Direct,
-    /// Through a runtime's socket, with the cause when inside a handler.
-    Socket { path: PathBuf, cause: Option<(String, String)> },
-}
-
-/// Inside an external handler (`VARVE_RUNTIME_SOCKET` set, for this
-/// namespace), through its socket with `VARVE_EVENT_ID`/`VARVE_TRACE_ID` as
-/// the cause; else, if a runtime answers on the namespace's socket, through
-/// it as an outside append; else directly.
-pub fn route_append(ctx: &Context<'_>) -> Route {
-    if let Some((path, cause)) = handler_socket(ctx) {
-        return Route::Socket { path, cause: Some(cause) };
-    }
-    let path = namespace_dir(&ctx.data, &ctx.namespace).join(SOCKET_FILE);
-    if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_ok() {
-        return Route::Socket { path, cause: None };
-    }
-    Route::Direct
-}
-
-/// Append with the journal opened here (no runtime runs). In a namespace a
-/// runtime has served, through a writer-only runtime, so the append gets its
-/// APPEND and TRIGGER events and the next `varve run` fires its handlers.
-pub fn append_direct(ctx: &Context<'_>, batch: &[(&str, &[u8])]) -> anyhow::Result<Vec<Seq>> {
-    let ns = ctx.open_write()?;
-    if ns.log_info(SUBSCRIPTIONS_LOG).is_err() {
-        let seqs = ns.append_batch(batch)?;
-        ns.close()?;
-        return Ok(seqs);
-    }
-    let shared: Arc<dyn Namespace> = Arc::new(ns);
-    let host = match varve_runtime::namespace_host(shared.as_ref())? {
-        Some(host) => host,
-        None => varve_runtime::host_id_for_dir(&ctx.data)?,
-    };
-    let writer = varve_runtime::RuntimeBuilder::new(shared).host(host).concurrency(0).start()?;
-    let seqs = writer.append_batch(batch)?;
-    writer.stop(Duration::ZERO);
-    Ok(seqs)
-}
-
-/// Append through a runtime socket; returns the seqs.
-pub fn append_via_socket(
-    path: &Path,
-    cause: Option<&(String, String)>,
-    batch: &[(&str, &[u8])],
-) -> anyhow::Result<Vec<Seq>> {
-    let (cause, trace) = match cause {
-        Some((c, t)) => (Some(c.clone()), Some(t.clone())),
-        None => (None, None),
-    };
-    let request = Request::AppendBatch {
-        entries: batch
-            .iter()
-            .map(|(log, data)| Entry { log: (*log).to_owned(), data: socket::encode_bytes(data) })
-            .collect(),
-        cause,
-        trace,
-    };
-    let response = socket::call(path, &request)?;
-    response.seqs.context("the runtime answered without seqs")
 }
 
 /// Every namespace's events in the data directory (read-only; namespaces
@@ -217,79 +231,28 @@ struct HandlersAnswer<'a> {
 struct HandlerRow {
     handler: String,
     logs: Vec<String>,
-    triggers: u64,
-    done: u64,
-    failed: u64,
-    dead_letters: u64,
-    pending: u64,
+    #[serde(flatten)]
+    counts: HandlerCounts,
 }
 
-/// `varve handler ls`: subscriptions and delivery counts from the store.
+/// `varve handler ls`: subscriptions and delivery counts from the store:
+/// the runtime's own folds over `_runtime.subscriptions` and `_events`.
 pub fn handler_ls(ctx: &Context<'_>) -> anyhow::Result<()> {
     let ns = ctx.open_read()?;
+    let mut logs = varve_runtime::subscriptions::read_subscriptions(&ns)?.logs_by_handler();
+    let mut fold = TriggerFold::new();
+    if ns.log_info(EVENTS_LOG).is_ok() {
+        for e in varve_runtime::namespace_events(&ns, SeqRange::ALL)? {
+            fold.apply(e.id.seq, &e.event);
+        }
+    }
     let mut rows: BTreeMap<String, HandlerRow> = BTreeMap::new();
-    let mut subscriptions: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if ns.log_info(SUBSCRIPTIONS_LOG).is_ok() {
-        for record in ns.scan(SUBSCRIPTIONS_LOG, SeqRange::ALL)? {
-            let record = record?;
-            let value: serde_json::Value = serde_json::from_slice(&record.value)?;
-            let (Some(op), Some(log), Some(handler)) =
-                (value["op"].as_str(), value["log"].as_str(), value["handler"].as_str())
-            else {
-                continue;
-            };
-            let logs = subscriptions.entry(handler.to_owned()).or_default();
-            match op {
-                "subscribe" if !logs.iter().any(|l| l == log) => logs.push(log.to_owned()),
-                "unsubscribe" => logs.retain(|l| l != log),
-                _ => {}
-            }
-        }
+    for (handler, counts) in fold.counts() {
+        let logs = logs.remove(handler).unwrap_or_default();
+        rows.insert(handler.clone(), HandlerRow { handler: handler.clone(), logs, counts: *counts });
     }
-    let mut open: BTreeMap<Seq, String> = BTreeMap::new();
-    let events =
-        if ns.log_info(EVENTS_LOG).is_ok() { varve_runtime::namespace_events(&ns, SeqRange::ALL)? } else { Vec::new() };
-    for (handler, logs) in subscriptions {
-        rows.insert(
-            handler.clone(),
-            HandlerRow { handler, logs, triggers: 0, done: 0, failed: 0, dead_letters: 0, pending: 0 },
-        );
-    }
-    for e in &events {
-        let ev = &e.event;
-        if ev.handler.is_empty() || matches!(ev.kind, EventKind::Subscribe | EventKind::Unsubscribe) {
-            continue;
-        }
-        let r = rows.entry(ev.handler.clone()).or_insert_with(|| HandlerRow {
-            handler: ev.handler.clone(),
-            logs: Vec::new(),
-            triggers: 0,
-            done: 0,
-            failed: 0,
-            dead_letters: 0,
-            pending: 0,
-        });
-        match ev.kind {
-            EventKind::Trigger => {
-                r.triggers += 1;
-                open.insert(e.id.seq, ev.handler.clone());
-            }
-            EventKind::Done => {
-                r.done += 1;
-                open.remove(&ev.trigger);
-            }
-            EventKind::Failed => r.failed += 1,
-            EventKind::DeadLetter => {
-                r.dead_letters += 1;
-                open.remove(&ev.trigger);
-            }
-            _ => {}
-        }
-    }
-    for handler in open.values() {
-        if let Some(r) = rows.get_mut(handler) {
-            r.pending += 1;
-        }
+    for (handler, logs) in logs {
+        rows.insert(handler.clone(), HandlerRow { handler, logs, counts: HandlerCounts::default() });
     }
     let rows: Vec<HandlerRow> = rows.into_values().collect();
     ctx.out.answer(&HandlersAnswer { namespace: &ctx.namespace, handlers: &rows }, || {
@@ -304,7 +267,13 @@ pub fn handler_ls(ctx: &Context<'_>) -> anyhow::Result<()> {
             let logs = if r.logs.is_empty() { "-".to_owned() } else { r.logs.join(",") };
             lines.push(format!(
                 "{:<24} {:<24} {:>9} {:>9} {:>7} {:>5} {:>8}",
-                r.handler, logs, r.triggers, r.done, r.failed, r.dead_letters, r.pending
+                r.handler,
+                logs,
+                r.counts.triggers,
+                r.counts.done,
+                r.counts.failed,
+                r.counts.dead_letters,
+                r.counts.pending
             ));
         }
         lines.join("\n")

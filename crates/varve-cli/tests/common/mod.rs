@@ -1,0 +1,147 @@
+//! Helpers shared by the process-level runtime tests: a temporary data
+//! directory, the real `varve` binary run on it, `varve run` processes that
+//! are killed when the test ends, and waiting for conditions (never bare
+//! sleeps as synchronisation).
+
+#![allow(dead_code, reason = "each test file uses a different part")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long a test waits for a condition before failing: generous, for a
+/// loaded two-core machine.
+pub const WAIT: Duration = Duration::from_secs(60);
+/// Pause between two checks of a condition.
+const POLL: Duration = Duration::from_millis(20);
+
+pub struct Env {
+    pub temp: tempfile::TempDir,
+    pub data: PathBuf,
+}
+
+/// A `varve run` process, killed (SIGKILL) when dropped, however the test ends.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data = temp.path().join("data");
+        Env { temp, data }
+    }
+
+    /// `varve --data DIR ARGS…`, outside any handler's environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_varve"));
+        command
+            .arg("--data")
+            .arg(&self.data)
+            .args(args)
+            .current_dir(self.temp.path())
+            .env_remove("VARVE_DATA")
+            .env_remove("VARVE_NAMESPACE")
+            .env_remove("VARVE_RUNTIME_SOCKET")
+            .env_remove("VARVE_EVENT_ID")
+            .env_remove("VARVE_TRACE_ID");
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run varve")
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "varve {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&all)).expect("one JSON answer")
+    }
+
+    /// Write a manifest file named `name` in the temporary directory.
+    pub fn manifest_named(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.temp.path().join(name);
+        std::fs::write(&path, text).expect("write manifest");
+        path
+    }
+
+    pub fn manifest(&self, text: &str) -> PathBuf {
+        self.manifest_named("app.toml", text)
+    }
+
+    /// The socket `varve run` serves for `namespace`.
+    pub fn socket(&self, namespace: &str) -> PathBuf {
+        self.data.join(namespace).join("runtime.sock")
+    }
+
+    /// Start `varve run MANIFEST` (stderr piped when `capture_stderr`, else
+    /// inherited); do not wait for anything.
+    pub fn spawn_run(&self, manifest: &Path, capture_stderr: bool) -> Running {
+        let child = self
+            .command(&["run", manifest.to_str().expect("utf-8 path")])
+            .stdout(Stdio::null())
+            .stderr(if capture_stderr { Stdio::piped() } else { Stdio::inherit() })
+            .spawn()
+            .expect("spawn varve run");
+        Running(child)
+    }
+
+    /// Start `varve run` for namespace `app` and wait until its socket answers.
+    pub fn start(&self, manifest: &Path) -> Running {
+        self.start_in(manifest, "app")
+    }
+
+    /// Start `varve run` for `namespace` and wait until its socket answers.
+    pub fn start_in(&self, manifest: &Path, namespace: &str) -> Running {
+        let running = self.spawn_run(manifest, false);
+        let socket = self.socket(namespace);
+        wait_until("the runtime's socket answers", || std::os::unix::net::UnixStream::connect(&socket).is_ok());
+        running
+    }
+}
+
+/// Wait until `done` holds, checking every few milliseconds; fail after [`WAIT`].
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < WAIT, "timed out after {WAIT:?} waiting until {what}");
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The decoded events of a namespace (`events tail --no-follow`).
+pub fn events_of(env: &Env, namespace: &str) -> Vec<Value> {
+    let out = env.ok(&["--ns", namespace, "--json", "events", "tail", "--from", "1", "--no-follow"]);
+    out.lines().map(|l| serde_json::from_str(l).expect("event JSON")).collect()
+}
+
+/// The seed of a randomized test: `VARVE_SEED` when set (to replay a
+/// failure), else fresh from the clock. Callers print it.
+pub fn seed_from_env() -> u64 {
+    std::env::var("VARVE_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos())
+    })
+}
+
+/// Whether process `pid` is gone: no such process, or a zombie nobody has
+/// reaped yet (it runs nothing any more).
+pub fn process_is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the command name in parentheses: "PID (comm) S …".
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}

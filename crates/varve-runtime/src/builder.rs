@@ -1,0 +1,233 @@
+//! Building a runtime: its options, the handlers, logs, topics and
+//! subscriptions it starts with, and `start` — validate, create the system
+//! logs, check the host id, replay subscriptions, recover unfinished
+//! triggers, then start the workers and the socket.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex};
+
+use varve_log::{LogConfig, Namespace, OnFull};
+
+use crate::context::HandlerContext;
+use crate::error::{Result, RuntimeError};
+use crate::event::HostId;
+use crate::handler::{HandlerKind, HandlerResult, HandlerSpec};
+use crate::inner::{Inner, WriterState};
+use crate::requests::{read_requests, requests_log_config, REQUESTS_LOG};
+use crate::retry::{RetryPolicy, ATTEMPTS_MAX};
+use crate::runtime::Runtime;
+use crate::system_logs::{
+    namespace_host, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG, PROGRESS_MARKS_KEPT, SUBSCRIPTIONS_LOG,
+};
+use crate::worker::{WorkState, CONCURRENCY_MAX};
+
+/// Options of a runtime.
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    /// Names the runtime instance in event ids (Lowgo's host).
+    pub host: HostId,
+    /// Worker threads (CSPOT's throttle): at most this many handlers run at
+    /// once. 0 makes a **writer-only** runtime: appends get their APPEND and
+    /// TRIGGER events (so nothing is lost while no runtime runs handlers —
+    /// `varve log append` uses this), but no handler runs here; the triggers
+    /// wait for the next runtime with workers.
+    pub concurrency: usize,
+    /// Record READ and LATEST events for handler reads. TRIGGER, FIRING,
+    /// DONE, FAILED and APPEND are always recorded: delivery depends on them.
+    pub record_reads: bool,
+    /// Serve the Unix socket here (external handlers and `varve` CLI appends).
+    pub socket: Option<PathBuf>,
+    /// The store's data directory, passed to external commands as `VARVE_DATA`.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions { host: 0, concurrency: 4, record_reads: true, socket: None, data_dir: None }
+    }
+}
+
+/// Builds a [`Runtime`]: register handlers, logs, topics and subscriptions,
+/// then [`start`](RuntimeBuilder::start).
+pub struct RuntimeBuilder {
+    ns: Arc<dyn Namespace>,
+    options: RuntimeOptions,
+    handlers: BTreeMap<String, HandlerSpec>,
+    logs: Vec<(String, LogConfig)>,
+    topics: Vec<String>,
+    subscriptions: Vec<(String, String)>,
+    error: Option<RuntimeError>,
+}
+
+impl RuntimeBuilder {
+    /// A runtime over `ns`. The runtime must be the namespace's only writer.
+    #[must_use]
+    pub fn new(ns: Arc<dyn Namespace>) -> RuntimeBuilder {
+        RuntimeBuilder {
+            ns,
+            options: RuntimeOptions::default(),
+            handlers: BTreeMap::new(),
+            logs: Vec::new(),
+            topics: Vec::new(),
+            subscriptions: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Replace all options.
+    #[must_use]
+    pub fn options(mut self, options: RuntimeOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    #[must_use]
+    pub fn host(mut self, host: HostId) -> Self {
+        self.options.host = host;
+        self
+    }
+
+    #[must_use]
+    pub fn concurrency(mut self, workers: usize) -> Self {
+        self.options.concurrency = workers;
+        self
+    }
+
+    #[must_use]
+    pub fn record_reads(mut self, on: bool) -> Self {
+        self.options.record_reads = on;
+        self
+    }
+
+    #[must_use]
+    pub fn socket(mut self, path: impl Into<PathBuf>) -> Self {
+        self.options.socket = Some(path.into());
+        self
+    }
+
+    /// Register a Rust handler by name (not yet subscribed to anything).
+    #[must_use]
+    pub fn handler<F>(self, name: &str, retry: RetryPolicy, f: F) -> Self
+    where
+        F: Fn(&mut HandlerContext<'_>) -> HandlerResult + Send + Sync + 'static,
+    {
+        self.register(HandlerSpec { name: name.to_owned(), kind: HandlerKind::Rust(Arc::new(f)), retry })
+    }
+
+    /// Register any handler.
+    #[must_use]
+    pub fn register(mut self, spec: HandlerSpec) -> Self {
+        if self.handlers.contains_key(&spec.name) {
+            self.error.get_or_insert(RuntimeError::DuplicateHandler { name: spec.name.clone() });
+        }
+        self.handlers.insert(spec.name.clone(), spec);
+        self
+    }
+
+    /// Create this log on start (idempotent for the same config).
+    #[must_use]
+    pub fn log(mut self, name: &str, config: LogConfig) -> Self {
+        self.logs.push((name.to_owned(), config));
+        self
+    }
+
+    /// Create this topic on start.
+    #[must_use]
+    pub fn topic(mut self, name: &str) -> Self {
+        self.topics.push(name.to_owned());
+        self
+    }
+
+    /// Subscribe `handler` to `log` on start, unless it already is.
+    #[must_use]
+    pub fn subscribe(mut self, log: &str, handler: &str) -> Self {
+        self.subscriptions.push((log.to_owned(), handler.to_owned()));
+        self
+    }
+
+    /// Validate, recover unfinished triggers from `_events`, start the
+    /// workers (and the socket, if asked) and return the running runtime.
+    pub fn start(self) -> Result<Runtime> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        let options = self.options;
+        if options.concurrency > CONCURRENCY_MAX {
+            return Err(RuntimeError::InvalidArgument {
+                reason: format!("concurrency must be at most {CONCURRENCY_MAX} (0: a writer-only runtime)"),
+            });
+        }
+        for spec in self.handlers.values() {
+            varve_log::validate_name(&spec.name, false)?;
+            if spec.retry.attempts == 0 || spec.retry.attempts > ATTEMPTS_MAX {
+                return Err(RuntimeError::InvalidArgument {
+                    reason: format!("handler {:?}: attempts must be between 1 and {ATTEMPTS_MAX}", spec.name),
+                });
+            }
+        }
+        let ns = self.ns;
+        ns.create_log(EVENTS_LOG, LogConfig::unbounded().system())?;
+        ns.create_log(SUBSCRIPTIONS_LOG, LogConfig::unbounded().system())?;
+        ns.create_log(PROGRESS_LOG, LogConfig::keep(PROGRESS_MARKS_KEPT, OnFull::Overwrite).system())?;
+        ns.create_log(DEAD_LETTERS_LOG, LogConfig::unbounded().system())?;
+        ns.create_log(HOST_LOG, LogConfig::unbounded().system())?;
+        ns.create_log(REQUESTS_LOG, requests_log_config())?;
+        match namespace_host(ns.as_ref())? {
+            None => {
+                ns.append(HOST_LOG, &options.host.to_le_bytes())?;
+            }
+            Some(stored) if stored != options.host => {
+                return Err(RuntimeError::HostChanged {
+                    namespace: ns.name().to_owned(),
+                    stored,
+                    requested: options.host,
+                });
+            }
+            Some(_) => {}
+        }
+        for (name, config) in &self.logs {
+            ns.create_log(name, *config)?;
+        }
+        let inner = Arc::new(Inner {
+            namespace: ns.name().to_owned(),
+            ns,
+            options,
+            handlers: self.handlers.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+            writer: Mutex::new(WriterState::default()),
+            work: Mutex::new(WorkState::default()),
+            work_cv: Condvar::new(),
+            idle_cv: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            kill_commands: AtomicBool::new(false),
+            finished_total: AtomicU64::new(0),
+        });
+        inner.replay_subscriptions()?;
+        inner.lock_writer().requests = read_requests(inner.ns.as_ref())?;
+        for topic in &self.topics {
+            inner.create_topic(topic)?;
+        }
+        for (log, handler) in &self.subscriptions {
+            if !inner.lock_writer().subscriptions.is_subscribed(log, handler) {
+                inner.subscribe(log, handler)?;
+            }
+        }
+        inner.recover()?;
+        let mut threads = Vec::new();
+        for i in 0..inner.options.concurrency {
+            let worker = Arc::clone(&inner);
+            let thread = std::thread::Builder::new()
+                .name(format!("varve-worker-{i}"))
+                .spawn(move || worker.work_loop())
+                .map_err(|e| RuntimeError::io("starting a worker thread", e))?;
+            threads.push(thread);
+        }
+        let socket = match &inner.options.socket {
+            Some(path) => Some(crate::socket::serve(Arc::clone(&inner), path)?),
+            None => None,
+        };
+        Ok(Runtime::new(inner, threads, socket))
+    }
+}

@@ -1,0 +1,153 @@
+//! What a Rust handler gets: the triggering record and an API whose every
+//! call is recorded in `_events` with the FIRING as its cause (appends as
+//! atomic triggers, reads as READ/LATEST events written with the next write).
+
+use std::cell::RefCell;
+
+use bytes::Bytes;
+use varve_log::{Record, Seq, SeqRange};
+
+use crate::error::{Result, RuntimeError};
+use crate::event::{Event, EventId, EventKind, TraceId};
+use crate::inner::{Cause, Inner};
+
+/// Most records one [`HandlerContext::scan`] returns (it materialises them).
+pub const SCAN_RECORDS_MAX: u64 = 100_000;
+
+/// What a Rust handler gets: the triggering record and the API whose every
+/// call is recorded in `_events` with the FIRING as its cause.
+pub struct HandlerContext<'a> {
+    pub(crate) inner: &'a Inner,
+    pub(crate) firing: EventId,
+    pub(crate) trace: TraceId,
+    pub(crate) handler: &'a str,
+    pub(crate) log: &'a str,
+    pub(crate) seq: Seq,
+    pub(crate) value: Bytes,
+    pub(crate) attempt: u32,
+    /// READ/LATEST events not yet written (when `record_reads`). They go in
+    /// the batch of the handler's next write — its next `append`, else its
+    /// DONE or FAILED — not in one batch each: a read changes nothing until
+    /// something written depends on it, and every such write carries the
+    /// reads before it, in the order they happened, ahead of its own events.
+    /// A run cut short before its next write loses them with the run, which
+    /// is re-run (at least once) and records its reads again. One batch per
+    /// read cost 2.5× the wall time of a latest + get + append handler
+    /// (`varve bench runtime`, docs/benchmarks.md).
+    pub(crate) reads: RefCell<Vec<Event>>,
+}
+
+impl HandlerContext<'_> {
+    /// The triggering record's bytes.
+    #[must_use]
+    pub fn record(&self) -> &Bytes {
+        &self.value
+    }
+
+    /// The log the triggering record is in.
+    #[must_use]
+    pub fn log(&self) -> &str {
+        self.log
+    }
+
+    /// The triggering record's seq.
+    #[must_use]
+    pub fn seq(&self) -> Seq {
+        self.seq
+    }
+
+    /// This handler's name.
+    #[must_use]
+    pub fn handler(&self) -> &str {
+        self.handler
+    }
+
+    /// The FIRING event being handled: the cause of everything this handler does.
+    #[must_use]
+    pub fn event_id(&self) -> &EventId {
+        &self.firing
+    }
+
+    #[must_use]
+    pub fn trace_id(&self) -> TraceId {
+        self.trace
+    }
+
+    /// 1 on the first run, 2 on the first re-run, …
+    #[must_use]
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    fn cause(&self) -> Cause {
+        Cause { parent: self.firing.clone(), trace: self.trace }
+    }
+
+    /// Append a record (fires its subscribers, same trace, parent = this FIRING).
+    pub fn append(&self, log: &str, value: &[u8]) -> Result<Seq> {
+        Ok(self.append_batch(&[(log, value)])?[0])
+    }
+
+    /// Append records to several logs atomically, with their triggers (and
+    /// the READ/LATEST events of the reads made since the last write).
+    pub fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
+        let mut reads = self.reads.borrow_mut();
+        let seqs = self.inner.append_request(batch, Some(&self.cause()), None, &reads)?.seqs;
+        reads.clear();
+        Ok(seqs)
+    }
+
+    /// Keep a READ/LATEST event for the next write (see [`HandlerContext`]'s `reads`).
+    fn record_read(&self, event: Event) {
+        if self.inner.options.record_reads {
+            self.reads.borrow_mut().push(event);
+        }
+    }
+
+    /// Publish to a topic (the same as `append`).
+    pub fn publish(&self, topic: &str, data: &[u8]) -> Result<Seq> {
+        self.append(topic, data)
+    }
+
+    /// Read a record; recorded as READ `log`/`seq`.
+    pub fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
+        let value = self.inner.ns.get(log, seq)?;
+        self.record_read(Event::new(EventKind::Read, self.trace, Some(self.firing.clone())).at(log, seq));
+        Ok(value)
+    }
+
+    /// The latest seq of a log; recorded as LATEST with the seq returned.
+    pub fn latest(&self, log: &str) -> Result<Seq> {
+        let seq = self.inner.ns.latest(log)?;
+        self.record_read(Event::new(EventKind::Latest, self.trace, Some(self.firing.clone())).at(log, seq));
+        Ok(seq)
+    }
+
+    /// Records in a range; recorded as one READ of `first..=last` actually returned.
+    pub fn scan(&self, log: &str, range: impl Into<SeqRange>) -> Result<Vec<Record>> {
+        let range = range.into();
+        let latest = self.inner.ns.latest(log)?;
+        let last = range.last.min(latest);
+        if last >= range.first && last - range.first >= SCAN_RECORDS_MAX {
+            return Err(RuntimeError::InvalidArgument {
+                reason: format!(
+                    "a handler scan returns at most {SCAN_RECORDS_MAX} records; {log}:{}..={last} is more: scan in parts",
+                    range.first
+                ),
+            });
+        }
+        if last < range.first {
+            // Nothing in range yet (an empty log, or a range past its end):
+            // an empty answer, not the store's "range ends before it starts".
+            return Ok(Vec::new());
+        }
+        let range = SeqRange { first: range.first, last };
+        let records: Vec<Record> = self.inner.ns.scan(log, range)?.collect::<varve_log::Result<_>>()?;
+        if let (Some(first), Some(last)) = (records.first(), records.last()) {
+            let mut event = Event::new(EventKind::Read, self.trace, Some(self.firing.clone())).at(log, first.seq);
+            event.seq_last = last.seq;
+            self.record_read(event);
+        }
+        Ok(records)
+    }
+}

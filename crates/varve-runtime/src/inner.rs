@@ -1,0 +1,113 @@
+//! The state one running runtime shares among its facade, workers, socket
+//! and handler contexts, and the two locks that order everything:
+//! `writer` serialises every write the runtime makes (so a trigger batch
+//! can predict its seqs, see `trigger.rs`), `work` guards the queues
+//! (`worker.rs`). Lock order: `writer`, then `work`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use varve_log::{LogConfig, Namespace, Seq};
+
+use crate::builder::RuntimeOptions;
+use crate::error::{Result, RuntimeError};
+use crate::event::{Event, EventId, TraceId};
+use crate::handler::HandlerSpec;
+use crate::requests::RequestMemory;
+use crate::subscriptions::SubscriptionState;
+use crate::system_logs::EVENTS_LOG;
+use crate::worker::WorkState;
+
+/// The cause of an append: the event it descends from, and its trace.
+#[derive(Clone, Debug)]
+pub(crate) struct Cause {
+    pub parent: EventId,
+    pub trace: TraceId,
+}
+
+/// What the writer lock guards besides the right to write.
+#[derive(Default)]
+pub(crate) struct WriterState {
+    pub subscriptions: SubscriptionState,
+    /// Request ids of recent appends (`requests.rs`).
+    pub requests: RequestMemory,
+}
+
+pub(crate) struct Inner {
+    pub(crate) ns: Arc<dyn Namespace>,
+    pub(crate) namespace: String,
+    pub(crate) options: RuntimeOptions,
+    pub(crate) handlers: HashMap<String, Arc<HandlerSpec>>,
+    /// Serialises every write the runtime makes, so the seqs of a trigger
+    /// batch can be predicted (lock order: `writer`, then `work`).
+    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) work: Mutex<WorkState>,
+    pub(crate) work_cv: Condvar,
+    pub(crate) idle_cv: Condvar,
+    /// No new claims (a stop began; running handlers may still write).
+    pub(crate) stopping: AtomicBool,
+    /// Every write is refused (the stop's grace is over).
+    pub(crate) stopped: AtomicBool,
+    /// External commands still running kill their process groups.
+    pub(crate) kill_commands: AtomicBool,
+    pub(crate) finished_total: AtomicU64,
+}
+
+impl Inner {
+    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, WriterState> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn lock_work(&self) -> MutexGuard<'_, WorkState> {
+        self.work.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn event_id(&self, seq: Seq) -> EventId {
+        EventId { host: self.options.host, namespace: self.namespace.clone(), seq }
+    }
+
+    pub(crate) fn check_running(&self) -> Result<()> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(RuntimeError::Stopped);
+        }
+        Ok(())
+    }
+
+    /// Append events (not data) under the writer lock; returns their seqs.
+    pub(crate) fn append_events(&self, events: &[Event]) -> Result<Vec<Seq>> {
+        let encoded: Vec<Vec<u8>> = events.iter().map(Event::encode).collect();
+        let batch: Vec<(&str, &[u8])> = encoded.iter().map(|e| (EVENTS_LOG, e.as_slice())).collect();
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        Ok(self.ns.append_batch(&batch)?)
+    }
+
+    /// Create a log through the runtime (it is the namespace's only writer);
+    /// `true` if it is new. Idempotent for the same configuration.
+    pub(crate) fn create_log(&self, name: &str, config: LogConfig) -> Result<bool> {
+        varve_log::validate_name(name, false)?;
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        let existed = self.ns.log_info(name).is_ok();
+        self.ns.create_log(name, config)?;
+        Ok(!existed)
+    }
+
+    /// Delete a log through the runtime. Handlers stay subscribed to the
+    /// name: a log created again under it fires them again.
+    pub(crate) fn delete_log(&self, name: &str) -> Result<()> {
+        varve_log::validate_name(name, false)?;
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        Ok(self.ns.delete_log(name)?)
+    }
+
+    /// Record a READ or LATEST event unless reads are not recorded.
+    pub(crate) fn record_read(&self, event: Event) -> Result<()> {
+        if self.options.record_reads {
+            self.append_events(&[event])?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,69 @@
+//! Start-up recovery and the progress mark. On start the runtime folds
+//! `_events` from the mark on ([`TriggerFold`]) and re-queues every trigger
+//! without DONE or `DEAD_LETTER` (one whose budget is spent goes to the dead
+//! letters); the mark — the lowest unfinished trigger — is rewritten every
+//! [`PROGRESS_EVERY_FINISHED`] finished triggers and on stop.
+
+use varve_log::{Seq, SeqRange};
+
+use crate::error::Result;
+use crate::event::Event;
+use crate::inner::Inner;
+use crate::pending::TriggerFold;
+use crate::system_logs::{read_progress, EVENTS_LOG, PROGRESS_LOG};
+
+/// The progress mark is rewritten after this many finished triggers (and on stop).
+pub(crate) const PROGRESS_EVERY_FINISHED: u64 = 1024;
+
+impl Inner {
+    /// Find unfinished triggers from the progress mark on and queue them.
+    pub(crate) fn recover(&self) -> Result<()> {
+        let from = read_progress(self.ns.as_ref())?;
+        let mut fold = TriggerFold::new();
+        for record in self.ns.scan(EVENTS_LOG, SeqRange { first: from, last: Seq::MAX })? {
+            let record = record?;
+            fold.apply(record.seq, &Event::decode(&record.value, record.seq)?);
+        }
+        let mut to_dead = Vec::new();
+        let mut jobs = Vec::new();
+        for job in fold.into_pending() {
+            if self.options.concurrency == 0 {
+                jobs.push(job); // kept outstanding (for the progress mark), never run here
+                continue;
+            }
+            let exhausted = self.handlers.get(&job.handler).is_some_and(|h| h.retry.is_exhausted(job.failures));
+            if exhausted {
+                to_dead.push(job);
+            } else {
+                jobs.push(job);
+            }
+        }
+        {
+            let _writer = self.lock_writer();
+            self.enqueue(jobs);
+        }
+        for job in to_dead {
+            self.dead_letter(&job)?;
+        }
+        self.lock_work().last_progress = from;
+        Ok(())
+    }
+
+    /// Write the low-water mark if it moved (or `force`).
+    pub(crate) fn write_progress(&self, force: bool) -> Result<()> {
+        let writer = self.lock_writer();
+        let mut work = self.lock_work();
+        let mark = match work.outstanding.first() {
+            Some(&first) => first,
+            None => self.ns.latest(EVENTS_LOG)? + 1,
+        };
+        if mark == work.last_progress && !force {
+            return Ok(());
+        }
+        work.last_progress = mark;
+        drop(work);
+        self.ns.append(PROGRESS_LOG, &mark.to_le_bytes())?;
+        drop(writer);
+        Ok(())
+    }
+}

@@ -1,0 +1,87 @@
+//! The runtime's system logs in a namespace — their names, what each record
+//! holds — and the readers any process may use on them (read-only handles
+//! work): the namespace's host id and its decoded events.
+
+use serde::{Deserialize, Serialize};
+use varve_log::{LogError, Namespace, Seq, SeqRange};
+
+use crate::error::{Result, RuntimeError};
+use crate::event::{Event, EventId, HostId, StoredEvent};
+
+/// The causal event log of a namespace (a system log).
+pub const EVENTS_LOG: &str = "_events";
+/// Subscribe/unsubscribe/topic records, replayed on start (JSON, one per record).
+pub const SUBSCRIPTIONS_LOG: &str = "_runtime.subscriptions";
+/// The low-water mark: the `_events` seq from which start-up looks for unfinished triggers (u64 LE).
+pub const PROGRESS_LOG: &str = "_runtime.progress";
+/// The host id that labels this namespace's events (u64 LE, written once).
+/// Event ids are implicit, so readers take the host from here.
+pub const HOST_LOG: &str = "_runtime.host";
+/// Records that kept failing: JSON `{handler, log, seq, trigger, attempts, reason, trace}`.
+pub const DEAD_LETTERS_LOG: &str = "_dead_letters";
+
+/// Progress marks kept (the newest is the one read; older ones are history).
+pub(crate) const PROGRESS_MARKS_KEPT: u64 = 16;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+/// One record of `_dead_letters`.
+pub struct DeadLetter {
+    pub handler: String,
+    pub log: String,
+    pub seq: Seq,
+    /// The TRIGGER's seq in `_events`.
+    pub trigger: Seq,
+    pub attempts: u32,
+    pub reason: String,
+    pub trace: String,
+}
+
+/// The host id a runtime labelled this namespace's events with (`None`
+/// before a runtime first started on it).
+pub fn namespace_host(ns: &dyn Namespace) -> Result<Option<HostId>> {
+    let latest = match ns.latest(HOST_LOG) {
+        Ok(latest) => latest,
+        Err(LogError::LogNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if latest == 0 {
+        return Ok(None);
+    }
+    let bytes = ns.get(HOST_LOG, latest)?;
+    let array: [u8; 8] = bytes[..]
+        .try_into()
+        .map_err(|_| RuntimeError::InvalidArgument { reason: format!("{HOST_LOG} seq {latest} is not 8 bytes") })?;
+    Ok(Some(u64::from_le_bytes(array)))
+}
+
+/// Every event of a namespace's `_events` in `range`, labelled with the
+/// namespace's host ([`namespace_host`]; 0 if none). Read-only handles work.
+pub fn namespace_events(ns: &dyn Namespace, range: SeqRange) -> Result<Vec<StoredEvent>> {
+    let host = namespace_host(ns)?.unwrap_or(0);
+    read_events(ns, host, range)
+}
+
+/// Read and decode `_events` in `range` from any namespace handle (read-only is fine).
+pub fn read_events(ns: &dyn Namespace, host: HostId, range: SeqRange) -> Result<Vec<StoredEvent>> {
+    let mut out = Vec::new();
+    for record in ns.scan(EVENTS_LOG, range)? {
+        let record = record?;
+        let event = Event::decode(&record.value, record.seq)?;
+        out.push(StoredEvent { id: EventId { host, namespace: ns.name().to_owned(), seq: record.seq }, event });
+    }
+    Ok(out)
+}
+
+/// The newest progress mark (1 if none was written yet).
+pub(crate) fn read_progress(ns: &dyn Namespace) -> Result<Seq> {
+    match ns.latest(PROGRESS_LOG)? {
+        0 => Ok(1),
+        seq => {
+            let bytes = ns.get(PROGRESS_LOG, seq)?;
+            let array: [u8; 8] = bytes[..].try_into().map_err(|_| RuntimeError::InvalidArgument {
+                reason: format!("{PROGRESS_LOG} seq {seq} is not 8 bytes"),
+            })?;
+            Ok(u64::from_le_bytes(array).max(1))
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The atomic trigger: an append through the runtime is *one*
+//! `append_batch` holding the data records, an APPEND event per record and
+//! one TRIGGER per handler subscribed to its log at that moment. The seqs
+//! the events name are predicted under the writer lock and checked against
+//! what the batch returns (`SeqMismatch` if another writer got in). An
+//! append with a request id also writes its request record in the batch, and
+//! a repeat of a remembered id appends nothing (`requests.rs`).
+
+use std::collections::HashMap;
+
+use varve_log::{LogError, Seq};
+
+use crate::error::{Result, RuntimeError};
+use crate::event::{Event, EventKind};
+use crate::inner::{Cause, Inner};
+use crate::pending::PendingTrigger;
+use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
+use crate::system_logs::EVENTS_LOG;
+
+impl Inner {
+    /// The atomic trigger: data records, their APPEND events and one TRIGGER
+    /// per handler subscribed now, in one `append_batch`.
+    pub(crate) fn append_traced(&self, batch: &[(&str, &[u8])], cause: Option<&Cause>) -> Result<Vec<Seq>> {
+        Ok(self.append_request(batch, cause, None, &[])?.seqs)
+    }
+
+    /// [`Inner::append_traced`], once per `request` id (a repeat of a
+    /// remembered id returns the first append's seqs), with `reads` (a
+    /// handler's READ/LATEST events not yet written, see `HandlerContext`)
+    /// written first in the same batch.
+    pub(crate) fn append_request(
+        &self,
+        batch: &[(&str, &[u8])],
+        cause: Option<&Cause>,
+        request: Option<&RequestId>,
+        reads: &[Event],
+    ) -> Result<Appended> {
+        if batch.is_empty() {
+            return Err(RuntimeError::InvalidArgument { reason: "an append batch needs at least one record".into() });
+        }
+        let trace = cause.map_or_else(rand::random::<u128>, |c| c.trace);
+        let parent = cause.map(|c| c.parent.clone());
+        let mut writer = self.lock_writer();
+        self.check_running()?;
+        for (log, _) in batch {
+            if log.starts_with('_') {
+                return Err(RuntimeError::InvalidArgument {
+                    reason: format!("log {log:?} is a system log; handlers and clients append to their own logs"),
+                });
+            }
+        }
+        let logs: Vec<&str> = batch.iter().map(|(log, _)| *log).collect();
+        if let Some(id) = request {
+            if let Some(first) = writer.requests.recall(id) {
+                return repeat_answer(id, &logs, first);
+            }
+        }
+        let mut next_seq: HashMap<&str, Seq> = HashMap::new();
+        let mut predicted = Vec::with_capacity(batch.len());
+        for (log, _) in batch {
+            let next = match next_seq.get(log) {
+                Some(&n) => n,
+                None => {
+                    self.ns.latest(log).map_err(|e| match e {
+                        LogError::LogNotFound { .. } => {
+                            RuntimeError::UnknownLog { namespace: self.namespace.clone(), log: (*log).to_owned() }
+                        }
+                        other => RuntimeError::Log(other),
+                    })? + 1
+                }
+            };
+            predicted.push(next);
+            next_seq.insert(log, next + 1);
+        }
+        let first_event = self.ns.latest(EVENTS_LOG)? + 1;
+        let mut events: Vec<Vec<u8>> = Vec::with_capacity(reads.len() + batch.len() * 2);
+        events.extend(reads.iter().map(Event::encode));
+        let mut jobs = Vec::new();
+        for ((log, _), &seq) in batch.iter().zip(&predicted) {
+            let append_seq = first_event + events.len() as u64;
+            events.push(Event::new(EventKind::Append, trace, parent.clone()).at(log, seq).encode());
+            if let Some(handlers) = writer.subscriptions.handlers_of(log) {
+                for handler in handlers {
+                    let trigger_seq = first_event + events.len() as u64;
+                    let event = Event::new(EventKind::Trigger, trace, Some(self.event_id(append_seq)))
+                        .at(log, seq)
+                        .for_handler(handler);
+                    events.push(event.encode());
+                    jobs.push(PendingTrigger::new(trigger_seq, log, seq, handler, trace));
+                }
+            }
+        }
+        let record = request.map(|id| RequestRecord {
+            id: id.to_string(),
+            logs: logs.iter().map(|l| (*l).to_owned()).collect(),
+            seqs: predicted.clone(),
+        });
+        let record_bytes = record.as_ref().map(encode).transpose()?;
+        let mut full: Vec<(&str, &[u8])> = Vec::with_capacity(batch.len() + events.len() + 1);
+        full.extend_from_slice(batch);
+        full.extend(events.iter().map(|e| (EVENTS_LOG, e.as_slice())));
+        if let Some(bytes) = &record_bytes {
+            // In the same batch as the data: on disk exactly when the data is.
+            full.push((REQUESTS_LOG, bytes));
+        }
+        let seqs = self.ns.append_batch(&full)?;
+        for (i, &expected) in predicted.iter().enumerate() {
+            if seqs[i] != expected {
+                return Err(self.mismatch(batch[i].0, expected, seqs[i]));
+            }
+        }
+        if seqs[batch.len()] != first_event {
+            return Err(self.mismatch(EVENTS_LOG, first_event, seqs[batch.len()]));
+        }
+        if let Some(record) = record {
+            writer.requests.remember(record);
+        }
+        if !jobs.is_empty() {
+            // Still under the writer lock: the progress mark never passes a
+            // trigger that is on disk but not yet outstanding.
+            self.enqueue(jobs);
+        }
+        drop(writer);
+        Ok(Appended { seqs: predicted, repeated: false })
+    }
+
+    fn mismatch(&self, log: &str, expected: Seq, actual: Seq) -> RuntimeError {
+        RuntimeError::SeqMismatch { namespace: self.namespace.clone(), log: log.to_owned(), expected, actual }
+    }
+}
