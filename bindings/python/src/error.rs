@@ -183,6 +183,26 @@ fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             kw.set_item("reason", reason)?;
             "Corrupt"
         }
+        LogError::Lost { log, first, last, cause } => {
+            kw.set_item("log", log)?;
+            kw.set_item("first", first)?;
+            kw.set_item("last", last)?;
+            kw.set_item("segment", cause.segment.display().to_string())?;
+            kw.set_item("offset", cause.offset)?;
+            kw.set_item("reason", cause.reason)?;
+            "Lost"
+        }
+        LogError::UnsupportedFormat { segment, offset, reason } => {
+            kw.set_item("segment", segment.display().to_string())?;
+            kw.set_item("offset", offset)?;
+            kw.set_item("reason", reason)?;
+            "UnsupportedFormat"
+        }
+        LogError::NoSpace { path, bytes } => {
+            kw.set_item("path", path.display().to_string())?;
+            kw.set_item("bytes", bytes)?;
+            "NoSpace"
+        }
         LogError::Locked { path } => {
             kw.set_item("path", path.display().to_string())?;
             "Locked"

@@ -585,8 +585,8 @@ impl Log {
         })?;
         let next = start.unwrap_or(earliest).max(1);
         let end = stop.unwrap_or(Seq::MAX).min(latest.saturating_add(1));
-        let scan =
-            Scan { ns: self.ns.clone(), log: self.name.clone(), inner: Mutex::new((next, end, VecDeque::new())) };
+        let state = ScanState { next, stop: end, buffered: VecDeque::new(), lost: None };
+        let scan = Scan { ns: self.ns.clone(), log: self.name.clone(), inner: Mutex::new(state) };
         // Read the first batch now, so a bad start raises here and not at the first next().
         py.detach(|| scan.fill())?;
         Ok(scan)
@@ -626,30 +626,52 @@ impl Log {
 // ------------------------------------------------------------------- Scan
 
 /// An iterator over ``(seq, record)`` pairs of a range, returned by
-/// :meth:`Log.scan`. Reads the journal in batches of 256 records.
+/// :meth:`Log.scan`. Reads the journal in batches of 256 records. A run of
+/// lost records raises :class:`varve.Lost` once, after the records before
+/// it; iterating again goes on after the run.
 #[pyclass(frozen, module = "varve")]
 pub struct Scan {
     ns: Arc<NsState>,
     log: String,
-    /// (next seq to read, stop (exclusive), buffered records)
-    inner: Mutex<(Seq, Seq, VecDeque<Record>)>,
+    inner: Mutex<ScanState>,
+}
+
+struct ScanState {
+    /// The next seq to read.
+    next: Seq,
+    /// Where the scan ends (exclusive).
+    stop: Seq,
+    buffered: VecDeque<Record>,
+    /// A `Lost` run met while reading ahead: raised once `buffered` is drained.
+    lost: Option<LogError>,
 }
 
 impl Scan {
     fn fill(&self) -> Result<()> {
         let mut inner = lock(&self.inner);
-        let (next, stop, buffer) = &mut *inner;
-        if !buffer.is_empty() || *next >= *stop {
+        let ScanState { next, stop, buffered, lost } = &mut *inner;
+        if !buffered.is_empty() || lost.is_some() || *next >= *stop {
             return Ok(());
         }
         let last = (*stop - 1).min(next.saturating_add(SCAN_BATCH_RECORDS - 1));
+        let mut resume = last + 1;
         self.ns.with(|ns| {
             for record in ns.scan(&self.log, SeqRange { first: *next, last })? {
-                buffer.push_back(record?);
+                match record {
+                    Ok(record) => buffered.push_back(record),
+                    Err(error @ LogError::Lost { .. }) => {
+                        if let LogError::Lost { last: lost_last, .. } = &error {
+                            resume = lost_last.saturating_add(1);
+                        }
+                        *lost = Some(error);
+                        break;
+                    }
+                    Err(error) => return Err(error.into()),
+                }
             }
             Ok(())
         })?;
-        *next = last + 1;
+        *next = resume;
         Ok(())
     }
 }
@@ -662,12 +684,16 @@ impl Scan {
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         loop {
-            if let Some(record) = lock(&self.inner).2.pop_front() {
-                return record_tuple(py, &record).map(Some);
-            }
             {
-                let inner = lock(&self.inner);
-                if inner.0 >= inner.1 {
+                let mut inner = lock(&self.inner);
+                if let Some(record) = inner.buffered.pop_front() {
+                    drop(inner);
+                    return record_tuple(py, &record).map(Some);
+                }
+                if let Some(lost) = inner.lost.take() {
+                    return Err(Error::Log(lost).into());
+                }
+                if inner.next >= inner.stop {
                     return Ok(None);
                 }
             }

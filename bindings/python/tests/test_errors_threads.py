@@ -239,3 +239,43 @@ def test_a_watch_timeout_out_of_range_says_what_is_wrong(ns, bad, words):
     log.append(b"x")
     assert watch.next(timeout=1e9) == (1, b"x"), "the largest timeout is accepted"
     assert watch.next(timeout=0) is None
+
+
+def test_damage_is_local_and_lost_records_raise_lost(tmp_path):
+    with varve.open(tmp_path, sync="never", segment_bytes_max=64 << 10) as store:
+        log = store.namespace("n").log("t")
+        for i in range(1, 1501):
+            log.append(f"t record {i:05} ".encode() * 6)
+    segment = tmp_path / "n" / "0000000001.seg"
+    data = bytearray(segment.read_bytes())
+    data[data.index(b"t record 00040 ") + 3] ^= 0x10
+    segment.write_bytes(bytes(data))
+    for read_only in (True, False):
+        with varve.open(tmp_path, read_only=read_only) as store:
+            log = store.namespace("n").log("t")
+            assert log.get(39) == b"t record 00039 " * 6 and log.get(41) == b"t record 00041 " * 6
+            with pytest.raises(varve.Lost) as e:
+                log.get(40)
+            assert isinstance(e.value, varve.Corrupt)
+            assert (e.value.log, e.value.first, e.value.last) == ("t", 40, 40)
+            assert e.value.segment.endswith("0000000001.seg") and e.value.offset > 0
+            assert "seq 40 is lost" in str(e.value)
+            # A scan raises once for the run and goes on after it.
+            scan = iter(log.scan())
+            seen = []
+            while True:
+                try:
+                    seen.append(next(scan)[0])
+                except varve.Lost:
+                    continue
+                except StopIteration:
+                    break
+            assert seen == [s for s in range(1, 1501) if s != 40]
+    with varve.open(tmp_path) as store:
+        assert store.namespace("n").log("t").append(b"next") == 1501
+
+
+def test_new_error_classes():
+    assert issubclass(varve.Lost, varve.Corrupt) and issubclass(varve.UnsupportedFormat, varve.VarveError)
+    e = varve.NoSpace("disk full", path="/x", bytes=10)
+    assert isinstance(e, OSError) and (e.path, e.bytes) == ("/x", 10)

@@ -30,6 +30,9 @@ __all__ = [
     "AlreadyExists",
     "PositionOutOfRange",
     "Corrupt",
+    "Lost",
+    "UnsupportedFormat",
+    "NoSpace",
     "Locked",
     "ReadOnly",
     "Poisoned",
@@ -157,6 +160,38 @@ class Corrupt(VarveError):
     offset: Optional[int] = None
     log: Optional[str] = None
     seq: Optional[int] = None
+
+
+class Lost(Corrupt):
+    """Records ``first`` to ``last`` of ``log`` are in no intact frame: their
+    bytes are damaged, or the segment that held them is missing. The log's
+    other records read as usual, and these seqs are never reused; a scan or
+    watch raises this once for the run and goes on after it. ``varve fsck
+    --repair`` salvages what is intact and records the loss. Fields: ``log``,
+    ``first``, ``last``, ``segment``, ``offset`` (or None), ``reason``."""
+
+    first: int
+    last: int
+
+
+class UnsupportedFormat(VarveError):
+    """A segment written by a newer Varve, in a format this build does not
+    read. Fields: ``segment``, ``offset``, ``reason``."""
+
+    segment: str
+    offset: int
+    reason: str
+
+
+class NoSpace(VarveError, OSError):
+    """The disk (or quota) is full; nothing was written and the store goes
+    on. Fields: ``path``, ``bytes`` (how many more were needed)."""
+
+    path: str
+    bytes: int
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        VarveError.__init__(self, message, **fields)
 
 
 class Locked(VarveError):

@@ -83,7 +83,7 @@ pub fn demo(ctx: &Context<'_>) -> anyhow::Result<()> {
 /// thousands of small appends, and a crash mid-run loses at most the last
 /// few milliseconds, which recovery completes or abandons per operation.
 fn open_group_commit(ctx: &Context<'_>) -> anyhow::Result<Arc<dyn Namespace>> {
-    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
+    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), read_only: false, ..ctx.journal };
     JournalStore::open(&ctx.data, options)?.namespace(&ctx.namespace).map_err(|e| {
         super::write::explain_locked(ctx, e, "`varve pds` writes with append_if, which a runtime does not offer")
     })

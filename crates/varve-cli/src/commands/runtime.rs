@@ -71,7 +71,7 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     // From here on a SIGTERM or SIGINT asks for the stop below instead of
     // ending the process where it stands.
     let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing the SIGTERM/SIGINT handlers")?;
-    let ns_ctx = Context { data: ctx.data.clone(), namespace: manifest.namespace.clone(), out: ctx.out };
+    let ns_ctx = Context { data: ctx.data.clone(), namespace: manifest.namespace.clone(), out: ctx.out, journal: ctx.journal };
     if write::runtime_serves(&ns_ctx) {
         bail!(
             "a runtime already serves namespace {} (socket {}): one runtime per namespace",
@@ -82,7 +82,7 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     // Before the lock: a write that finds the namespace locked while we
     // start (or stop) waits for our socket instead of failing.
     let _pid_file = write::RuntimePidFile::write(&ns_ctx)?;
-    let options = JournalOptions { sync: manifest.sync, ..JournalOptions::default() };
+    let options = JournalOptions { sync: manifest.sync, ..ctx.journal };
     let store = JournalStore::open(&ctx.data, options)?;
     // A CLI write may hold the lock for a moment; another runtime is refused.
     let ns: Arc<dyn Namespace> =
