@@ -112,28 +112,10 @@ impl Shared {
     fn append_checked(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
         rules::check_batch(&self.limits, batch)?;
         let mut logs = self.logs.write().unwrap_or_else(PoisonError::into_inner);
-        // Check everything first so that a refused batch changes nothing, in
-        // the order every backend uses: unknown logs, then conflicts, then
-        // room, each in batch order.
-        let mut incoming: Vec<(&str, u64)> = Vec::new();
-        for (log, _) in batch {
-            if !logs.contains_key(*log) {
-                return Err(self.not_found(log));
-            }
-            match incoming.iter_mut().find(|(name, _)| name == log) {
-                Some((_, count)) => *count += 1,
-                None => incoming.push((log, 1)),
-            }
-        }
-        for (log, count) in &incoming {
-            let state = &logs[*log];
-            if let Some(expected) = expected_latest {
-                if state.latest != expected {
-                    return Err(LogError::Conflict { log: (*log).to_owned(), expected, actual: state.latest });
-                }
-            }
-            rules::check_room(log, state.config.retention, state.latest, *count)?;
-        }
+        rules::assign_seqs(batch, expected_latest, |log| {
+            let state = logs.get(log).ok_or_else(|| self.not_found(log))?;
+            Ok((log, rules::LogBounds { latest: state.latest, retention: state.config.retention }))
+        })?;
         let seqs = batch
             .iter()
             .map(|(log, value)| logs.get_mut(*log).expect("checked above").push(Bytes::copy_from_slice(value)))

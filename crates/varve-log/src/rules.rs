@@ -35,6 +35,50 @@ pub(crate) fn check_batch(limits: &Limits, batch: &[(&str, &[u8])]) -> Result<()
     Ok(())
 }
 
+/// What a backend knows of a log a batch appends to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LogBounds {
+    pub(crate) latest: Seq,
+    pub(crate) retention: Retention,
+}
+
+/// The seq each record of `batch` gets, in batch order, keyed by the
+/// backend's handle of its log (`lookup` finds it, or fails for an unknown
+/// log). Nothing is written here; every check comes first, in the order all
+/// backends use, so a refused batch changes nothing and every backend refuses
+/// it with the same error: unknown logs (in batch order), then, for
+/// `append_if`, a conflict, then room (`Full`), each in batch order.
+pub(crate) fn assign_seqs<'b, K: Copy + PartialEq>(
+    batch: &[(&'b str, &[u8])],
+    expected_latest: Option<Seq>,
+    mut lookup: impl FnMut(&'b str) -> Result<(K, LogBounds)>,
+) -> Result<Vec<(K, Seq)>> {
+    let mut logs: Vec<(K, &str, LogBounds, u64)> = Vec::new();
+    let mut seqs = Vec::with_capacity(batch.len());
+    for (name, _) in batch {
+        let (key, bounds) = lookup(name)?;
+        let index = match logs.iter().position(|(other, ..)| *other == key) {
+            Some(index) => index,
+            None => {
+                logs.push((key, name, bounds, 0));
+                logs.len() - 1
+            }
+        };
+        let (_, _, bounds, count) = &mut logs[index];
+        *count += 1;
+        seqs.push((key, bounds.latest + *count));
+    }
+    if let Some(expected) = expected_latest {
+        if let Some((_, name, bounds, _)) = logs.iter().find(|(_, _, bounds, _)| bounds.latest != expected) {
+            return Err(LogError::Conflict { log: (*name).to_owned(), expected, actual: bounds.latest });
+        }
+    }
+    for (_, name, bounds, count) in &logs {
+        check_room(name, bounds.retention, bounds.latest, *count)?;
+    }
+    Ok(seqs)
+}
+
 /// Validate a `create_log` request's name and config.
 pub(crate) fn check_create(log: &str, config: &LogConfig) -> Result<()> {
     validate_name(log, config.system)?;

@@ -126,6 +126,12 @@ pub(crate) struct Engine {
     cache: Mutex<HashMap<Ref, CachedCopy>>,
 }
 
+/// The longest structure name: its longest log name, `pds.<name>.link.<u64>`,
+/// must be a valid log name.
+pub const STRUCTURE_NAME_BYTES_MAX: usize =
+    varve_log::NAME_BYTES_MAX - "pds.".len() - ".link.".len() - "18446744073709551615".len();
+const _: () = assert!(STRUCTURE_NAME_BYTES_MAX == 170);
+
 fn transient(e: &LogError) -> bool {
     matches!(e, LogError::Io { .. })
 }
@@ -146,8 +152,16 @@ impl Engine {
         if keep == Some(0) {
             return Err(PdsError::InvalidArgument { reason: "keep must be at least 1 version".into() });
         }
-        // The longest name this structure will use must be valid.
-        varve_log::validate_name(&format!("pds.{name}.link.{}", u64::MAX), false)?;
+        varve_log::validate_name(name, false)?;
+        if name.len() > STRUCTURE_NAME_BYTES_MAX {
+            return Err(PdsError::InvalidArgument {
+                reason: format!(
+                    "structure name {name:?} is {} bytes; at most {STRUCTURE_NAME_BYTES_MAX} (its logs are named pds.<name>.link.<n>, and a log name is at most {} bytes)",
+                    name.len(),
+                    varve_log::NAME_BYTES_MAX
+                ),
+            });
+        }
         let prefix = format!("pds.{name}");
         let meta_log = format!("{prefix}.meta");
         let requested = MetaEntry { kind: structure.code(), extra, keep: keep.unwrap_or(0) };

@@ -114,3 +114,16 @@ fn corrupted_entries_are_typed_errors_naming_log_and_seq() {
     ns.create_log("x", LogConfig::unbounded()).expect("create");
     assert!(SortedSet::<u64>::open(ns, "bad name", Options::default()).is_err());
 }
+
+#[test]
+fn a_structure_name_too_long_says_so_in_the_users_terms() {
+    let longest = "n".repeat(varve_pds::STRUCTURE_NAME_BYTES_MAX);
+    SortedSet::<u64>::open(memory(), &longest, Options::default()).expect("the longest name works");
+    let name = "n".repeat(varve_pds::STRUCTURE_NAME_BYTES_MAX + 1);
+    let err = SortedSet::<u64>::open(memory(), &name, Options::default()).err().expect("too long");
+    let message = err.to_string();
+    assert!(message.contains("structure name") && message.contains("at most 170"), "{message}");
+    assert!(!message.contains("18446744073709551615"), "names no internal log: {message}");
+    let err = SortedSet::<u64>::open(memory(), "bad name", Options::default()).err().expect("invalid");
+    assert!(err.to_string().contains("\"bad name\""), "{err}");
+}

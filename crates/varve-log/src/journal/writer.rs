@@ -236,33 +236,14 @@ impl Shared {
     pub(super) fn append(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
         rules::check_batch(&self.options.limits, batch)?;
         let mut writer = self.writer("append")?;
-        let mut ids_and_seqs: Vec<(u32, Seq)> = Vec::with_capacity(batch.len());
-        {
+        let ids_and_seqs = {
             let state = self.read_state();
-            let mut next: Vec<(u32, Seq)> = Vec::new();
-            for (name, _) in batch {
+            rules::assign_seqs(batch, expected_latest, |name| {
                 let log = state.log_by_name(name).ok_or_else(|| self.not_found(name))?;
-                let id = log.descriptor.id;
-                let seq = if let Some((_, seq)) = next.iter_mut().find(|(other, _)| *other == id) {
-                    *seq += 1;
-                    *seq
-                } else {
-                    if let Some(expected) = expected_latest {
-                        if log.latest() != expected {
-                            return Err(LogError::Conflict { log: (*name).to_owned(), expected, actual: log.latest() });
-                        }
-                    }
-                    let seq = log.latest() + 1;
-                    next.push((id, seq));
-                    seq
-                };
-                ids_and_seqs.push((id, seq));
-            }
-            for (id, last_seq) in &next {
-                let log = &state.logs[id];
-                rules::check_room(&log.descriptor.name, log.descriptor.config.retention, log.latest(), last_seq - log.latest())?;
-            }
-        }
+                let bounds = rules::LogBounds { latest: log.latest(), retention: log.descriptor.config.retention };
+                Ok((log.descriptor.id, bounds))
+            })?
+        };
         writer.frame.clear();
         let mut frame = if batch.len() == 1 {
             FrameEncoder::begin(&mut writer.frame, FrameKind::AppendOne)
