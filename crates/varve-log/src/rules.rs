@@ -57,13 +57,10 @@ pub(crate) fn assign_seqs<'b, K: Copy + PartialEq>(
     let mut seqs = Vec::with_capacity(batch.len());
     for (name, _) in batch {
         let (key, bounds) = lookup(name)?;
-        let index = match logs.iter().position(|(other, ..)| *other == key) {
-            Some(index) => index,
-            None => {
-                logs.push((key, name, bounds, 0));
-                logs.len() - 1
-            }
-        };
+        let index = logs.iter().position(|(other, ..)| *other == key).unwrap_or_else(|| {
+            logs.push((key, name, bounds, 0));
+            logs.len() - 1
+        });
         let (_, _, bounds, count) = &mut logs[index];
         *count += 1;
         seqs.push((key, bounds.latest + *count));

@@ -304,13 +304,9 @@ pub(crate) fn check_frame(bytes: &[u8], verify_payloads: bool) -> Result<RawFram
     let frame = RawFrame { kind, body, len };
     if verify_payloads && kind.has_payloads() {
         let entries = parse_entries(kind, body).map_err(|e| bad_body(&e.reason()))?;
-        let bad: Vec<usize> = entries
-            .iter()
-            .enumerate()
-            .filter(|(_, entry)| !payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES))
-            .map(|(index, _)| index)
-            .collect();
-        if !bad.is_empty() {
+        let intact = |entry: &Entry<'_>| payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES);
+        if !entries.iter().all(intact) {
+            let bad = entries.iter().enumerate().filter(|(_, entry)| !intact(entry)).map(|(index, _)| index).collect();
             return Err(FrameError::BadRecords { len, bad });
         }
     }

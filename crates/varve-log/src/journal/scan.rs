@@ -340,7 +340,8 @@ impl Scanner<'_, '_> {
             FrameBody::Append(entries) => {
                 let mut problems = Vec::new();
                 for (index, entry) in entries.iter().enumerate() {
-                    let position = match lost.iter().find(|(i, _)| *i == index) {
+                    let lost_cause = if lost.is_empty() { None } else { lost.iter().find(|(i, _)| *i == index) };
+                    let position = match lost_cause {
                         Some(&(_, cause)) => Position::lost(cause),
                         None => position(entry),
                     };

@@ -167,11 +167,7 @@ impl State {
 
     /// Record why records are lost; returns the index lost positions carry.
     pub(crate) fn add_loss_cause(&mut self, cause: LossCause) -> usize {
-        if let Some(existing) = self.loss_causes.iter().rposition(|c| *c == cause) {
-            return existing;
-        }
-        self.loss_causes.push(cause);
-        self.loss_causes.len() - 1
+        add_loss_cause(&mut self.loss_causes, cause)
     }
 
     fn forget(&mut self, position: Position) {
@@ -292,7 +288,8 @@ impl State {
     /// A new record, at the next seq of its log (the writer's own appends).
     /// Trims per retention.
     pub(crate) fn apply_append(&mut self, log_id: u32, seq: Seq, position: Position) -> Result<(), Inconsistency> {
-        let log = self.logs.get(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
+        let State { logs, segments, live_bytes_total, .. } = self;
+        let log = logs.get_mut(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
         if seq != log.latest() + 1 {
             return Err(format!(
                 "log {:?} jumps from seq {} to {seq}: seqs must be dense",
@@ -300,7 +297,7 @@ impl State {
                 log.latest()
             ));
         }
-        self.push(log_id, position);
+        push(log, segments, live_bytes_total, position);
         Ok(())
     }
 
@@ -314,33 +311,23 @@ impl State {
         position: Position,
         gap_cause: impl FnOnce() -> LossCause,
     ) -> Result<(), Inconsistency> {
-        let log = self.logs.get(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
+        let State { logs, segments, live_bytes_total, loss_causes, gap_records_max, .. } = self;
+        let log = logs.get_mut(&log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
         let latest = log.latest();
         if seq <= latest {
             return Err(format!("log {:?} seq {seq} again, after seq {latest}", log.descriptor.name));
         }
-        if seq - latest - 1 > self.gap_records_max {
+        if seq - latest - 1 > *gap_records_max {
             return Err(format!("log {:?} jumps from seq {latest} to {seq}, past what the journal could hold", log.descriptor.name));
         }
         if seq > latest + 1 {
-            let cause = self.add_loss_cause(gap_cause());
+            let cause = add_loss_cause(loss_causes, gap_cause());
             for _ in latest + 1..seq {
-                self.push(log_id, Position::lost(cause));
+                push(log, segments, live_bytes_total, Position::lost(cause));
             }
         }
-        self.push(log_id, position);
+        push(log, segments, live_bytes_total, position);
         Ok(())
-    }
-
-    /// Append `position` as the log's next seq, then trim per retention.
-    fn push(&mut self, log_id: u32, position: Position) {
-        let State { logs, segments, live_bytes_total, .. } = self;
-        let log = logs.get_mut(&log_id).expect("caller checked");
-        log.descriptor.latest += 1;
-        log.positions.push_back(position);
-        remember(segments, live_bytes_total, position);
-        let keep_from = log.earliest();
-        trim(log, segments, live_bytes_total, keep_from);
     }
 
     /// A copy of an existing record moved by the compactor; replaces the old
@@ -401,6 +388,24 @@ fn forget(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64
         segment.live_bytes -= position.entry_bytes();
         *live_bytes_total -= position.entry_bytes();
     }
+}
+
+/// Record why records are lost (once per distinct cause); returns its index.
+fn add_loss_cause(causes: &mut Vec<LossCause>, cause: LossCause) -> usize {
+    if let Some(existing) = causes.iter().rposition(|c| *c == cause) {
+        return existing;
+    }
+    causes.push(cause);
+    causes.len() - 1
+}
+
+/// Append `position` as `log`'s next seq, then trim per retention.
+fn push(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
+    log.descriptor.latest += 1;
+    log.positions.push_back(position);
+    remember(segments, live_bytes_total, position);
+    let keep_from = log.earliest();
+    trim(log, segments, live_bytes_total, keep_from);
 }
 
 /// Drop positions below `keep_from` (retention), releasing their segments.
