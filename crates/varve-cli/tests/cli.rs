@@ -296,6 +296,20 @@ fn bad_input_is_one_error_line_and_exit_1() {
     assert!(env.error(&["log", "scan", "a", "--from", "3", "--to", "2"]).contains("invalid argument"));
     assert!(env.error(&["log", "append", "a", "--file", "/nonexistent/file"]).contains("/nonexistent/file"));
     assert!(env.error(&["log", "rm", "unknown"]).contains("not found"));
+    // A --data that is a file, not a directory, says so (not "namespace not found").
+    let file = env.temp.path().join("a-file");
+    std::fs::write(&file, b"not a store").expect("write");
+    for args in [&["log", "ls"][..], &["log", "append", "a", "x"], &["fsck"]] {
+        let output = Command::new(env!("CARGO_BIN_EXE_varve")).arg("--data").arg(&file).args(args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("is a file, not a directory"), "{args:?}: {stderr}");
+    }
+    // Sizes with units, and bad ones.
+    assert!(env.error(&["--segment-bytes-max", "1KiB", "log", "ls"]).contains("segment_bytes_max must be between 4096"));
+    let output = env.run(&["--segment-bytes-max", "4 parsecs", "log", "ls"]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown size unit"));
 
     // Usage errors are clap's, with its exit code 2.
     for args in [
@@ -507,4 +521,74 @@ fn fsck_all_checks_every_namespace() {
         .collect();
     assert_eq!(namespaces, ["one", "two"]);
     assert!(env.error(&["--ns", "three", "fsck"]).contains("not found"));
+}
+
+/// A deleted segment and a flipped byte lose only their records: every
+/// command still works on the rest, scans warn and go on, and `fsck
+/// --repair` salvages, says which seqs are lost, and exits 0.
+#[test]
+fn damage_is_local_through_the_cli() {
+    let env = Env::new();
+    // Write through the library (thousands of CLI processes would be slow),
+    // in 64 KiB segments so that several exist.
+    {
+        let options = JournalOptions {
+            segment_bytes_max: 64 << 10,
+            sync: varve_log::SyncPolicy::Never,
+            ..JournalOptions::default()
+        };
+        let ns = JournalStore::open(&env.data, options).expect("store").journal_namespace("default").expect("ns");
+        ns.create_log("t", varve_log::LogConfig::unbounded()).expect("create");
+        for seq in 1..=1500u64 {
+            ns.append("t", format!("t record {seq:05} ").repeat(6).as_bytes()).expect("append");
+        }
+    }
+    assert!(env.segment(3).exists());
+    std::fs::remove_file(env.segment(2)).expect("delete segment 2");
+    let mut first = std::fs::read(env.segment(1)).expect("read");
+    let at = first.windows(15).position(|w| w == b"t record 00040 ").expect("seq 40 in segment 1");
+    first[at + 3] ^= 0x10;
+    std::fs::write(env.segment(1), &first).expect("write");
+
+    let ls = env.run(&["log", "ls"]);
+    assert!(ls.status.success(), "{}", describe(&ls));
+    assert!(String::from_utf8_lossy(&ls.stderr).contains("has damage"), "a warning line: {}", describe(&ls));
+    assert_eq!(env.json(&["log", "latest", "t"])["latest"], 1500);
+    assert_eq!(env.ok(&["log", "get", "t", "39"]), format!("{}\n", "t record 00039 ".repeat(6)));
+    // The damage warning, then the one error line.
+    let last_error = |args: &[&str]| {
+        let output = env.run(args);
+        assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+        assert_no_panic(&output);
+        String::from_utf8_lossy(&output.stderr).lines().last().expect("an error line").to_owned()
+    };
+    let lost = last_error(&["log", "get", "t", "40"]);
+    assert!(lost.contains("seq 40 is lost") && lost.contains("0000000001.seg at byte offset"), "{lost}");
+    assert!(last_error(&["log", "get", "t", "1000"]).contains("0000000002.seg"), "names the missing segment");
+    let scan = env.run(&["log", "scan", "t"]);
+    assert_eq!(scan.status.code(), Some(1), "{}", describe(&scan));
+    let printed = String::from_utf8_lossy(&scan.stdout).lines().count();
+    let stderr = String::from_utf8_lossy(&scan.stderr);
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("warning: log \"t\" seq")).count(), 2, "{stderr}");
+    assert!(stderr.lines().last().is_some_and(|l| l.starts_with("error: ") && l.contains("lost")), "{stderr}");
+    assert!(printed > 500 && printed < 1500, "the intact records were printed ({printed})");
+    assert_eq!(env.ok(&["log", "append", "t", "after"]), "appended t seq 1501\n");
+
+    let check = env.run(&["fsck", "--json"]);
+    assert_eq!(check.status.code(), Some(2), "{}", describe(&check));
+    let repair = env.run(&["fsck", "--repair", "--json"]);
+    assert_eq!(repair.status.code(), Some(0), "{}", describe(&repair));
+    let report: Value = serde_json::from_slice(&repair.stdout).expect("JSON");
+    assert_eq!(report["repaired"], true);
+    let losses = report["losses"].as_array().expect("losses");
+    assert_eq!(losses.len(), 2, "{report}");
+    assert_eq!((&losses[0]["log"], &losses[0]["first"], &losses[0]["last"]), (&json!("t"), &json!(40), &json!(40)));
+    assert!(losses.iter().all(|l| l["recorded"] == true));
+    assert!(report["salvaged_records"].as_u64().expect("salvaged") > 0);
+    let after = env.run(&["fsck"]);
+    assert_eq!(after.status.code(), Some(0), "{}", describe(&after));
+    assert!(String::from_utf8_lossy(&after.stdout).contains("recorded in _losses"));
+    let ls = env.run(&["log", "ls"]);
+    assert!(!String::from_utf8_lossy(&ls.stderr).contains("damage"), "no warning once recorded: {}", describe(&ls));
+    assert_eq!(env.ok(&["log", "append", "t", "more"]), "appended t seq 1502\n");
 }

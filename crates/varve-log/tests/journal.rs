@@ -236,7 +236,13 @@ fn records_above_a_custom_limit_are_refused_and_nothing_is_written() {
     let batch: Vec<(&str, &[u8])> = vec![("l", &[0; 100]); 5];
     assert_eq!(ns.append_batch(&batch).expect("at the limits").len(), 5);
     let batch: Vec<(&str, &[u8])> = vec![("l", &[0; 10]); 6];
-    assert!(matches!(ns.append_batch(&batch), Err(LogError::TooLarge { .. })));
+    let err = ns.append_batch(&batch).expect_err("six records");
+    assert!(matches!(err, LogError::TooLarge { .. }));
+    assert!(err.to_string().starts_with("batch has 6 records, over the limit of 5 records"), "{err}");
+    assert!(err.to_string().contains("batch_records_max"), "{err}");
+    let err = ns.append("l", &[0; 101]).expect_err("too large");
+    assert!(err.to_string().starts_with("record is 101 bytes, over the limit of 100 bytes"), "{err}");
+    assert!(err.to_string().contains("--record-bytes-max"), "names the CLI flag too: {err}");
     assert_eq!(ns.latest("l").expect("latest"), 5);
 }
 

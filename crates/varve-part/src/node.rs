@@ -8,7 +8,7 @@
 //! entries below them, a checkpoint reference slot for the durable layer, and
 //! a body of 4, 16, 48 or 256 children.
 //!
-//! Invariants (checked by `debug_check` in tests):
+//! Invariants (checked by `check` in tests):
 //! - an inner node holds at least two entries (`count >= 2`): a node with one
 //!   child and no value is collapsed into its child, a node with no children
 //!   becomes a leaf;

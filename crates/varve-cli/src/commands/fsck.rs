@@ -19,9 +19,10 @@ use crate::output::{self, Unit};
 const EXIT_DAMAGED: u8 = 2;
 
 pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCode> {
+    // Opening the store read-only checks the data directory (a file is refused).
+    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
     let namespaces = if all {
-        let options = JournalOptions { read_only: true, ..JournalOptions::default() };
-        JournalStore::open(&ctx.data, options)?.list_namespaces()?
+        store.list_namespaces()?
     } else {
         validate_name(&ctx.namespace, true)?;
         vec![ctx.namespace.clone()]
