@@ -183,25 +183,8 @@ fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             kw.set_item("reason", reason)?;
             "Corrupt"
         }
-        LogError::Lost { log, first, last, cause } => {
-            kw.set_item("log", log)?;
-            kw.set_item("first", first)?;
-            kw.set_item("last", last)?;
-            kw.set_item("segment", cause.segment.display().to_string())?;
-            kw.set_item("offset", cause.offset)?;
-            kw.set_item("reason", cause.reason)?;
-            "Lost"
-        }
-        LogError::UnsupportedFormat { segment, offset, reason } => {
-            kw.set_item("segment", segment.display().to_string())?;
-            kw.set_item("offset", offset)?;
-            kw.set_item("reason", reason)?;
-            "UnsupportedFormat"
-        }
-        LogError::NoSpace { path, bytes } => {
-            kw.set_item("path", path.display().to_string())?;
-            kw.set_item("bytes", bytes)?;
-            "NoSpace"
+        e @ (LogError::Lost { .. } | LogError::UnsupportedFormat { .. } | LogError::NoSpace { .. }) => {
+            storage_fields(e, kw)?
         }
         LogError::Locked { path } => {
             kw.set_item("path", path.display().to_string())?;
@@ -224,6 +207,34 @@ fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
         }
         // LogError is non_exhaustive: a variant added later still arrives
         // as a VarveError with its message.
+        _ => "VarveError",
+    })
+}
+
+/// The fields of the journal's storage errors: lost records, a newer
+/// format, a full disk.
+fn storage_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        LogError::Lost { log, first, last, cause } => {
+            kw.set_item("log", log)?;
+            kw.set_item("first", first)?;
+            kw.set_item("last", last)?;
+            kw.set_item("segment", cause.segment.display().to_string())?;
+            kw.set_item("offset", cause.offset)?;
+            kw.set_item("reason", cause.reason)?;
+            "Lost"
+        }
+        LogError::UnsupportedFormat { segment, offset, reason } => {
+            kw.set_item("segment", segment.display().to_string())?;
+            kw.set_item("offset", offset)?;
+            kw.set_item("reason", reason)?;
+            "UnsupportedFormat"
+        }
+        LogError::NoSpace { path, bytes } => {
+            kw.set_item("path", path.display().to_string())?;
+            kw.set_item("bytes", bytes)?;
+            "NoSpace"
+        }
         _ => "VarveError",
     })
 }

@@ -28,6 +28,7 @@ mod error;
 mod key;
 mod log;
 mod pds;
+mod records;
 mod runtime;
 
 use pyo3::prelude::*;
@@ -41,8 +42,8 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<log::Store>()?;
     m.add_class::<log::Namespace>()?;
     m.add_class::<log::Log>()?;
-    m.add_class::<log::Scan>()?;
-    m.add_class::<log::Watch>()?;
+    m.add_class::<records::Scan>()?;
+    m.add_class::<records::Watch>()?;
     m.add_class::<log::LogInfo>()?;
     m.add_class::<pds::SortedSet>()?;
     m.add_class::<pds::SortedMap>()?;

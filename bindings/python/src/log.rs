@@ -1,4 +1,5 @@
-//! `Store`, `Namespace`, `Log`, `Scan`, `Watch`: the Log contract from Python.
+//! `Store`, `Namespace`, `Log`: the Log contract from Python (`records.rs` has
+//! the `Scan` and `Watch` iterators they return).
 //!
 //! **Closing.** A journal namespace holds its writer lock for as long as any
 //! handle to it lives, and Python objects may outlive `store.close()`. So
@@ -12,29 +13,22 @@
 //! (`Python::detach`), so other Python threads run while one waits on disk,
 //! on a lock or on a watch.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 use varve_log::{
     JournalNamespace, JournalOptions, JournalStore, Limits, LogConfig, LogError, LogInfo as RustLogInfo,
-    Namespace as _, OnFull, Record, Retention, Seq, SeqRange, SyncPolicy, Watch as RustWatch, RECORD_OVERHEAD_BYTES,
+    Namespace as _, OnFull, Record, Retention, Seq, SyncPolicy, RECORD_OVERHEAD_BYTES,
 };
 
-use crate::duration::seconds_or_none;
 use crate::error::{invalid_argument, Error, Result};
 use crate::pds::StructState;
-
-/// How long a blocking watch waits in one go before it checks for Ctrl-C and
-/// for a closed store (and lets `close` proceed).
-pub(crate) const WATCH_POLL: Duration = Duration::from_millis(100);
-/// Records a scan reads from the journal per batch (bounds its memory).
-const SCAN_BATCH_RECORDS: u64 = 256;
-
+use crate::records::{Scan, Watch, WatchState};
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -79,7 +73,7 @@ impl NsState {
             structure.close();
         }
         for watch in lock(&self.watches).drain(..).filter_map(|w| w.upgrade()) {
-            *lock(&watch.watch) = None;
+            watch.close();
         }
         let handle = self.handle.write().unwrap_or_else(PoisonError::into_inner).take();
         match handle {
@@ -510,7 +504,7 @@ impl Log {
     }
 }
 
-fn record_tuple<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyTuple>> {
+pub(crate) fn record_tuple<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyTuple>> {
     (record.seq, PyBytes::new(py, &record.value)).into_pyobject(py)
 }
 
@@ -585,8 +579,7 @@ impl Log {
         })?;
         let next = start.unwrap_or(earliest).max(1);
         let end = stop.unwrap_or(Seq::MAX).min(latest.saturating_add(1));
-        let state = ScanState { next, stop: end, buffered: VecDeque::new(), lost: None };
-        let scan = Scan { ns: self.ns.clone(), log: self.name.clone(), inner: Mutex::new(state) };
+        let scan = Scan::new(self.ns.clone(), self.name.clone(), next, end);
         // Read the first batch now, so a bad start raises here and not at the first next().
         py.detach(|| scan.fill())?;
         Ok(scan)
@@ -604,13 +597,13 @@ impl Log {
                     Some(s) => s,
                     None => ns.earliest(&self.name)?.max(1),
                 };
-                Ok(Arc::new(WatchState { watch: Mutex::new(Some(ns.watch(&self.name, start)?)) }))
+                Ok(Arc::new(WatchState::new(ns.watch(&self.name, start)?)))
             })
         })?;
         let mut watches = lock(&self.ns.watches);
         watches.retain(|w| w.strong_count() > 0); // forget watches already dropped
         watches.push(Arc::downgrade(&state));
-        Ok(Watch { state, what: format!("watch of log {:?}", self.name) })
+        Ok(Watch::new(state, format!("watch of log {:?}", self.name)))
     }
 
     /// Records kept now (``latest - earliest + 1``, or 0).
@@ -620,160 +613,6 @@ impl Log {
 
     fn __repr__(&self) -> String {
         format!("<varve.Log {:?} in namespace {:?}>", self.name, self.ns.name)
-    }
-}
-
-// ------------------------------------------------------------------- Scan
-
-/// An iterator over ``(seq, record)`` pairs of a range, returned by
-/// :meth:`Log.scan`. Reads the journal in batches of 256 records. A run of
-/// lost records raises :class:`varve.Lost` once, after the records before
-/// it; iterating again goes on after the run.
-#[pyclass(frozen, module = "varve")]
-pub struct Scan {
-    ns: Arc<NsState>,
-    log: String,
-    inner: Mutex<ScanState>,
-}
-
-struct ScanState {
-    /// The next seq to read.
-    next: Seq,
-    /// Where the scan ends (exclusive).
-    stop: Seq,
-    buffered: VecDeque<Record>,
-    /// A `Lost` run met while reading ahead: raised once `buffered` is drained.
-    lost: Option<LogError>,
-}
-
-impl Scan {
-    fn fill(&self) -> Result<()> {
-        let mut inner = lock(&self.inner);
-        let ScanState { next, stop, buffered, lost } = &mut *inner;
-        if !buffered.is_empty() || lost.is_some() || *next >= *stop {
-            return Ok(());
-        }
-        let last = (*stop - 1).min(next.saturating_add(SCAN_BATCH_RECORDS - 1));
-        let mut resume = last + 1;
-        self.ns.with(|ns| {
-            for record in ns.scan(&self.log, SeqRange { first: *next, last })? {
-                match record {
-                    Ok(record) => buffered.push_back(record),
-                    Err(error @ LogError::Lost { .. }) => {
-                        if let LogError::Lost { last: lost_last, .. } = &error {
-                            resume = lost_last.saturating_add(1);
-                        }
-                        *lost = Some(error);
-                        break;
-                    }
-                    Err(error) => return Err(error.into()),
-                }
-            }
-            Ok(())
-        })?;
-        *next = resume;
-        Ok(())
-    }
-}
-
-#[pymethods]
-impl Scan {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        loop {
-            {
-                let mut inner = lock(&self.inner);
-                if let Some(record) = inner.buffered.pop_front() {
-                    drop(inner);
-                    return record_tuple(py, &record).map(Some);
-                }
-                if let Some(lost) = inner.lost.take() {
-                    return Err(Error::Log(lost).into());
-                }
-                if inner.next >= inner.stop {
-                    return Ok(None);
-                }
-            }
-            py.detach(|| self.fill())?;
-        }
-    }
-}
-
-// ------------------------------------------------------------------ Watch
-
-pub(crate) struct WatchState {
-    /// `None` once the store is closed.
-    watch: Mutex<Option<RustWatch>>,
-}
-
-impl WatchState {
-    fn next(&self, timeout: Duration, what: &str) -> Result<Option<Record>> {
-        let mut guard = lock(&self.watch);
-        let watch = guard.as_mut().ok_or_else(|| Error::Closed(what.to_owned()))?;
-        Ok(watch.next_timeout(timeout)?)
-    }
-}
-
-/// Follows a log: existing records, then new ones as they land, as
-/// ``(seq, record)`` pairs. Returned by :meth:`Log.watch`.
-///
-/// - ``for seq, record in watch:`` blocks (without holding the GIL) until
-///   each record lands; Ctrl-C interrupts it.
-/// - ``watch.next(timeout=1.0)`` waits at most `timeout` seconds and returns
-///   None on timeout.
-/// - ``async for seq, record in watch:`` waits in a worker thread
-///   (``asyncio.to_thread``), so the event loop goes on.
-///
-/// It never ends by itself; after ``store.close()`` it raises
-/// :class:`varve.Closed`.
-#[pyclass(frozen, module = "varve")]
-pub struct Watch {
-    state: Arc<WatchState>,
-    what: String,
-}
-
-#[pymethods]
-impl Watch {
-    /// The next record, waiting at most `timeout` seconds (0 to 1e9; forever
-    /// if None); None on timeout.
-    #[pyo3(signature = (timeout = None))]
-    fn next<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let deadline = seconds_or_none("timeout", timeout)?.map(|t| Instant::now() + t);
-        loop {
-            let wait = deadline.map_or(WATCH_POLL, |d| d.saturating_duration_since(Instant::now()).min(WATCH_POLL));
-            if let Some(record) = py.detach(|| self.state.next(wait, &self.what))? {
-                return record_tuple(py, &record).map(Some);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(None);
-            }
-            py.check_signals()?;
-        }
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        self.next(py, None)
-    }
-
-    fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    /// Awaitable for ``async for``: waits in a worker thread.
-    fn __anext__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, PyAny>> {
-        let py = slf.py();
-        py.import("varve._aio")?.getattr("anext_record")?.call1((slf,))
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<varve.Watch ({})>", self.what)
     }
 }
 

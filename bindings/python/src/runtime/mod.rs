@@ -57,7 +57,8 @@ pub use self::state::stop_all_runtimes;
 pub(crate) use self::state::{RuntimeState, STOP_GRACE};
 use crate::duration::{seconds, seconds_or_none};
 use crate::error::{invalid_argument, Error};
-use crate::log::{data, retention, Namespace, WATCH_POLL};
+use crate::log::{data, retention, Namespace};
+use crate::records::WATCH_POLL;
 
 /// The event-driven runtime over one namespace: handlers run when records
 /// are appended to the logs they subscribe to, and every append, trigger,
