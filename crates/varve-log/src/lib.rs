@@ -23,10 +23,13 @@
 //! ```
 //!
 //! The contract is specified in [`contract`]; the journal's byte format in
-//! `docs/design.md`. Papers: `PEDaLS` §IV (the log API structures are built
+//! `docs/design.md`. [`codec`] is the little-endian/LEB128 byte codec that
+//! every stored format of Varve (this crate's and the layers' above) is
+//! written with. Papers: `PEDaLS` §IV (the log API structures are built
 //! on) and `CSPOT` §3.2–3.3 (`WooF`s: append-only, seq-addressed, circular
 //! history).
 
+pub mod codec;
 pub mod conformance;
 pub mod contract;
 mod error;

@@ -1,6 +1,7 @@
 //! Byte formats of the entries `PEDaLS` writes (Table I of the paper, plus the
-//! op log and the meta record). Every integer is **little-endian**; every entry
-//! starts with a format byte (`1`) so a future format is a conscious change.
+//! op log and the meta record). Every integer is **little-endian**
+//! ([`varve_log::codec`] reads and writes them); every entry starts with a
+//! format byte (`1`) so a future format is a conscious change.
 //!
 //! | log | layout (bytes) |
 //! |---|---|
@@ -14,7 +15,10 @@
 //! tree; the colour travels in `dseq`: 0 red, 1 black, and `lseq` is 0).
 //! Seq 0 in `dseq`/`lseq` is the null node, as in the paper.
 
+use std::fmt;
+
 use bytes::Bytes;
+use varve_log::codec::{ByteReader, ByteWriter, ReadError};
 use varve_log::Seq;
 
 use crate::error::{PdsError, Result};
@@ -97,59 +101,60 @@ pub struct MetaEntry {
     pub keep: u64,
 }
 
-struct Reader<'a> {
+/// Why an entry's bytes are not an entry of its kind; [`decode_entry`]
+/// turns it into [`PdsError::Corrupt`] naming the log and seq.
+enum Malformed {
+    /// Too short, or bytes after the last field.
+    Bytes(ReadError),
+    /// The fields read but break a rule (unknown format byte or type, bad UTF-8).
+    Field(String),
+}
+
+impl From<ReadError> for Malformed {
+    #[cold]
+    fn from(error: ReadError) -> Malformed {
+        Malformed::Bytes(error)
+    }
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Malformed::Bytes(error) => error.fmt(f),
+            Malformed::Field(reason) => f.write_str(reason),
+        }
+    }
+}
+
+/// Decode the entry `bytes` (of `log` at `seq`): its format byte, the fields
+/// `fields` reads, and nothing after them.
+#[inline]
+fn decode_entry<'a, T>(
     bytes: &'a [u8],
-    log: &'a str,
+    log: &str,
     seq: Seq,
+    fields: impl FnOnce(&mut ByteReader<'a>) -> Result<T, Malformed>,
+) -> Result<T> {
+    read_entry(ByteReader::new(bytes), fields)
+        .map_err(|malformed| PdsError::Corrupt { log: log.to_owned(), seq, reason: malformed.to_string() })
 }
 
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], log: &'a str, seq: Seq) -> Result<Self> {
-        let mut r = Reader { bytes, log, seq };
-        let format = r.take(1)?[0];
-        if format != FORMAT {
-            return Err(r.corrupt(format!("unknown entry format {format}")));
-        }
-        Ok(r)
+#[inline]
+fn read_entry<'a, T>(
+    mut reader: ByteReader<'a>,
+    fields: impl FnOnce(&mut ByteReader<'a>) -> Result<T, Malformed>,
+) -> Result<T, Malformed> {
+    let format = reader.u8()?;
+    if format != FORMAT {
+        return Err(Malformed::Field(format!("unknown entry format {format}")));
     }
-    fn corrupt(&self, reason: String) -> PdsError {
-        PdsError::Corrupt { log: self.log.to_owned(), seq: self.seq, reason }
-    }
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.bytes.len() < n {
-            return Err(self.corrupt(format!("entry truncated: needs {n} more bytes, {} left", self.bytes.len())));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn blob32(&mut self) -> Result<&'a [u8]> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
-    fn finish(self) -> Result<()> {
-        if self.bytes.is_empty() {
-            Ok(())
-        } else {
-            Err(self.corrupt(format!("{} trailing bytes", self.bytes.len())))
-        }
-    }
+    let entry = fields(&mut reader)?;
+    reader.finish()?;
+    Ok(entry)
 }
 
-fn len_u32(n: usize) -> [u8; 4] {
-    u32::try_from(n).expect("entries are far below 4 GiB (the log's record limit is 16 MiB)").to_le_bytes()
+fn len_u32(n: usize) -> u32 {
+    u32::try_from(n).expect("entries are far below 4 GiB (the log's record limit is 16 MiB)")
 }
 
 impl DataEntry {
@@ -159,29 +164,24 @@ impl DataEntry {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(15 + self.val.len() + self.link.len());
-        out.push(FORMAT);
-        out.extend_from_slice(&self.vs.to_le_bytes());
-        out.extend_from_slice(&len_u32(self.val.len()));
-        out.extend_from_slice(&self.val);
-        out.extend_from_slice(&u16::try_from(self.link.len()).expect("log names are <= 200 bytes").to_le_bytes());
-        out.extend_from_slice(self.link.as_bytes());
+        out.put_u8(FORMAT);
+        out.put_u64(self.vs);
+        out.put_u32(len_u32(self.val.len()));
+        out.put_bytes(&self.val);
+        out.put_u16(u16::try_from(self.link.len()).expect("log names are <= 200 bytes"));
+        out.put_bytes(self.link.as_bytes());
         out
     }
 
-    /// # Panics
-    ///
-    /// Never: every slice is length-checked first.
+    /// The entry in `bytes`; its `val` shares `bytes` (no copy).
     pub fn decode(bytes: &Bytes, log: &str, seq: Seq) -> Result<DataEntry> {
-        let mut r = Reader::new(bytes, log, seq)?;
-        let vs = r.u64()?;
-        let val_len = r.u32()? as usize;
-        let start = 13;
-        r.take(val_len)?;
-        let val = bytes.slice(start..start + val_len);
-        let link_len = usize::from(r.u16()?);
-        let link = std::str::from_utf8(r.take(link_len)?).map_err(|e| r.corrupt(format!("link name: {e}")))?.to_owned();
-        r.finish()?;
-        Ok(DataEntry { vs, val, link })
+        decode_entry(bytes, log, seq, |r| {
+            let vs = r.u64()?;
+            let val = r.bytes_u32()?;
+            let val = bytes.slice_ref(val);
+            let link = std::str::from_utf8(r.bytes_u16()?).map_err(|e| Malformed::Field(format!("link name: {e}")))?;
+            Ok(DataEntry { vs, val, link: link.to_owned() })
+        })
     }
 }
 
@@ -189,22 +189,23 @@ impl LinkEntry {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(30);
-        out.push(FORMAT);
-        out.extend_from_slice(&self.vs.to_le_bytes());
-        out.extend_from_slice(&self.dseq.to_le_bytes());
-        out.extend_from_slice(&self.lseq.to_le_bytes());
-        out.extend_from_slice(&self.rem.to_le_bytes());
-        out.push(self.kind as u8);
+        out.put_u8(FORMAT);
+        out.put_u64(self.vs);
+        out.put_u64(self.dseq);
+        out.put_u64(self.lseq);
+        out.put_u32(self.rem);
+        out.put_u8(self.kind as u8);
         out
     }
 
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<LinkEntry> {
-        let mut r = Reader::new(bytes, log, seq)?;
-        let (vs, dseq, lseq, rem) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
-        let kind_byte = r.u8()?;
-        let kind = FieldKind::from_u8(kind_byte).ok_or_else(|| r.corrupt(format!("unknown link type {kind_byte}")))?;
-        r.finish()?;
-        Ok(LinkEntry { vs, dseq, lseq, rem, kind })
+        decode_entry(bytes, log, seq, |r| {
+            let (vs, dseq, lseq, rem) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+            let kind_byte = r.u8()?;
+            let kind = FieldKind::from_u8(kind_byte)
+                .ok_or_else(|| Malformed::Field(format!("unknown link type {kind_byte}")))?;
+            Ok(LinkEntry { vs, dseq, lseq, rem, kind })
+        })
     }
 }
 
@@ -212,18 +213,15 @@ impl ApEntry {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(25);
-        out.push(FORMAT);
-        out.extend_from_slice(&self.vs.to_le_bytes());
-        out.extend_from_slice(&self.dseq.to_le_bytes());
-        out.extend_from_slice(&self.lseq.to_le_bytes());
+        out.put_u8(FORMAT);
+        out.put_u64(self.vs);
+        out.put_u64(self.dseq);
+        out.put_u64(self.lseq);
         out
     }
 
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<ApEntry> {
-        let mut r = Reader::new(bytes, log, seq)?;
-        let entry = ApEntry { vs: r.u64()?, dseq: r.u64()?, lseq: r.u64()? };
-        r.finish()?;
-        Ok(entry)
+        decode_entry(bytes, log, seq, |r| Ok(ApEntry { vs: r.u64()?, dseq: r.u64()?, lseq: r.u64()? }))
     }
 }
 
@@ -231,24 +229,24 @@ impl OpEntry {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(18 + self.a.len() + self.b.len());
-        out.push(FORMAT);
-        out.extend_from_slice(&self.vs.to_le_bytes());
-        out.push(self.op);
-        out.extend_from_slice(&len_u32(self.a.len()));
-        out.extend_from_slice(&self.a);
-        out.extend_from_slice(&len_u32(self.b.len()));
-        out.extend_from_slice(&self.b);
+        out.put_u8(FORMAT);
+        out.put_u64(self.vs);
+        out.put_u8(self.op);
+        out.put_u32(len_u32(self.a.len()));
+        out.put_bytes(&self.a);
+        out.put_u32(len_u32(self.b.len()));
+        out.put_bytes(&self.b);
         out
     }
 
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<OpEntry> {
-        let mut r = Reader::new(bytes, log, seq)?;
-        let vs = r.u64()?;
-        let op = r.u8()?;
-        let a = r.blob32()?.to_vec();
-        let b = r.blob32()?.to_vec();
-        r.finish()?;
-        Ok(OpEntry { vs, op, a, b })
+        decode_entry(bytes, log, seq, |r| {
+            let vs = r.u64()?;
+            let op = r.u8()?;
+            let a = r.bytes_u32()?;
+            let b = r.bytes_u32()?;
+            Ok(OpEntry { vs, op, a: a.to_vec(), b: b.to_vec() })
+        })
     }
 }
 
@@ -256,18 +254,15 @@ impl MetaEntry {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(14);
-        out.push(FORMAT);
-        out.push(self.kind);
-        out.extend_from_slice(&self.extra.to_le_bytes());
-        out.extend_from_slice(&self.keep.to_le_bytes());
+        out.put_u8(FORMAT);
+        out.put_u8(self.kind);
+        out.put_u32(self.extra);
+        out.put_u64(self.keep);
         out
     }
 
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<MetaEntry> {
-        let mut r = Reader::new(bytes, log, seq)?;
-        let entry = MetaEntry { kind: r.u8()?, extra: r.u32()?, keep: r.u64()? };
-        r.finish()?;
-        Ok(entry)
+        decode_entry(bytes, log, seq, |r| Ok(MetaEntry { kind: r.u8()?, extra: r.u32()?, keep: r.u64()? }))
     }
 }
 
@@ -298,5 +293,11 @@ mod tests {
         assert!(matches!(&err, PdsError::Corrupt { log, seq: 7, .. } if log == "pds.x.link.1"), "{err}");
         let err = ApEntry::decode(&bytes[..10], "pds.x.ap", 3).expect_err("truncated");
         assert!(matches!(err, PdsError::Corrupt { seq: 3, .. }));
+        assert_eq!(
+            err.to_string(),
+            "corrupt entry in log \"pds.x.ap\" at seq 3: 8 bytes needed at byte offset 9, only 1 left"
+        );
+        let err = ApEntry::decode(&[2], "pds.x.ap", 4).expect_err("format");
+        assert!(err.to_string().ends_with("unknown entry format 2"), "{err}");
     }
 }

@@ -30,6 +30,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use varve_log::codec::{ByteReader, ByteWriter};
 use varve_log::Namespace;
 
 use crate::codec::OpEntry;
@@ -46,12 +47,13 @@ const OP_INSERT_AFTER: u8 = 5;
 const OP_REMOVE_VALUE: u8 = 6;
 const OP_REMOVE_AT: u8 = 7;
 
+/// An op's position argument: a `u64`, nothing else.
 fn position_of(bytes: &[u8]) -> Result<usize> {
-    let raw: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| PdsError::Decode { ty: "list position", reason: format!("{} bytes, not 8", bytes.len()) })?;
-    usize::try_from(u64::from_le_bytes(raw))
-        .map_err(|e| PdsError::Decode { ty: "list position", reason: e.to_string() })
+    let bad = |reason: String| PdsError::Decode { ty: "list position", reason };
+    let mut reader = ByteReader::new(bytes);
+    let position = reader.u64().and_then(|position| reader.finish().map(|()| position));
+    let position = position.map_err(|_| bad(format!("{} bytes, not 8", bytes.len())))?;
+    usize::try_from(position).map_err(|e| bad(e.to_string()))
 }
 
 /// Walk the working list; returns (predecessor, node) at `index`, or the
@@ -140,7 +142,10 @@ impl<T: Key> VersionedList<T> {
     }
 
     fn update(&mut self, op: u8, position: Option<usize>, value: Option<&T>) -> Result<Version> {
-        let a = position.map(|p| (p as u64).to_le_bytes().to_vec()).unwrap_or_default();
+        let mut a = Vec::new();
+        if let Some(position) = position {
+            a.put_u64(position as u64);
+        }
         let b = value.map(encode).unwrap_or_default();
         self.engine.update(op, a, b, apply_list)
     }

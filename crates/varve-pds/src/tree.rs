@@ -35,6 +35,7 @@ use std::ops::{Bound, RangeBounds, RangeInclusive};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use varve_log::codec::{ByteReader, ByteWriter};
 use varve_log::Namespace;
 
 use crate::codec::OpEntry;
@@ -54,19 +55,20 @@ const OP_DELETE: u8 = 2;
 
 pub(crate) fn node_val(key: &[u8], value: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(4 + key.len() + value.len());
-    out.extend_from_slice(&u32::try_from(key.len()).expect("keys are below 4 GiB").to_le_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
+    out.put_u32(u32::try_from(key.len()).expect("keys are below 4 GiB"));
+    out.put_bytes(key);
+    out.put_bytes(value);
     Bytes::from(out)
 }
 
 /// Split a node's `val` into encoded key and value.
 pub(crate) fn split_val(val: &[u8]) -> Result<(&[u8], &[u8])> {
-    let bad = || PdsError::Decode { ty: "tree node", reason: "node value shorter than its key length".into() };
-    let len_bytes: [u8; 4] = val.get(..4).ok_or_else(bad)?.try_into().expect("4 bytes");
-    let len = u32::from_le_bytes(len_bytes) as usize;
-    let key = val.get(4..4 + len).ok_or_else(bad)?;
-    Ok((key, &val[4 + len..]))
+    let mut reader = ByteReader::new(val);
+    let key = reader.bytes_u32().map_err(|e| PdsError::Decode {
+        ty: "tree node",
+        reason: format!("node value shorter than its key length: {e}"),
+    })?;
+    Ok((key, reader.rest()))
 }
 
 fn key_of(val: &[u8]) -> &[u8] {

@@ -5,7 +5,7 @@
 //! event's position in its namespace's `_events` log. It is never stored in
 //! the event itself, so an event costs no id bytes and ids are dense.
 //!
-//! # Encoding, version 1 (all integers little-endian)
+//! # Encoding, version 1 (all integers little-endian, by [`varve_log::codec`])
 //!
 //! ```text
 //! u8    version            = 1
@@ -33,6 +33,7 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use varve_log::codec::{ByteReader, ByteWriter, ReadError};
 use varve_log::Seq;
 
 use crate::error::RuntimeError;
@@ -225,65 +226,94 @@ impl Event {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(80 + self.log.len() + self.handler.len() + self.reason.len());
-        out.push(EVENT_FORMAT_VERSION);
-        out.push(self.kind as u8);
-        out.extend_from_slice(&self.timestamp_ns.to_le_bytes());
-        out.extend_from_slice(&self.trace.to_le_bytes());
+        out.put_u8(EVENT_FORMAT_VERSION);
+        out.put_u8(self.kind as u8);
+        out.put_u64(self.timestamp_ns);
+        out.put_u128(self.trace);
         match &self.parent {
-            None => out.push(0),
+            None => out.put_u8(0),
             Some(parent) => {
-                out.push(1);
-                out.extend_from_slice(&parent.host.to_le_bytes());
+                out.put_u8(1);
+                out.put_u64(parent.host);
                 put_str16(&mut out, &parent.namespace);
-                out.extend_from_slice(&parent.seq.to_le_bytes());
+                out.put_u64(parent.seq);
             }
         }
         put_str16(&mut out, &self.log);
-        out.extend_from_slice(&self.seq.to_le_bytes());
-        out.extend_from_slice(&self.seq_last.to_le_bytes());
+        out.put_u64(self.seq);
+        out.put_u64(self.seq_last);
         put_str16(&mut out, &self.handler);
-        out.extend_from_slice(&self.attempt.to_le_bytes());
-        out.extend_from_slice(&self.trigger.to_le_bytes());
+        out.put_u32(self.attempt);
+        out.put_u64(self.trigger);
         let reason = cut_at_char(&self.reason, REASON_BYTES_MAX);
-        out.extend_from_slice(&u32::try_from(reason.len()).unwrap_or(u32::MAX).to_le_bytes());
-        out.extend_from_slice(reason.as_bytes());
+        out.put_u32(u32::try_from(reason.len()).unwrap_or(u32::MAX));
+        out.put_bytes(reason.as_bytes());
         out
     }
 
     /// Decode the binary form; `seq` (the event's position) is only used in errors.
     pub fn decode(bytes: &[u8], seq: Seq) -> Result<Event, RuntimeError> {
-        let mut r = Reader { bytes, at: 0, seq };
-        let version = r.u8()?;
-        if version != EVENT_FORMAT_VERSION {
-            return Err(r.bad(&format!("unknown event format version {version} (this build reads version 1)")));
-        }
-        let kind_byte = r.u8()?;
-        let kind = EventKind::from_u8(kind_byte).ok_or_else(|| r.bad(&format!("unknown event kind {kind_byte}")))?;
-        let timestamp_ns = r.u64()?;
-        let trace = u128::from_le_bytes(r.take(16)?.try_into().map_err(|_| r.bad("short trace id"))?);
-        let parent = match r.u8()? {
-            0 => None,
-            1 => {
-                let host = r.u64()?;
-                let namespace = r.str16()?;
-                let seq = r.u64()?;
-                Some(EventId { host, namespace, seq })
-            }
-            other => return Err(r.bad(&format!("parent flag {other} is neither 0 nor 1"))),
+        let reason = match read_event(ByteReader::new(bytes)) {
+            Ok(event) => return Ok(event),
+            Err(Malformed::Bytes(error)) => error.to_string(),
+            Err(Malformed::Field { reason, offset }) => format!("{reason} (at byte {offset})"),
         };
-        let log = r.str16()?;
-        let rseq = r.u64()?;
-        let seq_last = r.u64()?;
-        let handler = r.str16()?;
-        let attempt = r.u32()?;
-        let trigger = r.u64()?;
-        let reason_len = r.u32()? as usize;
-        let reason = String::from_utf8(r.take(reason_len)?.to_vec()).map_err(|_| r.bad("reason is not UTF-8"))?;
-        if r.at != bytes.len() {
-            return Err(r.bad("trailing bytes after the event"));
-        }
-        Ok(Event { kind, timestamp_ns, trace, parent, log, seq: rseq, seq_last, handler, attempt, trigger, reason })
+        Err(RuntimeError::BadEvent { seq, reason })
     }
+}
+
+/// Why bytes are not an event; [`Event::decode`] turns it into
+/// [`RuntimeError::BadEvent`] naming the event's seq.
+enum Malformed {
+    /// Too short, or bytes after the last field.
+    Bytes(ReadError),
+    /// A field that reads but breaks a rule, and the offset where it ends.
+    Field { reason: String, offset: usize },
+}
+
+impl From<ReadError> for Malformed {
+    #[cold]
+    fn from(error: ReadError) -> Malformed {
+        Malformed::Bytes(error)
+    }
+}
+
+fn read_event(mut r: ByteReader<'_>) -> Result<Event, Malformed> {
+    let bad = |r: &ByteReader<'_>, reason: String| Malformed::Field { reason, offset: r.position() };
+    let version = r.u8()?;
+    if version != EVENT_FORMAT_VERSION {
+        return Err(bad(&r, format!("unknown event format version {version} (this build reads version 1)")));
+    }
+    let kind_byte = r.u8()?;
+    let kind = EventKind::from_u8(kind_byte).ok_or_else(|| bad(&r, format!("unknown event kind {kind_byte}")))?;
+    let timestamp_ns = r.u64()?;
+    let trace = r.u128()?;
+    let parent = match r.u8()? {
+        0 => None,
+        1 => {
+            let host = r.u64()?;
+            let namespace = utf8(r.bytes_u16()?, &r, "a name")?;
+            let seq = r.u64()?;
+            Some(EventId { host, namespace, seq })
+        }
+        other => return Err(bad(&r, format!("parent flag {other} is neither 0 nor 1"))),
+    };
+    let log = utf8(r.bytes_u16()?, &r, "a name")?;
+    let rseq = r.u64()?;
+    let seq_last = r.u64()?;
+    let handler = utf8(r.bytes_u16()?, &r, "a name")?;
+    let attempt = r.u32()?;
+    let trigger = r.u64()?;
+    let reason = utf8(r.bytes_u32()?, &r, "reason")?;
+    r.finish()?;
+    Ok(Event { kind, timestamp_ns, trace, parent, log, seq: rseq, seq_last, handler, attempt, trigger, reason })
+}
+
+/// `bytes`, just read by `r`, as a string (`what` names it in the error).
+fn utf8(bytes: &[u8], r: &ByteReader<'_>, what: &str) -> Result<String, Malformed> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Malformed::Field { reason: format!("{what} is not UTF-8"), offset: r.position() })?;
+    Ok(text.to_owned())
 }
 
 /// An event with its id, as read back from `_events`.
@@ -390,8 +420,8 @@ fn put_str16(out: &mut Vec<u8>, text: &str) {
     // Log, namespace and handler names are at most 200 bytes (varve-log's
     // NAME_BYTES_MAX), far below u16::MAX; cut defensively anyway.
     let text = cut_at_char(text, usize::from(u16::MAX));
-    out.extend_from_slice(&u16::try_from(text.len()).unwrap_or(u16::MAX).to_le_bytes());
-    out.extend_from_slice(text.as_bytes());
+    out.put_u16(u16::try_from(text.len()).unwrap_or(u16::MAX));
+    out.put_bytes(text.as_bytes());
 }
 
 fn cut_at_char(text: &str, max: usize) -> &str {
@@ -405,50 +435,35 @@ fn cut_at_char(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    seq: Seq,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Reader<'_> {
-    fn bad(&self, reason: &str) -> RuntimeError {
-        RuntimeError::BadEvent { seq: self.seq, reason: format!("{reason} (at byte {})", self.at) }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&[u8], RuntimeError> {
-        if self.bytes.len() - self.at < n {
-            return Err(self.bad("event ends early"));
+    fn reason_for(bytes: &[u8]) -> String {
+        match Event::decode(bytes, 7) {
+            Err(RuntimeError::BadEvent { seq: 7, reason }) => reason,
+            other => panic!("expected BadEvent for seq 7, got {other:?}"),
         }
-        let slice = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        Ok(slice)
     }
 
-    fn u8(&mut self) -> Result<u8, RuntimeError> {
-        Ok(self.take(1)?[0])
-    }
+    #[test]
+    fn damage_names_the_seq_the_offset_and_what_is_wrong() {
+        let mut event = Event::new(EventKind::Failed, 1, None).at("l", 3).for_handler("h");
+        event.reason = "boom".into();
+        let bytes = event.encode();
+        assert_eq!(Event::decode(&bytes, 7).expect("decode"), event);
 
-    fn u16(&mut self) -> Result<u16, RuntimeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
-    fn u32(&mut self) -> Result<u32, RuntimeError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self) -> Result<u64, RuntimeError> {
-        let b = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
-    }
-
-    fn str16(&mut self) -> Result<String, RuntimeError> {
-        let len = usize::from(self.u16()?);
-        let bytes = self.take(len)?.to_vec();
-        String::from_utf8(bytes).map_err(|_| self.bad("a name is not UTF-8"))
+        let cut = bytes.len() - 2;
+        assert_eq!(reason_for(&bytes[..cut]), format!("4 bytes needed at byte offset {}, only 2 left", cut - 2));
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(reason_for(&longer), format!("1 trailing byte at byte offset {}", bytes.len()));
+        let mut bad_kind = bytes.clone();
+        bad_kind[1] = 99;
+        assert_eq!(reason_for(&bad_kind), "unknown event kind 99 (at byte 2)");
+        let mut bad_utf8 = bytes.clone();
+        let last = bad_utf8.len() - 1;
+        bad_utf8[last] = 0xFF;
+        assert_eq!(reason_for(&bad_utf8), format!("reason is not UTF-8 (at byte {})", bytes.len()));
     }
 }

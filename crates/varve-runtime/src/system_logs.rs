@@ -3,6 +3,7 @@
 //! work): the namespace's host id and its decoded events.
 
 use serde::{Deserialize, Serialize};
+use varve_log::codec::ByteReader;
 use varve_log::{LogError, Namespace, Seq, SeqRange};
 
 use crate::error::{Result, RuntimeError};
@@ -47,11 +48,14 @@ pub fn namespace_host(ns: &dyn Namespace) -> Result<Option<HostId>> {
     if latest == 0 {
         return Ok(None);
     }
-    let bytes = ns.get(HOST_LOG, latest)?;
-    let array: [u8; 8] = bytes[..]
-        .try_into()
-        .map_err(|_| RuntimeError::InvalidArgument { reason: format!("{HOST_LOG} seq {latest} is not 8 bytes") })?;
-    Ok(Some(u64::from_le_bytes(array)))
+    Ok(Some(u64_record(&ns.get(HOST_LOG, latest)?, HOST_LOG, latest)?))
+}
+
+/// A record of `log` at `seq` that holds one `u64` and nothing else.
+fn u64_record(bytes: &[u8], log: &str, seq: Seq) -> Result<u64> {
+    let mut reader = ByteReader::new(bytes);
+    let value = reader.u64().and_then(|value| reader.finish().map(|()| value));
+    value.map_err(|_| RuntimeError::InvalidArgument { reason: format!("{log} seq {seq} is not 8 bytes") })
 }
 
 /// Every event of a namespace's `_events` in `range`, labelled with the
@@ -76,12 +80,6 @@ pub fn read_events(ns: &dyn Namespace, host: HostId, range: SeqRange) -> Result<
 pub(crate) fn read_progress(ns: &dyn Namespace) -> Result<Seq> {
     match ns.latest(PROGRESS_LOG)? {
         0 => Ok(1),
-        seq => {
-            let bytes = ns.get(PROGRESS_LOG, seq)?;
-            let array: [u8; 8] = bytes[..].try_into().map_err(|_| RuntimeError::InvalidArgument {
-                reason: format!("{PROGRESS_LOG} seq {seq} is not 8 bytes"),
-            })?;
-            Ok(u64::from_le_bytes(array).max(1))
-        }
+        seq => Ok(u64_record(&ns.get(PROGRESS_LOG, seq)?, PROGRESS_LOG, seq)?.max(1)),
     }
 }

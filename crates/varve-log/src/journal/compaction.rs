@@ -8,6 +8,7 @@
 use std::fs;
 use std::ops::Range;
 
+use crate::codec::ByteWriter;
 use crate::contract::Seq;
 use crate::error::{IoContext, Result};
 use crate::journal::format::{self, FrameEncoder, FrameError, FrameKind, ENTRY_HEADER_BYTES};
@@ -117,7 +118,7 @@ impl Shared {
                 .count()
                 .max(1);
             let (chunk, rest) = pending.split_at(count);
-            frame.u32(u32::try_from(chunk.len()).expect("bounded by RELOCATE_FRAME_BYTES"));
+            frame.put_u32(u32::try_from(chunk.len()).expect("bounded by RELOCATE_FRAME_BYTES"));
             let offsets: Vec<usize> =
                 chunk.iter().map(|(log_id, seq, range)| frame.entry(*log_id, *seq, &bytes[range.clone()])).collect();
             frame.finish();

@@ -18,6 +18,7 @@
 //! because each record carries its own CRC32C (checked on every `get`), and
 //! the frame CRC covers those. Every byte is thus checked exactly once.
 
+use crate::codec::{ByteReader, ByteWriter, ReadError};
 use crate::contract::{LogConfig, OnFull, Retention, Seq};
 
 pub(crate) const MAGIC: u16 = 0x5656; // "VV"
@@ -98,6 +99,55 @@ pub(crate) struct Entry<'a> {
     /// Offset of the entry header from the start of the frame.
     pub(crate) offset_in_frame: usize,
     pub(crate) payload: &'a [u8],
+    /// CRC32C of `payload` as stored (not yet compared).
+    pub(crate) crc: u32,
+}
+
+/// The fields of a frame header (`FRAME_HEADER_BYTES`), as stored.
+struct FrameHeader {
+    magic: u16,
+    kind: u8,
+    reserved: u8,
+    body_len: u32,
+    body_crc: u32,
+    header_crc: u32,
+}
+
+const _: () = assert!(FRAME_HEADER_BYTES == 2 + 1 + 1 + 4 + 4 + 4);
+
+impl FrameHeader {
+    /// Bytes at the front of the header that `header_crc` covers: all but `header_crc`.
+    const CHECKED_BYTES: usize = FRAME_HEADER_BYTES - 4;
+
+    #[inline]
+    fn read(reader: &mut ByteReader<'_>) -> Result<FrameHeader, ReadError> {
+        Ok(FrameHeader {
+            magic: reader.u16()?,
+            kind: reader.u8()?,
+            reserved: reader.u8()?,
+            body_len: reader.u32()?,
+            body_crc: reader.u32()?,
+            header_crc: reader.u32()?,
+        })
+    }
+}
+
+/// The fields of a record's header (`ENTRY_HEADER_BYTES`) in an `Append`,
+/// `AppendOne` or `Relocate` body, as stored; the payload follows.
+struct EntryHeader {
+    log_id: u32,
+    seq: Seq,
+    len: u32,
+    crc: u32,
+}
+
+const _: () = assert!(ENTRY_HEADER_BYTES == 4 + 8 + 4 + 4);
+
+impl EntryHeader {
+    #[inline]
+    fn read(reader: &mut ByteReader<'_>) -> Result<EntryHeader, ReadError> {
+        Ok(EntryHeader { log_id: reader.u32()?, seq: reader.u64()?, len: reader.u32()?, crc: reader.u32()? })
+    }
 }
 
 #[derive(Debug)]
@@ -158,44 +208,31 @@ impl<'a> FrameEncoder<'a> {
         FrameEncoder { buf, start, kind }
     }
 
-    pub(crate) fn u8(&mut self, v: u8) {
-        self.buf.push(v);
-    }
-    pub(crate) fn u16(&mut self, v: u16) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn u64(&mut self, v: u64) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-
     pub(crate) fn descriptor(&mut self, d: &LogDescriptor) {
         let (tag, k) = match d.config.retention {
             Retention::Unbounded => (0, 0),
             Retention::Keep { k, on_full: OnFull::Refuse } => (1, k),
             Retention::Keep { k, on_full: OnFull::Overwrite } => (2, k),
         };
-        self.u32(d.id);
-        self.u64(d.latest);
-        self.u8(tag);
-        self.u64(k);
-        self.u8(u8::from(d.config.system));
+        self.put_u32(d.id);
+        self.put_u64(d.latest);
+        self.put_u8(tag);
+        self.put_u64(k);
+        self.put_u8(u8::from(d.config.system));
         let name_len = u16::try_from(d.name.len()).expect("names are at most 200 bytes");
-        self.u16(name_len);
-        self.buf.extend_from_slice(d.name.as_bytes());
+        self.put_u16(name_len);
+        self.put_bytes(d.name.as_bytes());
     }
 
     /// Add a record; returns the entry's offset from the frame start.
     pub(crate) fn entry(&mut self, log_id: u32, seq: Seq, payload: &[u8]) -> usize {
         debug_assert!(self.kind.has_payloads());
         let offset = self.buf.len() - self.start;
-        self.u32(log_id);
-        self.u64(seq);
-        self.u32(u32::try_from(payload.len()).expect("records are bounded by Limits"));
-        self.u32(crc32c::crc32c(payload));
-        self.buf.extend_from_slice(payload);
+        self.put_u32(log_id);
+        self.put_u64(seq);
+        self.put_u32(u32::try_from(payload.len()).expect("records are bounded by Limits"));
+        self.put_u32(crc32c::crc32c(payload));
+        self.put_bytes(payload);
         offset
     }
 
@@ -205,24 +242,40 @@ impl<'a> FrameEncoder<'a> {
         let body_len = u32::try_from(body.len()).expect("frames are bounded by Limits");
         let body_crc = body_crc(self.kind, body).expect("a frame we just encoded parses");
         let header = &mut self.buf[self.start..self.start + FRAME_HEADER_BYTES];
-        header[0..2].copy_from_slice(&MAGIC.to_le_bytes());
-        header[2] = self.kind as u8;
-        header[3] = 0;
-        header[4..8].copy_from_slice(&body_len.to_le_bytes());
-        header[8..12].copy_from_slice(&body_crc.to_le_bytes());
-        let header_crc = crc32c::crc32c(&header[0..12]);
-        header[12..16].copy_from_slice(&header_crc.to_le_bytes());
+        let (checked, header_crc) = header.split_at_mut(FrameHeader::CHECKED_BYTES);
+        let mut fields: &mut [u8] = checked;
+        fields.put_u16(MAGIC);
+        fields.put_u8(self.kind as u8);
+        fields.put_u8(0);
+        fields.put_u32(body_len);
+        fields.put_u32(body_crc);
+        debug_assert!(fields.is_empty());
+        let mut header_crc: &mut [u8] = header_crc;
+        header_crc.put_u32(crc32c::crc32c(checked));
         self.buf.len() - self.start
+    }
+}
+
+/// Body fields go straight into the frame's buffer.
+impl ByteWriter for FrameEncoder<'_> {
+    #[inline]
+    fn put_bytes(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn put_u8(&mut self, value: u8) {
+        self.buf.push(value);
     }
 }
 
 /// Encode a whole segment header frame.
 pub(crate) fn encode_segment_header(buf: &mut Vec<u8>, header: &SegmentHeader) -> usize {
     let mut frame = FrameEncoder::begin(buf, FrameKind::SegmentHeader);
-    frame.u16(header.format_version);
-    frame.u32(header.segment_id);
-    frame.u32(header.next_log_id);
-    frame.u32(u32::try_from(header.logs.len()).expect("log count fits u32"));
+    frame.put_u16(header.format_version);
+    frame.put_u32(header.segment_id);
+    frame.put_u32(header.next_log_id);
+    frame.put_u32(u32::try_from(header.logs.len()).expect("log count fits u32"));
     for log in &header.logs {
         frame.descriptor(log);
     }
@@ -237,7 +290,7 @@ pub(crate) fn encode_create(buf: &mut Vec<u8>, descriptor: &LogDescriptor) -> us
 
 pub(crate) fn encode_delete(buf: &mut Vec<u8>, log_id: u32) -> usize {
     let mut frame = FrameEncoder::begin(buf, FrameKind::DeleteLog);
-    frame.u32(log_id);
+    frame.put_u32(log_id);
     frame.finish()
 }
 
@@ -249,16 +302,13 @@ fn body_crc(kind: FrameKind, body: &[u8]) -> Option<u32> {
     if !kind.has_payloads() {
         return Some(crc32c::crc32c(body));
     }
-    let mut at = kind.entries_offset();
-    let mut crc = crc32c::crc32c(body.get(0..at)?);
-    while at < body.len() {
-        let header = body.get(at..at + ENTRY_HEADER_BYTES)?;
-        crc = crc32c::crc32c_append(crc, header);
-        let len = u32::from_le_bytes(header[12..16].try_into().ok()?) as usize;
-        at = at.checked_add(ENTRY_HEADER_BYTES + len)?;
-        if at > body.len() {
-            return None;
-        }
+    let mut reader = ByteReader::new(body);
+    let mut crc = crc32c::crc32c(reader.take(kind.entries_offset()).ok()?);
+    while !reader.is_empty() {
+        let start = reader.position();
+        let EntryHeader { len, .. } = EntryHeader::read(&mut reader).ok()?;
+        crc = crc32c::crc32c_append(crc, &body[start..reader.position()]);
+        reader.take(len as usize).ok()?;
     }
     Some(crc)
 }
@@ -274,37 +324,36 @@ pub(crate) struct RawFrame<'a> {
 /// Check the frame that starts at `bytes[0]`: header CRC, body CRC, and (if
 /// `verify_payloads`) every record's CRC.
 pub(crate) fn check_frame(bytes: &[u8], verify_payloads: bool) -> Result<RawFrame<'_>, FrameError> {
-    let Some(header) = bytes.get(..FRAME_HEADER_BYTES) else { return Err(FrameError::Incomplete { len: None }) };
-    let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&header[..12]) != word(12) {
+    let mut reader = ByteReader::new(bytes);
+    let Ok(header) = FrameHeader::read(&mut reader) else { return Err(FrameError::Incomplete { len: None }) };
+    if crc32c::crc32c(&bytes[..FrameHeader::CHECKED_BYTES]) != header.header_crc {
         return Err(FrameError::BadHeader("frame header checksum mismatch".into()));
     }
-    let magic = u16::from_le_bytes([header[0], header[1]]);
-    if magic != MAGIC {
-        return Err(FrameError::BadHeader(format!("bad frame magic {magic:#06x}")));
+    if header.magic != MAGIC {
+        return Err(FrameError::BadHeader(format!("bad frame magic {:#06x}", header.magic)));
     }
-    let Some(kind) = FrameKind::from_u8(header[2]) else {
-        return Err(FrameError::BadHeader(format!("unknown frame kind {}", header[2])));
+    let Some(kind) = FrameKind::from_u8(header.kind) else {
+        return Err(FrameError::BadHeader(format!("unknown frame kind {}", header.kind)));
     };
-    if header[3] != 0 {
-        return Err(FrameError::BadHeader(format!("reserved header byte is {}, not 0", header[3])));
+    if header.reserved != 0 {
+        return Err(FrameError::BadHeader(format!("reserved header byte is {}, not 0", header.reserved)));
     }
-    let body_len = word(4) as usize;
+    let body_len = header.body_len as usize;
     if body_len > FRAME_BODY_BYTES_MAX {
         return Err(FrameError::BadHeader(format!("frame body length {body_len} exceeds the maximum")));
     }
     let len = FRAME_HEADER_BYTES + body_len;
-    let Some(body) = bytes.get(FRAME_HEADER_BYTES..len) else { return Err(FrameError::Incomplete { len: Some(len) }) };
+    let Ok(body) = reader.take(body_len) else { return Err(FrameError::Incomplete { len: Some(len) }) };
     let bad_body = |reason: &str| FrameError::BadBody { len, reason: reason.to_owned() };
     match body_crc(kind, body) {
-        Some(crc) if crc == word(8) => {}
+        Some(crc) if crc == header.body_crc => {}
         Some(_) => return Err(bad_body("frame body checksum mismatch")),
         None => return Err(bad_body("record lengths overrun the frame body")),
     }
     let frame = RawFrame { kind, body, len };
     if verify_payloads && kind.has_payloads() {
         let entries = parse_entries(kind, body).map_err(|e| bad_body(&e.reason()))?;
-        let intact = |entry: &Entry<'_>| payload_crc_matches(entry.payload, body, entry.offset_in_frame - FRAME_HEADER_BYTES);
+        let intact = |entry: &Entry<'_>| crc32c::crc32c(entry.payload) == entry.crc;
         if !entries.iter().all(intact) {
             let bad = entries.iter().enumerate().filter(|(_, entry)| !intact(entry)).map(|(index, _)| index).collect();
             return Err(FrameError::BadRecords { len, bad });
@@ -320,27 +369,19 @@ pub(crate) fn frame_with_bad_records(bytes: &[u8], len: usize) -> RawFrame<'_> {
     RawFrame { kind, body: &bytes[FRAME_HEADER_BYTES..len], len }
 }
 
-fn payload_crc_matches(payload: &[u8], body: &[u8], entry_at: usize) -> bool {
-    let stored = u32::from_le_bytes(body[entry_at + 16..entry_at + 20].try_into().expect("4 bytes"));
-    crc32c::crc32c(payload) == stored
-}
-
 /// Check a record read back by `get`: `bytes` is the entry header followed by
 /// the payload. Returns the payload range on success.
 pub(crate) fn check_entry(bytes: &[u8], log_id: u32, seq: Seq) -> Result<std::ops::Range<usize>, String> {
-    if bytes.len() < ENTRY_HEADER_BYTES {
-        return Err("record header cut short".into());
-    }
-    let stored_id = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
-    let stored_seq = u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes"));
-    let len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+    let mut reader = ByteReader::new(bytes);
+    let Ok(header) = EntryHeader::read(&mut reader) else { return Err("record header cut short".into()) };
+    let EntryHeader { log_id: stored_id, seq: stored_seq, len, crc } = header;
     if stored_id != log_id || stored_seq != seq {
         return Err(format!("index points at log id {stored_id} seq {stored_seq}, expected log id {log_id} seq {seq}"));
     }
-    if bytes.len() != ENTRY_HEADER_BYTES + len {
+    if reader.remaining() != len as usize {
         return Err(format!("record length {len} disagrees with the index"));
     }
-    if !payload_crc_matches(&bytes[ENTRY_HEADER_BYTES..], bytes, 0) {
+    if crc32c::crc32c(reader.rest()) != crc {
         return Err(format!("record checksum mismatch (seq {seq})"));
     }
     Ok(ENTRY_HEADER_BYTES..bytes.len())
@@ -351,120 +392,93 @@ fn damaged(reason: &str) -> FrameError {
     FrameError::BadBody { len: 0, reason: reason.to_owned() }
 }
 
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// A body shorter than its fields or with bytes after them. The reader's
+/// offsets count from the body; the report counts from the frame's start,
+/// which is where the damage report places the frame.
+impl From<ReadError> for FrameError {
+    #[cold]
+    fn from(error: ReadError) -> FrameError {
+        damaged(&format!("frame body at frame byte {}: {}", FRAME_HEADER_BYTES + error.offset, error.kind))
+    }
 }
 
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
-        let end = self.at.checked_add(n).filter(|&end| end <= self.bytes.len());
-        let end = end.ok_or_else(|| damaged("frame body ends early"))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
+fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescriptor, FrameError> {
+    let id = reader.u32()?;
+    let latest = reader.u64()?;
+    let tag = reader.u8()?;
+    let k = reader.u64()?;
+    let system = reader.u8()?;
+    let retention = match tag {
+        0 => Retention::Unbounded,
+        1 => Retention::Keep { k, on_full: OnFull::Refuse },
+        2 => Retention::Keep { k, on_full: OnFull::Overwrite },
+        other => return Err(damaged(&format!("unknown retention tag {other}"))),
+    };
+    let name = std::str::from_utf8(reader.bytes_u16()?).map_err(|_| damaged("log name is not UTF-8"))?.to_owned();
+    let config = LogConfig { retention, system: system != 0 };
+    if crate::rules::check_create(&name, &config).is_err() {
+        return Err(damaged(&format!("stored log {name:?} breaks the naming or config rules")));
     }
-    fn u8(&mut self) -> Result<u8, FrameError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, FrameError> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
-    }
-    fn u32(&mut self) -> Result<u32, FrameError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
-    }
-    fn u64(&mut self) -> Result<u64, FrameError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
-    }
-    fn done(&self) -> Result<(), FrameError> {
-        if self.at == self.bytes.len() {
-            Ok(())
-        } else {
-            Err(damaged("trailing bytes after frame body"))
-        }
-    }
-
-    fn descriptor(&mut self) -> Result<LogDescriptor, FrameError> {
-        let id = self.u32()?;
-        let latest = self.u64()?;
-        let tag = self.u8()?;
-        let k = self.u64()?;
-        let system = self.u8()?;
-        let retention = match tag {
-            0 => Retention::Unbounded,
-            1 => Retention::Keep { k, on_full: OnFull::Refuse },
-            2 => Retention::Keep { k, on_full: OnFull::Overwrite },
-            other => return Err(damaged(&format!("unknown retention tag {other}"))),
-        };
-        let name_len = self.u16()? as usize;
-        let name = std::str::from_utf8(self.take(name_len)?)
-            .map_err(|_| damaged("log name is not UTF-8"))?
-            .to_owned();
-        let config = LogConfig { retention, system: system != 0 };
-        if crate::rules::check_create(&name, &config).is_err() {
-            return Err(damaged(&format!("stored log {name:?} breaks the naming or config rules")));
-        }
-        Ok(LogDescriptor { id, name, config, latest })
-    }
+    Ok(LogDescriptor { id, name, config, latest })
 }
 
 fn parse_entries(kind: FrameKind, body: &[u8]) -> Result<Vec<Entry<'_>>, FrameError> {
-    let mut cursor = Cursor { bytes: body, at: 0 };
-    let count = if kind == FrameKind::AppendOne { 1 } else { cursor.u32()? as usize };
+    let mut reader = ByteReader::new(body);
+    let count = if kind == FrameKind::AppendOne { 1 } else { reader.u32()? as usize };
     // Each entry takes at least its header: bounds the allocation.
     if count > body.len() / ENTRY_HEADER_BYTES {
         return Err(damaged(&format!("record count {count} cannot fit the frame")));
     }
     let mut entries = Vec::with_capacity(count);
     for _ in 0..count {
-        let offset_in_frame = FRAME_HEADER_BYTES + cursor.at;
-        let log_id = cursor.u32()?;
-        let seq = cursor.u64()?;
-        let len = cursor.u32()? as usize;
-        let _crc = cursor.u32()?;
-        let payload = cursor.take(len)?;
+        let offset_in_frame = FRAME_HEADER_BYTES + reader.position();
+        let EntryHeader { log_id, seq, len, crc } = EntryHeader::read(&mut reader)?;
+        let payload = reader.take(len as usize)?;
         if seq == 0 {
             return Err(damaged("record with seq 0"));
         }
-        entries.push(Entry { log_id, seq, offset_in_frame, payload });
+        entries.push(Entry { log_id, seq, offset_in_frame, payload, crc });
     }
-    cursor.done()?;
+    reader.finish()?;
     Ok(entries)
 }
 
 /// Parse a checked frame's body.
 pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameError> {
-    let mut cursor = Cursor { bytes: frame.body, at: 0 };
+    let mut reader = ByteReader::new(frame.body);
     let body = match frame.kind {
         FrameKind::SegmentHeader => {
-            let format_version = cursor.u16()?;
+            let format_version = reader.u16()?;
             if !(FORMAT_VERSION_READ_MIN..=FORMAT_VERSION).contains(&format_version) {
                 return Err(FrameError::Unsupported(format!(
                     "segment format version {format_version}; this build reads versions {FORMAT_VERSION_READ_MIN} to {FORMAT_VERSION}: open it with a newer varve"
                 )));
             }
-            let segment_id = cursor.u32()?;
-            let next_log_id = cursor.u32()?;
-            let count = cursor.u32()? as usize;
+            let segment_id = reader.u32()?;
+            let next_log_id = reader.u32()?;
+            let count = reader.u32()? as usize;
             if count > frame.body.len() / 24 {
                 return Err(damaged(&format!("log count {count} cannot fit the frame")));
             }
-            let logs = (0..count).map(|_| cursor.descriptor()).collect::<Result<_, _>>()?;
+            let logs = (0..count).map(|_| read_descriptor(&mut reader)).collect::<Result<_, _>>()?;
             FrameBody::SegmentHeader(SegmentHeader { format_version, segment_id, next_log_id, logs })
         }
-        FrameKind::CreateLog => FrameBody::CreateLog(cursor.descriptor()?),
-        FrameKind::DeleteLog => FrameBody::DeleteLog(cursor.u32()?),
+        FrameKind::CreateLog => FrameBody::CreateLog(read_descriptor(&mut reader)?),
+        FrameKind::DeleteLog => FrameBody::DeleteLog(reader.u32()?),
         FrameKind::Append | FrameKind::AppendOne => return Ok(FrameBody::Append(parse_entries(frame.kind, frame.body)?)),
         FrameKind::Relocate => return Ok(FrameBody::Relocate(parse_entries(frame.kind, frame.body)?)),
     };
-    cursor.done()?;
+    reader.finish()?;
     Ok(body)
 }
 
 /// The length a damaged frame's header claims, if it is at most the limit
 /// (the header's checksum failed, so this is only a guess to be confirmed).
 pub(crate) fn claimed_frame_len(bytes: &[u8]) -> Option<usize> {
-    let body_len = u32::from_le_bytes(bytes.get(4..8)?.try_into().expect("4 bytes")) as usize;
+    // Only the magic, kind and reserved byte come before the length.
+    let mut reader = ByteReader::new(bytes);
+    reader.take(4).ok()?;
+    let body_len = reader.u32().ok()? as usize;
     (body_len <= FRAME_BODY_BYTES_MAX).then_some(FRAME_HEADER_BYTES + body_len)
 }
 
@@ -480,14 +494,16 @@ pub(crate) fn entries_in_damaged_frame(frame: &[u8]) -> Vec<(u32, Seq)> {
         None => vec![FrameKind::AppendOne, FrameKind::Append],
     };
     for kind in kinds {
-        let mut cursor = Cursor { bytes: body, at: 0 };
-        let count = if kind == FrameKind::AppendOne { Ok(1) } else { cursor.u32().map(|c| c as usize) };
+        let mut reader = ByteReader::new(body);
+        let count = if kind == FrameKind::AppendOne { Ok(1) } else { reader.u32().map(|c| c as usize) };
         let Ok(count) = count else { continue };
         let mut entries = Vec::new();
         for _ in 0..count.min(body.len() / ENTRY_HEADER_BYTES) {
-            let (Ok(log_id), Ok(seq), Ok(len)) = (cursor.u32(), cursor.u64(), cursor.u32()) else { break };
+            // Field by field, not `EntryHeader::read`: an entry whose CRC
+            // or payload is cut off still names its seq.
+            let (Ok(log_id), Ok(seq), Ok(len)) = (reader.u32(), reader.u64(), reader.u32()) else { break };
             entries.push((log_id, seq));
-            if cursor.take(4 + len as usize).is_err() {
+            if reader.take(4).and_then(|_| reader.take(len as usize)).is_err() {
                 break;
             }
         }

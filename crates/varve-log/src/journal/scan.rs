@@ -431,6 +431,7 @@ mod fuzz {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::codec::ByteWriter;
     use crate::contract::LogConfig;
     use crate::journal::format::{encode_create, encode_segment_header, FrameEncoder, FrameKind, LogDescriptor};
 
@@ -443,7 +444,7 @@ mod fuzz {
         state.apply_create(descriptor).expect("create");
         for seq in 1..=3u64 {
             let mut frame = FrameEncoder::begin(&mut buf, FrameKind::Append);
-            frame.u32(1);
+            frame.put_u32(1);
             frame.entry(0, seq, &seq.to_le_bytes());
             frame.finish();
         }
@@ -502,10 +503,10 @@ mod fuzz {
         #[test]
         fn frames_with_any_length_field_are_bounded(len in any::<u32>(), kind in 0u8..8) {
             let mut header = vec![0x56, 0x56, kind, 0];
-            header.extend_from_slice(&len.to_le_bytes());
-            header.extend_from_slice(&0u32.to_le_bytes());
+            header.put_u32(len);
+            header.put_u32(0);
             let crc = crc32c::crc32c(&header);
-            header.extend_from_slice(&crc.to_le_bytes());
+            header.put_u32(crc);
             header.extend_from_slice(&[0; 64]);
             let _ = scan_fresh(&header, false);
         }

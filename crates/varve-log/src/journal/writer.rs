@@ -14,6 +14,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::codec::ByteWriter;
 use crate::contract::{LogConfig, Seq, SyncPolicy};
 use crate::error::{IoContext, LogError, Result};
 use crate::journal::format::{self, FrameEncoder, FrameKind, LogDescriptor};
@@ -249,7 +250,7 @@ impl Shared {
             FrameEncoder::begin(&mut writer.frame, FrameKind::AppendOne)
         } else {
             let mut frame = FrameEncoder::begin(&mut writer.frame, FrameKind::Append);
-            frame.u32(u32::try_from(batch.len()).expect("bounded by Limits"));
+            frame.put_u32(u32::try_from(batch.len()).expect("bounded by Limits"));
             frame
         };
         let offsets: Vec<usize> =

@@ -9,12 +9,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use varve_log::codec::ByteWriter;
 use varve_log::Namespace;
 
 use super::encode::Writer;
-use super::format::{
-    generation_tag, put_varint, Committed, RefState, TOP_EMPTY, TOP_LEAF, TOP_NODE,
-};
+use super::format::{generation_tag, Committed, RefState, TOP_EMPTY, TOP_LEAF, TOP_NODE};
 use super::{blobs_log, with_deep_stack, CheckpointStats, Codec, Result};
 use crate::map::Snapshot;
 use crate::raw::{self, ChildRef, NodeRef};
@@ -112,7 +111,7 @@ impl<V: Codec + Clone + Send + Sync> CheckpointJob<V> {
             None => top.push(TOP_EMPTY),
             Some(ChildRef::Leaf { suffix, value }) => {
                 top.push(TOP_LEAF);
-                put_varint(top, suffix.len() as u64);
+                top.put_varint(suffix.len() as u64);
                 top.extend_from_slice(suffix);
                 value.encode(top);
             }

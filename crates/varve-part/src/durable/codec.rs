@@ -2,8 +2,7 @@
 //! stored in batch and blob records, and its implementations for the value
 //! types Varve uses.
 
-use super::decode::Reader;
-use super::format::put_varint;
+use varve_log::codec::{ByteReader, ByteWriter, ReadError};
 
 /// Values stored in a [`DurableMap`](super::DurableMap): a self-delimiting byte encoding.
 pub trait Codec: Sized {
@@ -14,39 +13,45 @@ pub trait Codec: Sized {
     fn decode(input: &mut &[u8]) -> Option<Self>;
 }
 
+/// Run `read` on the front of `input`; on success advance `input` past
+/// what it read.
+fn read_front<'a, T>(
+    input: &mut &'a [u8],
+    read: impl FnOnce(&mut ByteReader<'a>) -> Result<T, ReadError>,
+) -> Option<T> {
+    let mut reader = ByteReader::new(input);
+    let value = read(&mut reader).ok()?;
+    *input = reader.rest();
+    Some(value)
+}
+
+/// Little-endian.
 impl Codec for u32 {
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
+        out.put_u32(*self);
     }
     fn decode(input: &mut &[u8]) -> Option<Self> {
-        let (head, rest) = input.split_first_chunk::<4>()?;
-        *input = rest;
-        Some(u32::from_le_bytes(*head))
+        read_front(input, ByteReader::u32)
     }
 }
 
+/// Little-endian.
 impl Codec for u64 {
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
+        out.put_u64(*self);
     }
     fn decode(input: &mut &[u8]) -> Option<Self> {
-        let (head, rest) = input.split_first_chunk::<8>()?;
-        *input = rest;
-        Some(u64::from_le_bytes(*head))
+        read_front(input, ByteReader::u64)
     }
 }
 
 /// Byte strings: a LEB128 length, then the bytes.
 impl Codec for Vec<u8> {
     fn encode(&self, out: &mut Vec<u8>) {
-        put_varint(out, self.len() as u64);
-        out.extend_from_slice(self);
+        out.put_varint(self.len() as u64);
+        out.put_bytes(self);
     }
     fn decode(input: &mut &[u8]) -> Option<Self> {
-        let mut reader = Reader::new(input);
-        let len = usize::try_from(reader.varint().ok()?).ok()?;
-        let bytes = reader.take(len).ok()?.to_vec();
-        *input = &input[reader.pos..];
-        Some(bytes)
+        read_front(input, |reader| reader.bytes_varint().map(<[u8]>::to_vec))
     }
 }

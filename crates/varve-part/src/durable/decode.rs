@@ -1,9 +1,11 @@
 //! Decoding: batch, blob and manifest records back into batches and a
-//! tree. Every read is bounds-checked; bad bytes are errors, not panics.
+//! tree. Every read is bounds-checked ([`varve_log::codec`]); bad bytes are
+//! errors, not panics.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use varve_log::codec::{ByteReader, ReadError};
 use varve_log::{Namespace, Seq};
 
 use super::format::{
@@ -43,101 +45,105 @@ impl DecodeError {
     }
 }
 
-pub(super) struct Reader<'a> {
-    bytes: &'a [u8],
-    pub(super) pos: usize,
-    /// Offset of `bytes` in its record (a blob's start), for error reports.
+/// A [`ByteReader`] over a record, or over one blob of a blob record, whose
+/// errors carry their offset in the record.
+struct Reader<'a> {
+    bytes: ByteReader<'a>,
+    /// Offset of the reader's first byte in its record (a blob's start).
     base: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
+    /// A reader of the bytes at offset `base` of their record.
+    fn new(bytes: &'a [u8], base: usize) -> Self {
         Reader {
-            bytes,
-            pos: 0,
-            base: 0,
+            bytes: ByteReader::new(bytes),
+            base,
         }
     }
     fn corrupt(&self, reason: impl Into<String>) -> DecodeError {
         DecodeError::Corrupt {
-            offset: self.base + self.pos,
+            offset: self.base + self.bytes.position(),
             reason: reason.into(),
         }
     }
-    fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self
-            .bytes
-            .get(self.pos)
-            .ok_or_else(|| self.corrupt("unexpected end"))?;
-        self.pos += 1;
-        Ok(b)
-    }
-    pub(super) fn varint(&mut self) -> Result<u64, DecodeError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= u64::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
+    /// The one place a [`ReadError`] becomes a [`DecodeError`]: its offset
+    /// moved from the reader's bytes to the record.
+    #[cold]
+    fn read_failed(base: usize, error: ReadError) -> DecodeError {
+        DecodeError::Corrupt {
+            offset: base + error.offset,
+            reason: error.kind.to_string(),
         }
-        Err(self.corrupt("varint longer than 10 bytes"))
     }
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let base = self.base;
+        self.bytes.u8().map_err(|e| Self::read_failed(base, e))
+    }
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let base = self.base;
+        self.bytes.varint().map_err(|e| Self::read_failed(base, e))
+    }
+    /// A varint length or count of things still to come, each at least a
+    /// byte: bounded by the bytes left, so it can size an allocation.
     fn len(&mut self) -> Result<usize, DecodeError> {
         let v = self.varint()?;
         usize::try_from(v)
             .ok()
-            .filter(|&n| n <= self.bytes.len() - self.pos)
+            .filter(|&n| n <= self.bytes.remaining())
             .ok_or_else(|| self.corrupt(format!("length {v} past the end")))
     }
-    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| self.corrupt("unexpected end"))?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let base = self.base;
+        self.bytes.take(n).map_err(|e| Self::read_failed(base, e))
     }
     fn value<V: Codec>(&mut self) -> Result<V, DecodeError> {
-        let mut rest = &self.bytes[self.pos..];
-        let before = rest.len();
+        let mut rest = self.bytes.rest();
         let v = V::decode(&mut rest).ok_or_else(|| self.corrupt("value does not decode"))?;
-        self.pos += before - rest.len();
+        // `Codec::decode` advances `rest` past the value it read.
+        let used = self
+            .bytes
+            .remaining()
+            .checked_sub(rest.len())
+            .ok_or_else(|| self.corrupt("value decoder grew its input"))?;
+        self.take(used)?;
         Ok(v)
     }
     fn done(&self) -> bool {
-        self.pos == self.bytes.len()
+        self.bytes.is_empty()
     }
 }
 
-/// Check version and CRC32C; the body (between version byte and CRC).
-fn open_record(bytes: &[u8]) -> Result<&[u8], DecodeError> {
-    if bytes.len() < 5 {
-        return Err(DecodeError::Corrupt {
-            offset: 0,
-            reason: format!("record of {} bytes is too short", bytes.len()),
-        });
-    }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+/// Check version and CRC32C; a reader of the body (between version byte
+/// and CRC), past the version byte.
+fn open_record(bytes: &[u8]) -> Result<Reader<'_>, DecodeError> {
+    let too_short = || DecodeError::Corrupt {
+        offset: 0,
+        reason: format!("record of {} bytes is too short", bytes.len()),
+    };
+    let mut record = ByteReader::new(bytes);
+    let body = record
+        .take(bytes.len().saturating_sub(4))
+        .ok()
+        .filter(|body| !body.is_empty())
+        .ok_or_else(too_short)?;
+    let stored = record.u32().map_err(|_| too_short())?;
     if crc32c::crc32c(body) != stored {
         return Err(DecodeError::Corrupt {
             offset: body.len(),
             reason: "CRC32C mismatch".into(),
         });
     }
-    if body[0] != FORMAT_VERSION {
-        return Err(DecodeError::Version { found: body[0] });
+    let mut r = Reader::new(body, 0);
+    let version = r.byte()?;
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::Version { found: version });
     }
-    Ok(body)
+    Ok(r)
 }
 
 pub(crate) fn decode_batch<V: Codec>(bytes: &[u8]) -> Result<Vec<BatchOp<V>>, DecodeError> {
-    let body = open_record(bytes)?;
-    let mut r = Reader::new(body);
-    r.pos = 1;
+    let mut r = open_record(bytes)?;
     let count = r.len()?;
     let mut ops = Vec::with_capacity(count);
     for _ in 0..count {
@@ -198,11 +204,7 @@ impl BlobCache<'_> {
     ) -> Result<Parts<V>> {
         let (blob, offset) = self.blob(seq, index)?;
         let log = self.log.clone();
-        let mut reader = Reader {
-            bytes: &blob,
-            pos: 0,
-            base: offset,
-        };
+        let mut reader = Reader::new(&blob, offset);
         let mut refs = RefState::default();
         let parts = decode_parts(&mut reader, &mut refs, self, depth, true, (&log, seq))?;
         if !reader.done() {
@@ -216,15 +218,14 @@ impl BlobCache<'_> {
 
 /// The (start, end) byte range of each blob of a blob record.
 pub(crate) fn blob_offsets(bytes: &[u8]) -> Result<Vec<(usize, usize)>, DecodeError> {
-    let body = open_record(bytes)?;
-    let mut r = Reader::new(body);
-    r.pos = 1;
+    let mut r = open_record(bytes)?;
     let count = r.len()?;
     let mut offsets = Vec::with_capacity(count);
     for _ in 0..count {
         let len = r.len()?;
-        offsets.push((r.pos, r.pos + len));
-        r.pos += len;
+        let start = r.bytes.position();
+        r.take(len)?;
+        offsets.push((start, start + len));
     }
     if !r.done() {
         return Err(r.corrupt("trailing bytes after the last blob"));
@@ -239,9 +240,7 @@ pub(super) fn load_checkpoint<V: Codec + Clone>(
     seq: Seq,
 ) -> Result<(Committed, ArtMap<V>)> {
     let log = manifest_log(name);
-    let body = open_record(bytes).map_err(|e| e.at(&log, seq))?;
-    let mut r = Reader::new(body);
-    r.pos = 1;
+    let mut r = open_record(bytes).map_err(|e| e.at(&log, seq))?;
     let mut fields = [0u64; 7];
     for f in &mut fields {
         *f = r.varint().map_err(|e| e.at(&log, seq))?;
@@ -447,7 +446,7 @@ fn decode_child<V: Codec + Clone>(
         CHILD_LEAF => {
             let n = usize::try_from(head >> 2)
                 .ok()
-                .filter(|&n| n <= r.bytes.len())
+                .filter(|&n| n <= r.bytes.remaining())
                 .ok_or_else(|| r.corrupt("leaf suffix past the end").at(at.0, at.1))?;
             let suffix = r.take(n).map_err(fail)?;
             Ok(raw::leaf(suffix, r.value().map_err(fail)?))
@@ -469,5 +468,38 @@ fn decode_child<V: Codec + Clone>(
         _ => Err(r
             .corrupt(format!("child tag {} where a child is expected", head & 3))
             .at(at.0, at.1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::format::seal;
+    use super::*;
+
+    fn corrupt(error: DecodeError) -> (usize, String) {
+        match error {
+            DecodeError::Corrupt { offset, reason } => (offset, reason),
+            DecodeError::Version { found } => panic!("expected Corrupt, got Version {found}"),
+        }
+    }
+
+    #[test]
+    fn read_errors_carry_their_offset_in_the_record() {
+        let mut body = vec![FORMAT_VERSION];
+        body.extend_from_slice(&[0xFF; 9]);
+        body.push(0x7F);
+        let err = decode_batch::<Vec<u8>>(&seal(body)).expect_err("overlong count");
+        assert_eq!(
+            corrupt(err),
+            (1, "varint longer than 10 bytes or past 64 bits".into())
+        );
+
+        // A blob at offset 40 of its record.
+        let mut blob = Reader::new(&[7, 5, 2], 40);
+        assert_eq!(blob.byte().expect("a byte"), 7);
+        let err = blob.take(3).expect_err("short");
+        assert_eq!(corrupt(err), (41, "3 bytes needed, only 2 left".into()));
+        let err = blob.len().map(|_| ()).expect_err("length past the end");
+        assert_eq!(corrupt(err), (42, "length 5 past the end".into()));
     }
 }

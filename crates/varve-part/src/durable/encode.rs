@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 
+use varve_log::codec::ByteWriter;
 use varve_log::{Namespace, Seq};
 
 use super::format::{
-    pack_ref, put_varint, seal, unpack_ref, zigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE,
-    CHILD_REF, CHILD_REMOVED, INLINE_DEPTH_MAX, NODE_DELTA, NODE_FULL_256, NODE_HAS_VALUE,
-    OP_DELETE, OP_PUT,
+    pack_ref, seal, unpack_ref, zigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE, CHILD_REF,
+    CHILD_REMOVED, INLINE_DEPTH_MAX, NODE_DELTA, NODE_FULL_256, NODE_HAS_VALUE, OP_DELETE, OP_PUT,
 };
 use super::{
     CheckpointStats, Codec, DurableError, Result, BLOBS_PER_RECORD_MAX, BLOB_ENTRIES_MAX,
@@ -23,7 +23,7 @@ use crate::raw::{ChildRef, NodeRef};
 /// The prefix, flags (`extra` added) and value of `node`.
 fn encode_header<V: Codec>(node: NodeRef<'_, V>, extra: u8, out: &mut Vec<u8>) {
     let prefix = node.prefix();
-    put_varint(out, prefix.len() as u64);
+    out.put_varint(prefix.len() as u64);
     out.extend_from_slice(prefix);
     let has_value = if node.value().is_some() {
         NODE_HAS_VALUE
@@ -41,11 +41,11 @@ fn encode_header<V: Codec>(node: NodeRef<'_, V>, extra: u8, out: &mut Vec<u8>) {
 /// seq is the same, else absolute).
 fn put_ref(out: &mut Vec<u8>, refs: &mut RefState, seq: Seq, index: u64, tag: u64) {
     let delta = zigzag(seq.wrapping_sub(refs.seq).cast_signed());
-    put_varint(out, delta << 2 | tag);
+    out.put_varint(delta << 2 | tag);
     if seq == refs.seq {
-        put_varint(out, zigzag(index.wrapping_sub(refs.index).cast_signed()));
+        out.put_varint(zigzag(index.wrapping_sub(refs.index).cast_signed()));
     } else {
-        put_varint(out, index);
+        out.put_varint(index);
     }
     refs.seq = seq;
     refs.index = index;
@@ -103,7 +103,7 @@ impl Writer<'_> {
         let full = children.len() == 256;
         encode_header(node, if full { NODE_FULL_256 } else { 0 }, out);
         if !full {
-            put_varint(out, children.len() as u64);
+            out.put_varint(children.len() as u64);
         }
         let base_children: Vec<(u8, ChildRef<'_, V>)> =
             base.map(|b| b.children().collect()).unwrap_or_default();
@@ -131,7 +131,7 @@ impl Writer<'_> {
     ) -> Result<()> {
         match child {
             ChildRef::Leaf { suffix, value } => {
-                put_varint(out, (suffix.len() as u64) << 2 | CHILD_LEAF);
+                out.put_varint((suffix.len() as u64) << 2 | CHILD_LEAF);
                 out.extend_from_slice(suffix);
                 value.encode(out);
             }
@@ -144,7 +144,7 @@ impl Writer<'_> {
                     let (seq, index) = self.blob_for(child, base_child, child_depth)?;
                     put_ref(out, refs, seq, index, CHILD_REF);
                 } else {
-                    put_varint(out, CHILD_NODE);
+                    out.put_varint(CHILD_NODE);
                     let inline = if child_depth < self.depth_threshold {
                         0
                     } else {
@@ -273,11 +273,11 @@ impl Writer<'_> {
         self.stats.reused += inherited;
         encode_header(node, NODE_DELTA, out);
         put_ref(out, refs, base_seq, base_index, 0);
-        put_varint(out, changes.len() as u64);
+        out.put_varint(changes.len() as u64);
         for (byte, change) in changes {
             out.push(byte);
             match change {
-                None => put_varint(out, CHILD_REMOVED),
+                None => out.put_varint(CHILD_REMOVED),
                 Some(child) => {
                     let base_child = base_node_at(&base_children, byte);
                     self.encode_child(node, &child, base_child, depth, 0, out, refs)?;
@@ -300,7 +300,7 @@ impl Writer<'_> {
                 seq: self.next_seq,
             });
         }
-        put_varint(&mut self.record, blob.len() as u64);
+        self.record.put_varint(blob.len() as u64);
         self.record.extend_from_slice(blob);
         self.blobs_in_record += 1;
         self.stats.blobs += 1;
@@ -312,7 +312,7 @@ impl Writer<'_> {
             return Ok(());
         }
         let mut record = vec![FORMAT_VERSION];
-        put_varint(&mut record, self.blobs_in_record as u64);
+        record.put_varint(self.blobs_in_record as u64);
         record.append(&mut self.record);
         let record = seal(record);
         let seq = self.ns.append_if(&self.log, self.next_seq - 1, &record)?;
@@ -327,18 +327,18 @@ impl Writer<'_> {
 
 pub(super) fn encode_batch<V: Codec>(ops: &[BatchOp<V>]) -> Vec<u8> {
     let mut out = vec![FORMAT_VERSION];
-    put_varint(&mut out, ops.len() as u64);
+    out.put_varint(ops.len() as u64);
     for op in ops {
         match op {
             BatchOp::Put(key, value) => {
                 out.push(OP_PUT);
-                put_varint(&mut out, key.len() as u64);
+                out.put_varint(key.len() as u64);
                 out.extend_from_slice(key);
                 value.encode(&mut out);
             }
             BatchOp::Delete(key) => {
                 out.push(OP_DELETE);
-                put_varint(&mut out, key.len() as u64);
+                out.put_varint(key.len() as u64);
                 out.extend_from_slice(key);
             }
         }
@@ -357,7 +357,7 @@ pub(super) fn encode_manifest(header: &Committed, top: &[u8]) -> Vec<u8> {
         header.generation_full_bytes,
         header.generation_bytes,
     ] {
-        put_varint(&mut out, v);
+        out.put_varint(v);
     }
     out.extend_from_slice(top);
     seal(out)

@@ -1,9 +1,10 @@
 //! What the encoder and decoder share, so the two sides of the byte format
-//! agree by construction: the record and slot tags, varints and zigzag,
-//! the CRC32C seal, packed blob references and the running reference state
+//! agree by construction: the record and slot tags, zigzag (integers and
+//! LEB128 varints are [`varve_log::codec`]'s), the CRC32C seal, packed blob references and the running reference state
 //! of a blob, and the manifest header. The normative layout is
 //! `docs/design.md` ("PART checkpoints"); `tests/durable_format.rs` freezes it.
 
+use varve_log::codec::ByteWriter;
 use varve_log::Seq;
 
 use super::{BLOBS_PER_RECORD_MAX, BLOB_SEQ_MAX};
@@ -60,15 +61,6 @@ pub(super) const INLINE_DEPTH_MAX: usize = 32;
 pub(super) const OP_PUT: u8 = 0;
 pub(super) const OP_DELETE: u8 = 1;
 
-#[expect(clippy::cast_possible_truncation, reason = "the low 7 bits, by design")]
-pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 pub(super) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)).cast_unsigned()
 }
@@ -79,7 +71,7 @@ pub(super) fn unzigzag(v: u64) -> i64 {
 
 pub(super) fn seal(mut record: Vec<u8>) -> Vec<u8> {
     let crc = crc32c::crc32c(&record);
-    record.extend_from_slice(&crc.to_le_bytes());
+    record.put_u32(crc);
     record
 }
 

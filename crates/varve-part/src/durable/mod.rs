@@ -87,7 +87,8 @@
 //! - `checkpoint.rs`: [`CheckpointJob`] and [`WrittenCheckpoint`], the
 //!   checkpoint written off the map's thread;
 //! - `format.rs`: what the encoder and decoder share — record tags,
-//!   varints, the CRC seal, packed references, the manifest header;
+//!   zigzag, the CRC seal, packed references, the manifest header (integers
+//!   and varints are read and written with [`varve_log::codec`]);
 //! - `encode.rs` / `decode.rs`: the records written and read back;
 //! - `codec.rs`: [`Codec`], how values are stored.
 
