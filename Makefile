@@ -105,6 +105,7 @@ soak: check-toolchain
 	VARVE_CRASH_KILLS=1000 $(CARGO) test --locked -p varve-log --test crash_loop -- --nocapture
 
 lint: check-toolchain
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets
 
 clean:

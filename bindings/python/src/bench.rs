@@ -53,8 +53,9 @@ fn run(op: &str, n: u64, path: &PathBuf, record_bytes: usize, batch: usize) -> R
             }
         }
         "sorted_set_insert" => {
-            let mut set = varve_pds::SortedSet::<Raw>::open(Arc::new(ns.clone()), "rust", varve_pds::Options::default())
-                .map_err(Error::from)?;
+            let mut set =
+                varve_pds::SortedSet::<Raw>::open(Arc::new(ns.clone()), "rust", varve_pds::Options::default())
+                    .map_err(Error::from)?;
             started = Instant::now();
             for i in 0..n {
                 // The encoding `varve` gives a non-negative int key (see key.rs).

@@ -26,7 +26,10 @@ pub enum Error {
     Runtime(RuntimeError),
     /// A runtime (or a handler context) used in the wrong phase of its
     /// life: `state` is where it is, the message says what to do.
-    State { state: &'static str, message: String },
+    State {
+        state: &'static str,
+        message: String,
+    },
 }
 
 impl From<RuntimeError> for Error {

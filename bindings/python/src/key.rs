@@ -120,8 +120,10 @@ fn encode_to(obj: &Bound<'_, PyAny>, role: Role, depth: usize, out: &mut Vec<u8>
 }
 
 fn corrupt(reason: &str) -> PyErr {
-    crate::error::Error::Corrupt(format!("a stored key or value does not decode ({reason}); was it written by another program?"))
-        .into()
+    crate::error::Error::Corrupt(format!(
+        "a stored key or value does not decode ({reason}); was it written by another program?"
+    ))
+    .into()
 }
 
 /// Decode one encoded value back into a Python object.

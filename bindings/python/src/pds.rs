@@ -107,7 +107,10 @@ fn open_state(
             if existing.label != label || existing.config != config {
                 return Err(Error::Pds(PdsError::ConfigMismatch {
                     structure: name.to_owned(),
-                    existing: format!("a {} (extra {}, keep {:?})", existing.label, existing.config.0, existing.config.1),
+                    existing: format!(
+                        "a {} (extra {}, keep {:?})",
+                        existing.label, existing.config.0, existing.config.1
+                    ),
                     requested: format!("a {label} (extra {}, keep {:?})", config.0, config.1),
                 }));
             }
@@ -440,9 +443,7 @@ impl SortedMap {
     }
 
     fn items_at(&self, py: Python<'_>, at: Option<Version>) -> PyResult<Vec<(Raw, Raw)>> {
-        self.with(py, |o| {
-            Ok(map_of(o).iter(at).map(Iterator::collect).or_else(latest_empty(at, Vec::new()))?)
-        })
+        self.with(py, |o| Ok(map_of(o).iter(at).map(Iterator::collect).or_else(latest_empty(at, Vec::new()))?))
     }
 }
 
@@ -644,7 +645,11 @@ impl List {
         Ok(List { state })
     }
 
-    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut varve_pds::VersionedList<Raw>) -> Result<R> + Send) -> PyResult<R> {
+    fn with<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut varve_pds::VersionedList<Raw>) -> Result<R> + Send,
+    ) -> PyResult<R> {
         py.detach(|| self.state.with(|o| f(list_of(o)))).map_err(Into::into)
     }
 }
@@ -690,9 +695,8 @@ impl List {
     /// The items of version `at`, head first.
     #[pyo3(signature = (at = None))]
     fn to_list<'py>(&self, py: Python<'py>, at: Option<Version>) -> PyResult<Bound<'py, PyList>> {
-        let items = self.with(py, |l| {
-            Ok(l.iter(at).map(Iterator::collect::<Vec<_>>).or_else(latest_empty(at, Vec::new()))?)
-        })?;
+        let items = self
+            .with(py, |l| Ok(l.iter(at).map(Iterator::collect::<Vec<_>>).or_else(latest_empty(at, Vec::new()))?))?;
         py_list(py, items)
     }
 
@@ -765,4 +769,3 @@ impl List {
         format!("<varve.List {:?}>", self.state.name)
     }
 }
-

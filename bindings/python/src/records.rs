@@ -197,4 +197,3 @@ impl Watch {
         format!("<varve.Watch ({})>", self.what)
     }
 }
-

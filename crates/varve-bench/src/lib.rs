@@ -28,7 +28,10 @@
 //! # Ok::<(), varve_bench::BenchError>(())
 //! ```
 
-#![expect(clippy::doc_markdown, reason = "the paper's terms (PEDaLS, DataLog, LinkLog, APLog) are written as the paper writes them")]
+#![expect(
+    clippy::doc_markdown,
+    reason = "the paper's terms (PEDaLS, DataLog, LinkLog, APLog) are written as the paper writes them"
+)]
 
 pub mod log;
 pub mod pds;

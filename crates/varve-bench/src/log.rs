@@ -127,9 +127,15 @@ pub fn run(options: &BenchOptions) -> Result<LogReport> {
     }
     for size in [1024usize, 65536].into_iter().filter(|_| wanted("open")) {
         let (ours, raw, recovered) = open_time(&options.dir, size, options.open_bytes, trials)?;
-        eprintln!("  open {} MiB of {size} B records: {ours:.3} s   raw read {raw:.3} s ({recovered} records)", options.open_bytes >> 20);
+        eprintln!(
+            "  open {} MiB of {size} B records: {ours:.3} s   raw read {raw:.3} s ({recovered} records)",
+            options.open_bytes >> 20
+        );
         rows.push(Row {
-            what: format!("open {} MiB journal of {size} B records ({recovered} records), page cache", options.open_bytes >> 20),
+            what: format!(
+                "open {} MiB journal of {size} B records ({recovered} records), page cache",
+                options.open_bytes >> 20
+            ),
             ours,
             baseline: raw,
             unit: "s",
@@ -277,9 +283,7 @@ const GETS_PER_TRIAL: usize = 200_000;
 
 fn seqs(records: u64, random: bool, trial: usize) -> Vec<u64> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(trial as u64);
-    (0..GETS_PER_TRIAL as u64)
-        .map(|i| if random { rng.gen_range(1..=records) } else { i % records + 1 })
-        .collect()
+    (0..GETS_PER_TRIAL as u64).map(|i| if random { rng.gen_range(1..=records) } else { i % records + 1 }).collect()
 }
 
 /// p50 and p99 of single `get` calls, in nanoseconds.
@@ -302,8 +306,7 @@ fn raw_pread_latency(path: &Path, size: usize, records: u64, random: bool, trial
         let started = Instant::now();
         // Allocate per read as `get` does, so the baseline does the same work.
         let mut buf = vec![0; size];
-        file.read_exact_at(&mut buf, (seq - 1) * size as u64)
-            .with_context(|| format!("reading {}", path.display()))?;
+        file.read_exact_at(&mut buf, (seq - 1) * size as u64).with_context(|| format!("reading {}", path.display()))?;
         times.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
         std::hint::black_box(buf);
     }

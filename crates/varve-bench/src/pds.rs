@@ -276,7 +276,11 @@ fn ephemeral(structure: Structure, workloads: &[Vec<WorkloadOp>], accesses: usiz
 
 /// A fresh namespace of `backend` (`journal` or `memory`); the journal's
 /// concrete handle too, for its disk usage.
-fn open_backend(store: &JournalStore, backend: &str, name: &str) -> Result<(Arc<dyn Namespace>, Option<JournalNamespace>)> {
+fn open_backend(
+    store: &JournalStore,
+    backend: &str,
+    name: &str,
+) -> Result<(Arc<dyn Namespace>, Option<JournalNamespace>)> {
     if backend == "journal" {
         let journal = store.journal_namespace(name)?;
         Ok((Arc::new(journal.clone()), Some(journal)))
@@ -301,8 +305,8 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
         .collect::<varve_pds::Result<_>>()?;
     let sorted: Vec<WorkloadOp> = (1..=config.ops as u64).map(WorkloadOp::Insert).collect();
     let trees: Vec<Structure> = config.structures.iter().copied().filter(|s| *s != Structure::List).collect();
-    let total = config.structures.len() * config.extras.len() * config.workloads * 2
-        + trees.len() * config.extras.len() * 2;
+    let total =
+        config.structures.len() * config.extras.len() * config.workloads * 2 + trees.len() * config.extras.len() * 2;
     let mut done = 0;
     let mut report = BenchReport {
         config_line: format!(
@@ -317,7 +321,11 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
         series: Vec::new(),
     };
     for &structure in &config.structures {
-        report.rows.push(ephemeral(structure, &workloads, config.accesses).row(structure.to_string(), "ephemeral", None));
+        report.rows.push(ephemeral(structure, &workloads, config.accesses).row(
+            structure.to_string(),
+            "ephemeral",
+            None,
+        ));
         for &extra in &config.extras {
             for backend in ["journal", "memory"] {
                 let (ns, journal) = open_backend(&store, backend, &format!("bench-{structure}-e{extra}"))?;
@@ -326,7 +334,17 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
                 for (i, ops) in workloads.iter().enumerate() {
                     let name = format!("w{i}");
                     let series = (i == 0).then_some((variant.as_str(), &mut report.series));
-                    one_workload(ns.clone(), journal.as_ref(), &name, structure, extra, ops, config.accesses, &mut samples, series)?;
+                    one_workload(
+                        ns.clone(),
+                        journal.as_ref(),
+                        &name,
+                        structure,
+                        extra,
+                        ops,
+                        config.accesses,
+                        &mut samples,
+                        series,
+                    )?;
                     done += 1;
                     progress(done, total);
                 }
@@ -341,7 +359,17 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(usize, usize)) -> Resu
                 let mut samples = Samples::default();
                 let variant = format!("{structure} sorted {backend} e{extra}");
                 let series = Some((variant.as_str(), &mut report.series));
-                one_workload(ns, journal.as_ref(), "sorted", structure, extra, &sorted, config.accesses, &mut samples, series)?;
+                one_workload(
+                    ns,
+                    journal.as_ref(),
+                    "sorted",
+                    structure,
+                    extra,
+                    &sorted,
+                    config.accesses,
+                    &mut samples,
+                    series,
+                )?;
                 done += 1;
                 progress(done, total);
                 report.rows.push(samples.row(format!("{structure} sorted"), backend, Some(extra)));

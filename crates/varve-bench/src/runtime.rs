@@ -434,7 +434,8 @@ impl RuntimeReport {
                 row.ratio.map_or_else(|| "—".into(), |r| ratio_cell(r, row.higher_is_better)),
             ]);
         }
-        let load = |l: Option<[f64; 3]>| l.map_or_else(|| "unknown".into(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
+        let load =
+            |l: Option<[f64; 3]>| l.map_or_else(|| "unknown".into(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"));
         format!(
             "{}\nload average before: {}, after: {}\n",
             table.to_markdown(),

@@ -22,7 +22,12 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 #[must_use]
 pub fn percentile(sorted_ns: &[u64], p: f64) -> f64 {
     assert!(!sorted_ns.is_empty(), "a percentile of no samples");
-    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss, reason = "index of a percentile")]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "index of a percentile"
+    )]
     let index = ((sorted_ns.len() - 1) as f64 * p).round() as usize;
     #[expect(clippy::cast_precision_loss, reason = "nanoseconds to f64")]
     let value = sorted_ns[index] as f64;

@@ -22,7 +22,10 @@
 //! Exit codes: 0 success; 1 an error (one line on stderr, `error: …`);
 //! 2 a usage error (from clap) or, for `fsck`, damage found and not repaired.
 
-#![allow(clippy::doc_markdown, reason = "doc comments here are --help text, shown as written; backticks would show too")]
+#![allow(
+    clippy::doc_markdown,
+    reason = "doc comments here are --help text, shown as written; backticks would show too"
+)]
 
 mod commands;
 mod output;
@@ -531,15 +534,13 @@ fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow
         Command::Handler { command: HandlerCommand::Ls } => {
             runtime::handler_ls(ctx)?;
         }
-        Command::Trace { command } => {
-            match command {
-                TraceCommand::Causes { log, seq } => runtime::trace_related(ctx, log, *seq, false)?,
-                TraceCommand::Effects { log, seq } => runtime::trace_related(ctx, log, *seq, true)?,
-                TraceCommand::Show { trace_id, dot, otel } => {
-                    runtime::trace_show(ctx, trace_id, dot.as_deref(), otel.as_deref())?;
-                }
+        Command::Trace { command } => match command {
+            TraceCommand::Causes { log, seq } => runtime::trace_related(ctx, log, *seq, false)?,
+            TraceCommand::Effects { log, seq } => runtime::trace_related(ctx, log, *seq, true)?,
+            TraceCommand::Show { trace_id, dot, otel } => {
+                runtime::trace_show(ctx, trace_id, dot.as_deref(), otel.as_deref())?;
             }
-        }
+        },
         Command::Events { command: EventsCommand::Tail { from, no_follow } } => {
             runtime::events_tail(ctx, *from, !no_follow)?;
         }

@@ -48,7 +48,6 @@ impl Output {
     pub fn json(&self) -> bool {
         self.json
     }
-
 }
 
 impl LineWriter {

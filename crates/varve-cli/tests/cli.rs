@@ -300,13 +300,16 @@ fn bad_input_is_one_error_line_and_exit_1() {
     let file = env.temp.path().join("a-file");
     std::fs::write(&file, b"not a store").expect("write");
     for args in [&["log", "ls"][..], &["log", "append", "a", "x"], &["fsck"]] {
-        let output = Command::new(env!("CARGO_BIN_EXE_varve")).arg("--data").arg(&file).args(args).output().expect("run");
+        let output =
+            Command::new(env!("CARGO_BIN_EXE_varve")).arg("--data").arg(&file).args(args).output().expect("run");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains("is a file, not a directory"), "{args:?}: {stderr}");
     }
     // Sizes with units, and bad ones.
-    assert!(env.error(&["--segment-bytes-max", "1KiB", "log", "ls"]).contains("segment_bytes_max must be between 4096"));
+    assert!(env
+        .error(&["--segment-bytes-max", "1KiB", "log", "ls"])
+        .contains("segment_bytes_max must be between 4096"));
     let output = env.run(&["--segment-bytes-max", "4 parsecs", "log", "ls"]);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown size unit"));

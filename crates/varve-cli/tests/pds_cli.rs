@@ -34,10 +34,21 @@ fn gen_is_deterministic_and_in_the_papers_format() {
 fn runs_verify_every_version_for_each_structure() {
     let dir = tempfile::tempdir().expect("tempdir");
     let workload = dir.path().join("w.txt");
-    std::fs::write(&workload, stdout(&varve(dir.path(), &["pds", "gen", "--ops", "300", "--seed", "1"]))).expect("write");
+    std::fs::write(&workload, stdout(&varve(dir.path(), &["pds", "gen", "--ops", "300", "--seed", "1"])))
+        .expect("write");
     for (structure, extra) in [("bst", "1"), ("list", "5"), ("balanced", "10")] {
         let data = dir.path().join(format!("data-{structure}"));
-        let args = ["--json", "pds", "run", workload.to_str().expect("path"), "--structure", structure, "--extra", extra, "--verify"];
+        let args = [
+            "--json",
+            "pds",
+            "run",
+            workload.to_str().expect("path"),
+            "--structure",
+            structure,
+            "--extra",
+            extra,
+            "--verify",
+        ];
         let summary: serde_json::Value = serde_json::from_str(&stdout(&varve(&data, &args))).expect("json");
         assert_eq!(summary["verified"], true, "{structure}");
         assert_eq!(summary["ops"], 300);
@@ -55,7 +66,8 @@ fn dump_prints_every_version_in_order() {
     let path = workload.to_str().expect("path");
     let text = stdout(&varve(dir.path(), &["pds", "run", path, "--structure", "bst", "--dump", "--name", "a"]));
     assert_eq!(text, "1: [5]\n2: [3, 5]\n3: [3]\n4: [3, 9]\n");
-    let list = stdout(&varve(dir.path(), &["--json", "pds", "run", path, "--structure", "list", "--dump", "--name", "b"]));
+    let list =
+        stdout(&varve(dir.path(), &["--json", "pds", "run", path, "--structure", "list", "--dump", "--name", "b"]));
     let versions: Vec<serde_json::Value> = list.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
     assert_eq!(versions.len(), 4);
     assert_eq!(versions[3], serde_json::json!({"version": 4, "items": [3, 9]}), "the list keeps insertion order");
@@ -69,7 +81,8 @@ fn demo_prints_the_papers_example() {
     assert!(text.contains("APLog"));
     // The APLog's last entry: version 4's root is node 1 at LinkLog seq 4.
     assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["4", "4", "1", "4"]), "{text}");
-    let json: serde_json::Value = serde_json::from_str(&stdout(&varve(dir.path(), &["--json", "pds", "demo"]))).expect("json");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&varve(dir.path(), &["--json", "pds", "demo"]))).expect("json");
     assert_eq!(json["ap_log"].as_array().expect("rows").len(), 4);
     assert_eq!(json["versions"][3]["preorder"], serde_json::json!([7, 5]));
 }

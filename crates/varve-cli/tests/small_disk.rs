@@ -47,7 +47,12 @@ fn a_store_fills_a_small_disk_then_says_so_and_recovers() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the script failed:\n{stdout}\n{stderr}");
     let field = |name: &str| -> String {
-        stdout.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("no {name:?} in:\n{stdout}")).trim().to_owned()
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name:?} in:\n{stdout}"))
+            .trim()
+            .to_owned()
     };
     let fresh_kib: u64 = field("fresh:").parse().expect("KiB");
     assert!(fresh_kib < 512, "a new store takes {fresh_kib} KiB: it must fit a small disk\n{stdout}");

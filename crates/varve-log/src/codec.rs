@@ -75,7 +75,11 @@ pub enum ReadErrorKind {
 
 /// "byte" or "bytes", for `count` of them.
 fn bytes_noun(count: usize) -> &'static str {
-    if count == 1 { "byte" } else { "bytes" }
+    if count == 1 {
+        "byte"
+    } else {
+        "bytes"
+    }
 }
 
 impl fmt::Display for ReadErrorKind {

@@ -190,9 +190,8 @@ pub fn scans_clip_to_existing_range(ns: &dyn Namespace) {
     for seq in 1..=10 {
         ns.append("a", &value("a", seq)).expect("append");
     }
-    let seqs = |range: SeqRange| -> Vec<u64> {
-        ns.scan("a", range).expect("scan").map(|r| r.expect("record").seq).collect()
-    };
+    let seqs =
+        |range: SeqRange| -> Vec<u64> { ns.scan("a", range).expect("scan").map(|r| r.expect("record").seq).collect() };
     assert_eq!(seqs(SeqRange::from(3..=5)), vec![3, 4, 5]);
     assert_eq!(seqs(SeqRange::from(3..5)), vec![3, 4]);
     assert_eq!(seqs(SeqRange::from(8..)), vec![8, 9, 10]);
@@ -271,7 +270,8 @@ pub fn concurrent_appenders_get_distinct_seqs(ns: &dyn Namespace) {
         }
     });
     assert_eq!(ns.latest("c").expect("latest"), threads * per_thread);
-    let seen: BTreeSet<Vec<u8>> = ns.scan("c", SeqRange::ALL).expect("scan").map(|r| r.expect("r").value.to_vec()).collect();
+    let seen: BTreeSet<Vec<u8>> =
+        ns.scan("c", SeqRange::ALL).expect("scan").map(|r| r.expect("r").value.to_vec()).collect();
     assert_eq!(seen.len() as u64, threads * per_thread, "every append landed exactly once");
 }
 

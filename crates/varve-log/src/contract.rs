@@ -134,7 +134,11 @@ impl LogInfo {
     /// Records currently readable.
     #[must_use]
     pub fn len(&self) -> u64 {
-        if self.latest == 0 || self.earliest == 0 { 0 } else { self.latest - self.earliest + 1 }
+        if self.latest == 0 || self.earliest == 0 {
+            0
+        } else {
+            self.latest - self.earliest + 1
+        }
     }
 
     #[must_use]

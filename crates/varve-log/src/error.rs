@@ -102,7 +102,9 @@ pub enum LogError {
 
 fn too_large_message(what: &str, size: u64, limit: u64) -> String {
     let (subject, measure, limit_name) = match what {
-        "batch (in records)" => ("batch", format!("has {size} records, over the limit of {limit} records"), "batch_records_max"),
+        "batch (in records)" => {
+            ("batch", format!("has {size} records, over the limit of {limit} records"), "batch_records_max")
+        }
         "batch" => (
             "batch",
             format!(

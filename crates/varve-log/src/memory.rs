@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use bytes::Bytes;
 
-use crate::contract::{validate_name, Limits, LogConfig, LogInfo, Namespace, Record, Scan, Seq, SeqRange, Store, Watch};
+use crate::contract::{
+    validate_name, Limits, LogConfig, LogInfo, Namespace, Record, Scan, Seq, SeqRange, Store, Watch,
+};
 use crate::error::{LogError, Result};
 use crate::notify::{NotifiedWatch, Notifier};
 use crate::rules;
@@ -52,7 +54,11 @@ struct MemoryLog {
 
 impl MemoryLog {
     fn earliest(&self) -> Seq {
-        if self.records.is_empty() { 0 } else { self.latest + 1 - self.records.len() as u64 }
+        if self.records.is_empty() {
+            0
+        } else {
+            self.latest + 1 - self.records.len() as u64
+        }
     }
 
     fn info(&self, name: &str) -> LogInfo {
@@ -99,7 +105,6 @@ impl MemoryNamespace {
 }
 
 impl Shared {
-
     fn not_found(&self, log: &str) -> LogError {
         LogError::LogNotFound { namespace: self.name.clone(), log: log.to_owned() }
     }
@@ -172,9 +177,9 @@ impl Namespace for MemoryNamespace {
     }
 
     fn scan(&self, log: &str, range: SeqRange) -> Result<Scan<'_>> {
-        let bounds = self.shared.read(log, |state| {
-            rules::clip_scan(log, range.first, range.last, state.earliest(), state.latest)
-        })?;
+        let bounds = self
+            .shared
+            .read(log, |state| rules::clip_scan(log, range.first, range.last, state.earliest(), state.latest))?;
         let Some((first, last)) = bounds else { return Ok(Box::new(std::iter::empty())) };
         let log = log.to_owned();
         Ok(Box::new((first..=last).map(move |seq| Ok(Record { seq, value: self.get(&log, seq)? }))))

@@ -130,7 +130,9 @@ pub(crate) fn check_readable(log: &str, seq: Seq, earliest: Seq, latest: Seq) ->
 /// log that has trimmed) is `Trimmed`. Returns `None` for an empty result.
 pub(crate) fn clip_scan(log: &str, first: Seq, last: Seq, earliest: Seq, latest: Seq) -> Result<Option<(Seq, Seq)>> {
     if first > last {
-        return Err(LogError::InvalidArgument { reason: format!("scan range starts at {first}, after its end {last}") });
+        return Err(LogError::InvalidArgument {
+            reason: format!("scan range starts at {first}, after its end {last}"),
+        });
     }
     if latest == 0 || first > latest {
         return Ok(None);

@@ -64,7 +64,8 @@ fn verify(dir: &Path, acked: &BTreeMap<u64, Vec<(String, u64)>>, seed: u64, kill
         };
         let mut previous_batch = None;
         let mut count = 0;
-        for record in ns.scan(log, SeqRange::from(info.earliest.max(1)..)).unwrap_or_else(|e| panic!("{context}: {e}")) {
+        for record in ns.scan(log, SeqRange::from(info.earliest.max(1)..)).unwrap_or_else(|e| panic!("{context}: {e}"))
+        {
             let record = record.unwrap_or_else(|e| panic!("{context}: {log}: {e}"));
             count += 1;
             let parsed = parse(&record.value);
@@ -126,7 +127,9 @@ fn acknowledged_appends_survive_sigkill() {
     let mut acked: BTreeMap<u64, Vec<(String, u64)>> = BTreeMap::new();
     for kill in 0..crashes.kills() {
         let run = crashes.kill_next(
-            Command::new(env!("CARGO_BIN_EXE_varve-log-crash-writer")).arg(dir.path()).arg((seed ^ kill as u64).to_string()),
+            Command::new(env!("CARGO_BIN_EXE_varve-log-crash-writer"))
+                .arg(dir.path())
+                .arg((seed ^ kill as u64).to_string()),
         );
         for line in run.lines {
             let mut parts = line.split(' ');

@@ -82,7 +82,8 @@ fn reads_the_fixture(fixture: &str) {
     }
     let options = JournalOptions { read_only: true, ..JournalOptions::default() };
     let ns = JournalNamespace::open(copy.path(), "fixture", options).unwrap_or_else(|e| panic!("{fixture}: {e}"));
-    let logs: Vec<(String, u64, u64)> = ns.list_logs().expect("list").into_iter().map(|l| (l.name, l.earliest, l.latest)).collect();
+    let logs: Vec<(String, u64, u64)> =
+        ns.list_logs().expect("list").into_iter().map(|l| (l.name, l.earliest, l.latest)).collect();
     assert_eq!(logs, [("latest".to_owned(), 59, 60), ("readings".to_owned(), 1, 61)]);
     assert_eq!(ns.get("readings", 1).expect("get"), &b"sensor-0 20.0"[..]);
     assert_eq!(ns.get("readings", 61).expect("get"), &[0, 255, 1, 254][..]);

@@ -143,7 +143,9 @@ impl Model {
                 self.append(&[(LOGS[*l], value(step, *n))], Some(expected))
             }
             Op::Get(l, seq) => {
-                let Some((config, latest, records)) = self.logs.get(LOGS[*l]) else { return Outcome::Error("not found") };
+                let Some((config, latest, records)) = self.logs.get(LOGS[*l]) else {
+                    return Outcome::Error("not found");
+                };
                 if *seq == 0 || seq > latest {
                     Outcome::Error("no such seq")
                 } else if *seq < Self::earliest(*config, *latest, records) {
@@ -153,7 +155,9 @@ impl Model {
                 }
             }
             Op::Scan(l, first, last) => {
-                let Some((config, latest, records)) = self.logs.get(LOGS[*l]) else { return Outcome::Error("not found") };
+                let Some((config, latest, records)) = self.logs.get(LOGS[*l]) else {
+                    return Outcome::Error("not found");
+                };
                 let first = (*first).max(1);
                 if first > *last {
                     return Outcome::Error("invalid");
@@ -179,7 +183,8 @@ fn run_real(ns: &JournalNamespace, step: usize, op: &Op) -> Outcome {
         Op::Append(l, n) => ns.append(LOGS[*l], &value(step, *n)).map(|s| Outcome::Seqs(vec![s])),
         Op::Batch(entries) => {
             let values: Vec<Vec<u8>> = entries.iter().map(|(_, n)| value(step, *n)).collect();
-            let batch: Vec<(&str, &[u8])> = entries.iter().zip(&values).map(|((l, _), v)| (LOGS[*l], v.as_slice())).collect();
+            let batch: Vec<(&str, &[u8])> =
+                entries.iter().zip(&values).map(|((l, _), v)| (LOGS[*l], v.as_slice())).collect();
             ns.append_batch(&batch).map(Outcome::Seqs)
         }
         Op::AppendIf(l, delta, n) => ns.latest(LOGS[*l]).and_then(|latest| {
@@ -187,9 +192,11 @@ fn run_real(ns: &JournalNamespace, step: usize, op: &Op) -> Outcome {
             ns.append_if(LOGS[*l], expected, &value(step, *n)).map(|s| Outcome::Seqs(vec![s]))
         }),
         Op::Get(l, seq) => ns.get(LOGS[*l], *seq).map(|v| Outcome::Value(v.to_vec())),
-        Op::Scan(l, first, last) => ns.scan(LOGS[*l], SeqRange { first: (*first).max(1), last: *last }).and_then(|scan| {
-            scan.map(|r| r.map(|r| (r.seq, r.value.to_vec()))).collect::<Result<Vec<_>, _>>().map(Outcome::Records)
-        }),
+        Op::Scan(l, first, last) => {
+            ns.scan(LOGS[*l], SeqRange { first: (*first).max(1), last: *last }).and_then(|scan| {
+                scan.map(|r| r.map(|r| (r.seq, r.value.to_vec()))).collect::<Result<Vec<_>, _>>().map(Outcome::Records)
+            })
+        }
         Op::Delete(l) => ns.delete_log(LOGS[*l]).map(|()| Outcome::Unit),
         Op::Reopen => Ok(Outcome::Unit),
     };

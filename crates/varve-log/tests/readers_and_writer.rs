@@ -12,9 +12,10 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 const ROLE: &str = env!("CARGO_BIN_EXE_varve-log-stress-role");
 
 fn seed() -> u64 {
-    std::env::var("VARVE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs()
-    })
+    std::env::var("VARVE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs())
 }
 
 fn spawn(args: &[&str]) -> (Child, BufReader<ChildStdout>) {

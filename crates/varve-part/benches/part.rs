@@ -188,9 +188,7 @@ impl<V: Value> Subject<V> for Part<V> {
     }
     fn range100(&self, start: u32) -> u64 {
         let start = start.to_be_bytes();
-        let mut it = self
-            .0
-            .range::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Included(&start[..]), Bound::Unbounded));
+        let mut it = self.0.range::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Included(&start[..]), Bound::Unbounded));
         let mut sum = 0;
         for _ in 0..RANGE_LEN {
             // `next_entry` lends the key instead of allocating it, as a
@@ -264,11 +262,7 @@ impl<V: Value> Subject<V> for StdBTree<V> {
         self.0.values().map(Value::digest).sum()
     }
     fn range100(&self, start: u32) -> u64 {
-        self.0
-            .range(start..)
-            .take(RANGE_LEN)
-            .map(|(_, v)| v.digest())
-            .sum()
+        self.0.range(start..).take(RANGE_LEN).map(|(_, v)| v.digest()).sum()
     }
     fn snap(&self) -> Option<()> {
         None
@@ -300,11 +294,7 @@ impl<V: Value> Subject<V> for ImblOrd<V> {
         self.0.values().map(Value::digest).sum()
     }
     fn range100(&self, start: u32) -> u64 {
-        self.0
-            .range(start..)
-            .take(RANGE_LEN)
-            .map(|(_, v)| v.digest())
-            .sum()
+        self.0.range(start..).take(RANGE_LEN).map(|(_, v)| v.digest()).sum()
     }
     fn snap(&self) -> Option<Self::Snap> {
         Some(self.0.clone())
@@ -368,11 +358,7 @@ impl<V: Value + Send + Sync> Subject<V> for RpdsRb<V> {
         self.0.values().map(Value::digest).sum()
     }
     fn range100(&self, start: u32) -> u64 {
-        self.0
-            .range(start..)
-            .take(RANGE_LEN)
-            .map(|(_, v)| v.digest())
-            .sum()
+        self.0.range(start..).take(RANGE_LEN).map(|(_, v)| v.digest()).sum()
     }
     fn snap(&self) -> Option<Self::Snap> {
         Some(self.0.clone())
@@ -471,17 +457,9 @@ impl<V: Value> Subject<V> for Vart<V> {
     }
     fn put(&mut self, key: u32, value: V) {
         let key = VartKey::from_slice(&key.to_be_bytes());
-        if let Err(e) = self
-            .0
-            .insert_or_replace_unchecked(&key, value.clone(), 0, 0)
-        {
-            assert!(
-                matches!(e, vart::TrieError::RootIsNotUniquelyOwned),
-                "vart insert: {e}"
-            );
-            self.0
-                .insert_or_replace(&key, value, 0, 0)
-                .expect("vart copy-on-write insert");
+        if let Err(e) = self.0.insert_or_replace_unchecked(&key, value.clone(), 0, 0) {
+            assert!(matches!(e, vart::TrieError::RootIsNotUniquelyOwned), "vart insert: {e}");
+            self.0.insert_or_replace(&key, value, 0, 0).expect("vart copy-on-write insert");
         }
     }
     fn del(&mut self, key: u32) {
@@ -495,11 +473,7 @@ impl<V: Value> Subject<V> for Vart<V> {
     }
     fn range100(&self, start: u32) -> u64 {
         let start = VartKey::from_slice(&start.to_be_bytes());
-        self.0
-            .range((Bound::Included(start), Bound::Unbounded))
-            .take(RANGE_LEN)
-            .map(|(_, v, _, _)| v.digest())
-            .sum()
+        self.0.range((Bound::Included(start), Bound::Unbounded)).take(RANGE_LEN).map(|(_, v, _, _)| v.digest()).sum()
     }
     fn snap(&self) -> Option<Self::Snap> {
         Some(self.0.clone())
@@ -533,11 +507,7 @@ impl<V: Value> Subject<V> for Blart<V> {
         self.0.values().map(Value::digest).sum()
     }
     fn range100(&self, start: u32) -> u64 {
-        self.0
-            .range(start.to_be_bytes()..)
-            .take(RANGE_LEN)
-            .map(|(_, v)| v.digest())
-            .sum()
+        self.0.range(start.to_be_bytes()..).take(RANGE_LEN).map(|(_, v)| v.digest()).sum()
     }
     fn snap(&self) -> Option<()> {
         None
@@ -658,15 +628,7 @@ impl Data {
         fresh.dedup();
         fresh.shuffle(&mut rng);
         let starts = (0..probes).map(|_| rng.gen::<u32>()).collect();
-        Data {
-            n,
-            keys,
-            sorted,
-            hits,
-            misses,
-            fresh,
-            starts,
-        }
+        Data { n, keys, sorted, hits, misses, fresh, starts }
     }
 }
 
@@ -674,8 +636,7 @@ impl Data {
 // Output next to criterion's (`$CRITERION_HOME`, default `target/criterion`).
 
 fn out_dir() -> PathBuf {
-    std::env::var_os("CRITERION_HOME")
-        .map_or_else(|| PathBuf::from("target/criterion"), PathBuf::from)
+    std::env::var_os("CRITERION_HOME").map_or_else(|| PathBuf::from("target/criterion"), PathBuf::from)
 }
 
 fn loadavg() -> String {
@@ -685,9 +646,7 @@ fn loadavg() -> String {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 struct MemoryRow {
@@ -733,11 +692,8 @@ fn write_out(name: &str, contents: &str) {
 // The measurements.
 
 /// Snapshot intervals of the insert workloads (`None` = never).
-const SNAPSHOT_INTERVALS: [(&str, Option<usize>); 3] = [
-    ("part-insert_snap1", Some(1)),
-    ("part-insert_snap1000", Some(1_000)),
-    ("part-insert_never", None),
-];
+const SNAPSHOT_INTERVALS: [(&str, Option<usize>); 3] =
+    [("part-insert_snap1", Some(1)), ("part-insert_snap1000", Some(1_000)), ("part-insert_never", None)];
 
 fn bench_structure<V: Value, S: Subject<V>>(c: &mut Criterion, data: &Data, record: &mut Record) {
     let config = format!("{}-{}", size_label(data.n), V::LABEL);
@@ -813,12 +769,7 @@ fn bench_structure<V: Value, S: Subject<V>>(c: &mut Criterion, data: &Data, reco
 /// snapshot every `interval` inserts and keeping the latest; returns the
 /// time of the inserts and snapshots only (values are made beforehand). Each chunk's keys are removed
 /// again, untimed, after its last snapshot is dropped.
-fn insert_fresh<V: Value, S: Subject<V>>(
-    map: &mut S,
-    fresh: &[u32],
-    iters: u64,
-    interval: Option<usize>,
-) -> Duration {
+fn insert_fresh<V: Value, S: Subject<V>>(map: &mut S, fresh: &[u32], iters: u64, interval: Option<usize>) -> Duration {
     let mut left = usize::try_from(iters).expect("iteration count fits usize");
     let mut total = Duration::ZERO;
     let mut since_snapshot = 0;
@@ -939,10 +890,7 @@ fn bench_union<U: Union>(c: &mut Criterion, data: &Data) {
     // 10% of the keys, uniformly spread.
     let mut b_random = a.clone();
     b_random.bump(&data.keys[..data.n / 10]);
-    for (group, b) in [
-        ("part-union_slice", &b_slice),
-        ("part-union_random", &b_random),
-    ] {
+    for (group, b) in [("part-union_slice", &b_slice), ("part-union_random", &b_random)] {
         let mut g = c.benchmark_group(group);
         g.sampling_mode(SamplingMode::Flat);
         g.bench_function(BenchmarkId::new(U::NAME, &config), |bench| {
@@ -970,9 +918,8 @@ impl Stream {
     fn new(batches: usize, per_batch: usize, vocabulary: usize) -> Stream {
         const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
         let mut rng = StdRng::seed_from_u64(0x00c0_ffee);
-        let words: Vec<Word> = (0..vocabulary)
-            .map(|_| std::array::from_fn(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())]))
-            .collect();
+        let words: Vec<Word> =
+            (0..vocabulary).map(|_| std::array::from_fn(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect();
         // Rank r has weight 1 / (r + 1)^s; ranks are word indices, and words
         // are random, so popular words are spread over the key space.
         let mut cdf = Vec::with_capacity(vocabulary);
@@ -1082,23 +1029,17 @@ fn bench_wordcount(c: &mut Criterion, stream: &Stream) {
         m.apply(ops);
         m.snapshot()
     });
-    bench_wordcount_one(
-        c,
-        stream,
-        "PART (get_mut)",
-        part,
-        |m: &mut ArtMap<u64>, i| {
-            for (w, d) in stream.tally(i) {
-                match m.get_mut(w) {
-                    Some(v) => *v += d,
-                    None => {
-                        m.insert(w, d);
-                    }
+    bench_wordcount_one(c, stream, "PART (get_mut)", part, |m: &mut ArtMap<u64>, i| {
+        for (w, d) in stream.tally(i) {
+            match m.get_mut(w) {
+                Some(v) => *v += d,
+                None => {
+                    m.insert(w, d);
                 }
             }
-            m.snapshot()
-        },
-    );
+        }
+        m.snapshot()
+    });
     let imbl_hash: imbl::HashMap<Word, u64> = vocabulary().collect();
     bench_wordcount_one(c, stream, "imbl::HashMap", imbl_hash, |m, i| {
         for (w, d) in stream.tally(i) {
@@ -1166,11 +1107,7 @@ fn main() {
     // every map).
     let only = std::env::var("VARVE_BENCH_ONLY").unwrap_or_default();
     let runs = |part: &str| only.is_empty() || only.split(',').any(|p| p == part);
-    let configs = if runs("maps") || runs("union") {
-        scale.configs()
-    } else {
-        Vec::new()
-    };
+    let configs = if runs("maps") || runs("union") { scale.configs() } else { Vec::new() };
     let mut union_size = None;
     for &(n, kib) in &configs {
         let data = Data::new(n);

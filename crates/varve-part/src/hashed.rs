@@ -56,17 +56,13 @@ pub struct HashedMap<V> {
 
 impl<V: Clone> Clone for HashedMap<V> {
     fn clone(&self) -> Self {
-        HashedMap {
-            inner: self.inner.clone(),
-        }
+        HashedMap { inner: self.inner.clone() }
     }
 }
 
 impl<V> Default for HashedMap<V> {
     fn default() -> Self {
-        HashedMap {
-            inner: ArtMap::new(),
-        }
+        HashedMap { inner: ArtMap::new() }
     }
 }
 
@@ -128,24 +124,16 @@ impl<V: Clone> HashedMap<V> {
 
     #[must_use]
     pub fn union_with<F: FnMut(&[u8], &V, &V) -> V>(&self, other: &Self, mut merge: F) -> Self {
-        HashedMap {
-            inner: self
-                .inner
-                .union_with(&other.inner, |k, a, b| merge(&k[HASH_BYTES..], a, b)),
-        }
+        HashedMap { inner: self.inner.union_with(&other.inner, |k, a, b| merge(&k[HASH_BYTES..], a, b)) }
     }
 
     #[must_use]
     pub fn intersection(&self, other: &Self) -> Self {
-        HashedMap {
-            inner: self.inner.intersection(&other.inner),
-        }
+        HashedMap { inner: self.inner.intersection(&other.inner) }
     }
 
     #[must_use]
     pub fn difference(&self, other: &Self) -> Self {
-        HashedMap {
-            inner: self.inner.difference(&other.inner),
-        }
+        HashedMap { inner: self.inner.difference(&other.inner) }
     }
 }

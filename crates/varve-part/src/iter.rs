@@ -57,12 +57,7 @@ impl<'a, V> Iter<'a, V> {
         if self.build_keys {
             self.key.extend_from_slice(&node.prefix);
         }
-        self.stack.push(Frame {
-            node,
-            pos: 0,
-            key_len: self.key.len(),
-            value_pending: true,
-        });
+        self.stack.push(Frame { node, pos: 0, key_len: self.key.len(), value_pending: true });
     }
 
     /// Position at the first entry `>= lower` (or `> lower` if `excluded`).
@@ -188,14 +183,11 @@ impl<'a, V> Iter<'a, V> {
                     // Scans are bound by cache misses on inner nodes (they
                     // are allocated in update order, not key order): ask for
                     // the next sibling node while this one is walked.
-                    if let Some((next_at, _, Child::Node(next))) = frame.node.body.next_from(at + 1)
-                    {
+                    if let Some((next_at, _, Child::Node(next))) = frame.node.body.next_from(at + 1) {
                         // Its header was asked for one step ago: now its
                         // children, and the header of the one after.
                         next.body.prefetch_children();
-                        if let Some((_, _, Child::Node(after))) =
-                            frame.node.body.next_from(next_at + 1)
-                        {
+                        if let Some((_, _, Child::Node(after))) = frame.node.body.next_from(next_at + 1) {
                             crate::node::prefetch(&**after);
                         }
                     }
@@ -283,28 +275,16 @@ mod tests {
                     let mut low = vec![7, lower];
                     low.extend_from_slice(tail);
                     for excluded in [false, true] {
-                        let bound = if excluded {
-                            Bound::Excluded(&low[..])
-                        } else {
-                            Bound::Included(&low[..])
-                        };
+                        let bound = if excluded { Bound::Excluded(&low[..]) } else { Bound::Included(&low[..]) };
                         let ours: Vec<(Vec<u8>, usize)> = map
                             .range::<(Bound<&[u8]>, Bound<&[u8]>)>((bound, Bound::Unbounded))
                             .map(|(k, v)| (k, *v))
                             .collect();
-                        let model_bound = if excluded {
-                            Bound::Excluded(low.clone())
-                        } else {
-                            Bound::Included(low.clone())
-                        };
-                        let theirs: Vec<(Vec<u8>, usize)> = model
-                            .range((model_bound, Bound::Unbounded))
-                            .map(|(k, v)| (k.clone(), *v))
-                            .collect();
-                        assert_eq!(
-                            ours, theirs,
-                            "width {width}, lower {low:?}, excluded {excluded}"
-                        );
+                        let model_bound =
+                            if excluded { Bound::Excluded(low.clone()) } else { Bound::Included(low.clone()) };
+                        let theirs: Vec<(Vec<u8>, usize)> =
+                            model.range((model_bound, Bound::Unbounded)).map(|(k, v)| (k.clone(), *v)).collect();
+                        assert_eq!(ours, theirs, "width {width}, lower {low:?}, excluded {excluded}");
                     }
                 }
             }

@@ -34,9 +34,7 @@ pub struct Snapshot<V> {
 
 impl<V: Clone> Clone for Snapshot<V> {
     fn clone(&self) -> Self {
-        Snapshot {
-            map: self.map.clone(),
-        }
+        Snapshot { map: self.map.clone() }
     }
 }
 
@@ -65,9 +63,7 @@ pub enum BatchOp<V> {
 impl<V: Clone> Clone for ArtMap<V> {
     /// O(1): the clone shares every node until one of the two is updated.
     fn clone(&self) -> Self {
-        ArtMap {
-            root: self.root.clone(),
-        }
+        ArtMap { root: self.root.clone() }
     }
 }
 
@@ -146,12 +142,8 @@ impl<V> ArtMap<V> {
     #[must_use]
     pub fn prefix(&self, prefix: &[u8]) -> Iter<'_, V> {
         match prefix_successor(prefix) {
-            Some(end) => self.range::<(Bound<&[u8]>, Bound<&[u8]>)>((
-                Bound::Included(prefix),
-                Bound::Excluded(&end),
-            )),
-            None => self
-                .range::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Included(prefix), Bound::Unbounded)),
+            Some(end) => self.range::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Included(prefix), Bound::Excluded(&end))),
+            None => self.range::<(Bound<&[u8]>, Bound<&[u8]>)>((Bound::Included(prefix), Bound::Unbounded)),
         }
     }
 
@@ -266,11 +258,7 @@ impl<V: Clone> ArtMap<V> {
 
     /// Insert many entries at once (see [`ArtMap::apply`]).
     pub fn insert_batch<K: AsRef<[u8]>, I: IntoIterator<Item = (K, V)>>(&mut self, entries: I) {
-        self.apply(
-            entries
-                .into_iter()
-                .map(|(k, v)| BatchOp::Put(k.as_ref().to_vec(), v)),
-        );
+        self.apply(entries.into_iter().map(|(k, v)| BatchOp::Put(k.as_ref().to_vec(), v)));
     }
 }
 
@@ -286,22 +274,14 @@ fn sort_batch<V>(ops: Vec<(Vec<u8>, Option<V>)>) -> Vec<(Vec<u8>, Option<V>)> {
         bytes[..n].copy_from_slice(&key[..n]);
         u64::from_be_bytes(bytes)
     }
-    let mut order: Vec<(u64, usize)> = ops
-        .iter()
-        .enumerate()
-        .map(|(i, (k, _))| (head(k), i))
-        .collect();
+    let mut order: Vec<(u64, usize)> = ops.iter().enumerate().map(|(i, (k, _))| (head(k), i)).collect();
     order.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| ops[a.1].0.cmp(&ops[b.1].0))
-            .then(b.1.cmp(&a.1)) // the later update first…
+        a.0.cmp(&b.0).then_with(|| ops[a.1].0.cmp(&ops[b.1].0)).then(b.1.cmp(&a.1))
+        // the later update first…
     });
     order.dedup_by(|later, earlier| later.0 == earlier.0 && ops[later.1].0 == ops[earlier.1].0); // …is kept
     let mut slots: Vec<Option<(Vec<u8>, Option<V>)>> = ops.into_iter().map(Some).collect();
-    order
-        .iter()
-        .map(|&(_, i)| slots[i].take().expect("each position once"))
-        .collect()
+    order.iter().map(|&(_, i)| slots[i].take().expect("each position once")).collect()
 }
 
 /// Deeper than this, a batch is applied one update at a time (iteratively):
@@ -347,9 +327,7 @@ fn apply_sorted<V: Clone>(
         }
         return;
     }
-    let Some(Child::Node(arc)) = root.as_mut() else {
-        unreachable!("checked above")
-    };
+    let Some(Child::Node(arc)) = root.as_mut() else { unreachable!("checked above") };
     let node = node_mut(arc);
     let end = depth + node.prefix.len();
     let mut i = 0;
@@ -365,19 +343,13 @@ fn apply_sorted<V: Clone>(
     }
     while i < ops.len() {
         let byte = ops[i].0[end];
-        let run = ops[i..]
-            .iter()
-            .take_while(|(key, _)| key[end] == byte)
-            .count();
+        let run = ops[i..].iter().take_while(|(key, _)| key[end] == byte).count();
         let group = &mut ops[i..i + run];
         i += run;
         if let Some(slot) = node.body.find(byte) {
             let child = node.body.child_mut(slot);
             let before = child.count();
-            let mut sub = Some(std::mem::replace(
-                child,
-                Child::Node(Arc::clone(placeholder)),
-            ));
+            let mut sub = Some(std::mem::replace(child, Child::Node(Arc::clone(placeholder))));
             apply_sorted(&mut sub, group, end + 1, level + 1, placeholder);
             let after = sub.as_ref().map_or(0, Child::count);
             match sub {
@@ -428,9 +400,7 @@ pub(crate) fn get_in<'a, V>(mut child: &'a Child<V>, key: &[u8]) -> Option<&'a V
                 // Most inner nodes of dense trees have no prefix: skip the
                 // comparison call for them.
                 if !prefix.is_empty() {
-                    if key.len() - depth < prefix.len()
-                        || key[depth..depth + prefix.len()] != **prefix
-                    {
+                    if key.len() - depth < prefix.len() || key[depth..depth + prefix.len()] != **prefix {
                         return None;
                     }
                     depth += prefix.len();
@@ -467,10 +437,7 @@ pub(crate) fn insert_in<V: Clone>(root: &mut Child<V>, key: &[u8], value: V) -> 
             leaf => {
                 let (suffix, _) = leaf.as_leaf().expect("not a node");
                 if suffix == rest {
-                    break Some(std::mem::replace(
-                        slot.leaf_value_mut().expect("leaf"),
-                        value,
-                    ));
+                    break Some(std::mem::replace(slot.leaf_value_mut().expect("leaf"), value));
                 }
                 split_leaf(slot, rest, value);
                 break None;
@@ -481,9 +448,7 @@ pub(crate) fn insert_in<V: Clone>(root: &mut Child<V>, key: &[u8], value: V) -> 
             break None;
         }
         let moved = slot;
-        let Child::Node(arc) = moved else {
-            unreachable!("checked above")
-        };
+        let Child::Node(arc) = moved else { unreachable!("checked above") };
         let node = node_mut(arc);
         node.count += 1;
         depth += node.prefix.len();
@@ -532,18 +497,14 @@ fn split_leaf<V: Clone>(slot: &mut Child<V>, rest: &[u8], value: V) {
     let (old_suffix, _) = old.as_leaf().expect("leaf");
     let old_tail = old_suffix[common..].to_vec();
     let old_value = old.into_leaf_value().expect("leaf");
-    let Child::Node(arc) = slot else {
-        unreachable!("just stored")
-    };
+    let Child::Node(arc) = slot else { unreachable!("just stored") };
     add_entry(Arc::get_mut(arc).expect("fresh node"), &old_tail, old_value);
 }
 
 /// `slot` is a node whose prefix diverges from `rest` after `common` bytes
 /// (or `rest` ends inside it): put a new node with the common part above it.
 fn split_node<V: Clone>(slot: &mut Child<V>, common: usize, rest: &[u8], value: V) {
-    let Child::Node(arc) = slot else {
-        unreachable!("node")
-    };
+    let Child::Node(arc) = slot else { unreachable!("node") };
     let node = node_mut(arc);
     let old_prefix = std::mem::take(&mut node.prefix);
     node.prefix = old_prefix[common + 1..].into();
@@ -551,13 +512,8 @@ fn split_node<V: Clone>(slot: &mut Child<V>, common: usize, rest: &[u8], value: 
     parent.count = node.count + 1;
     add_entry(&mut parent, &rest[common..], value);
     let old = std::mem::replace(slot, Child::Node(Arc::new(parent)));
-    let Child::Node(arc) = slot else {
-        unreachable!("just stored")
-    };
-    Arc::get_mut(arc)
-        .expect("fresh node")
-        .body
-        .add(old_prefix[common], old);
+    let Child::Node(arc) = slot else { unreachable!("just stored") };
+    Arc::get_mut(arc).expect("fresh node").body.add(old_prefix[common], old);
 }
 
 /// Put an entry whose key relative to `node` (after its prefix) is `tail`.
@@ -586,9 +542,7 @@ pub(crate) fn remove_in<V: Clone>(root: &mut Option<Child<V>>, key: &[u8]) -> Op
     let mut slot = root.as_mut()?;
     let mut depth = 0;
     loop {
-        let Child::Node(node) = &*slot else {
-            unreachable!("leaves are handled by the parent")
-        };
+        let Child::Node(node) = &*slot else { unreachable!("leaves are handled by the parent") };
         let end = depth + node.prefix.len();
         let at = if end == key.len() {
             RemoveAt::Value
@@ -601,9 +555,7 @@ pub(crate) fn remove_in<V: Clone>(root: &mut Option<Child<V>>, key: &[u8]) -> Op
         match at {
             RemoveAt::Descend => {
                 let moved = slot;
-                let Child::Node(arc) = moved else {
-                    unreachable!()
-                };
+                let Child::Node(arc) = moved else { unreachable!() };
                 let node = node_mut(arc);
                 node.count -= 1;
                 let at = node.body.find(key[end]).expect("key is present");
@@ -611,9 +563,7 @@ pub(crate) fn remove_in<V: Clone>(root: &mut Option<Child<V>>, key: &[u8]) -> Op
                 slot = node.body.child_mut(at);
             }
             RemoveAt::Value => {
-                let Child::Node(arc) = &mut *slot else {
-                    unreachable!()
-                };
+                let Child::Node(arc) = &mut *slot else { unreachable!() };
                 let node = node_mut(arc);
                 node.count -= 1;
                 let value = node.value.take();
@@ -621,9 +571,7 @@ pub(crate) fn remove_in<V: Clone>(root: &mut Option<Child<V>>, key: &[u8]) -> Op
                 return value;
             }
             RemoveAt::Leaf(byte) => {
-                let Child::Node(arc) = &mut *slot else {
-                    unreachable!()
-                };
+                let Child::Node(arc) = &mut *slot else { unreachable!() };
                 let node = node_mut(arc);
                 node.count -= 1;
                 let removed = node.body.remove(byte);

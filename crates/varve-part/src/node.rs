@@ -27,11 +27,7 @@ pub(crate) const INLINE_SUFFIX_BYTES_MAX: usize = 10;
 #[derive(Clone)]
 pub(crate) enum Child<V> {
     /// A leaf whose key suffix fits inline.
-    Short {
-        len: u8,
-        bytes: [u8; INLINE_SUFFIX_BYTES_MAX],
-        value: V,
-    },
+    Short { len: u8, bytes: [u8; INLINE_SUFFIX_BYTES_MAX], value: V },
     /// A leaf with a long key suffix, shared (not copied) when path copying
     /// clones the slot: a deep copy cost two allocations per long leaf of
     /// every copied node. The inner box keeps the slot thin.
@@ -45,17 +41,11 @@ impl<V> Child<V> {
         if suffix.len() <= INLINE_SUFFIX_BYTES_MAX {
             let mut bytes = [0u8; INLINE_SUFFIX_BYTES_MAX];
             bytes[..suffix.len()].copy_from_slice(suffix);
-            #[expect(
-                clippy::cast_possible_truncation,
-                reason = "len <= INLINE_SUFFIX_BYTES_MAX"
-            )]
+            #[expect(clippy::cast_possible_truncation, reason = "len <= INLINE_SUFFIX_BYTES_MAX")]
             let len = suffix.len() as u8;
             Child::Short { len, bytes, value }
         } else {
-            Child::Long {
-                suffix: Arc::new(suffix.into()),
-                value,
-            }
+            Child::Long { suffix: Arc::new(suffix.into()), value }
         }
     }
 
@@ -216,10 +206,7 @@ pub(crate) struct Sorted<V, const N: usize> {
 
 impl<V, const N: usize> Sorted<V, N> {
     fn new() -> Self {
-        Sorted {
-            keys: [0; N],
-            children: Vec::new(),
-        }
+        Sorted { keys: [0; N], children: Vec::new() }
     }
 
     #[inline]
@@ -261,10 +248,7 @@ pub(crate) struct Indexed<V> {
 
 impl<V> Indexed<V> {
     fn empty(capacity: usize) -> Self {
-        Indexed {
-            present: [0; 4],
-            children: Vec::with_capacity(capacity),
-        }
+        Indexed { present: [0; 4], children: Vec::with_capacity(capacity) }
     }
 
     #[inline]
@@ -315,10 +299,7 @@ impl<V> Indexed<V> {
 
     /// The largest present byte, if any.
     fn last_present(&self) -> Option<usize> {
-        (0..4)
-            .rev()
-            .find(|&w| self.present[w] != 0)
-            .map(|w| w * 64 + 63 - self.present[w].leading_zeros() as usize)
+        (0..4).rev().find(|&w| self.present[w] != 0).map(|w| w * 64 + 63 - self.present[w].leading_zeros() as usize)
     }
 }
 
@@ -346,9 +327,7 @@ pub(crate) struct Chunk<V> {
 
 impl<V> Chunk<V> {
     fn empty() -> Self {
-        Chunk {
-            slots: std::array::from_fn(|_| None),
-        }
+        Chunk { slots: std::array::from_fn(|_| None) }
     }
 }
 
@@ -488,10 +467,7 @@ impl<V> Body<V> {
     /// callers: start at 0 or at `seek`, continue at `at + 1`). Returns the first child at position `>= pos`.
     #[inline]
     pub(crate) fn next_from(&self, pos: usize) -> Option<(usize, u8, &Child<V>)> {
-        #[expect(
-            clippy::cast_possible_truncation,
-            reason = "positions of 48/256 are bytes"
-        )]
+        #[expect(clippy::cast_possible_truncation, reason = "positions of 48/256 are bytes")]
         match self {
             Body::N4(s) => s.children.get(pos).map(|c| (pos, s.keys[pos], c)),
             Body::N16(s) => s.children.get(pos).map(|c| (pos, s.keys[pos], c)),
@@ -555,15 +531,12 @@ impl<V> Body<V> {
             Body::N48(n) =>
             {
                 #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
-                n.last_present()
-                    .map(|b| (b as u8, n.children.last().expect("a present byte")))
+                n.last_present().map(|b| (b as u8, n.children.last().expect("a present byte")))
             }
             Body::N256(_) =>
             {
                 #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
-                (0..256usize)
-                    .rev()
-                    .find_map(|b| self.get(b as u8).map(|c| (b as u8, c)))
+                (0..256usize).rev().find_map(|b| self.get(b as u8).map(|c| (b as u8, c)))
             }
         }
     }
@@ -620,9 +593,7 @@ impl<V> Body<V> {
             let len = entries.len();
             for (byte, child) in entries {
                 let byte = usize::from(byte);
-                chunks[byte / CHUNK_SLOTS]
-                    .get_or_insert_with(Chunk::empty)
-                    .slots[byte % CHUNK_SLOTS] = Some(child);
+                chunks[byte / CHUNK_SLOTS].get_or_insert_with(Chunk::empty).slots[byte % CHUNK_SLOTS] = Some(child);
             }
             let chunks = chunks.into_iter().map(|c| c.map(Arc::new)).collect();
             Body::N256(Direct { chunks, len })
@@ -726,10 +697,7 @@ impl<V: Clone> Body<V> {
             Body::N4(s) => out.extend(s.keys.iter().copied().zip(s.children.drain(..))),
             Body::N16(s) => out.extend(s.keys.iter().copied().zip(s.children.drain(..))),
             Body::N48(n) => {
-                let present = Indexed::<V> {
-                    present: std::mem::take(&mut n.present),
-                    children: Vec::new(),
-                };
+                let present = Indexed::<V> { present: std::mem::take(&mut n.present), children: Vec::new() };
                 let mut byte = 0;
                 for child in n.children.drain(..) {
                     byte = present.present_next_or_panic(byte);
@@ -821,22 +789,12 @@ pub(crate) fn check<V>(root: &Child<V>) -> usize {
             continue;
         };
         let below: usize = node.body.iter().map(|(_, c)| c.count()).sum();
-        assert_eq!(
-            node.count,
-            below + usize::from(node.value.is_some()),
-            "count of a node"
-        );
+        assert_eq!(node.count, below + usize::from(node.value.is_some()), "count of a node");
         assert!(node.count >= 2, "an inner node holds >= 2 entries");
-        assert!(
-            node.body.len() >= 2 || node.value.is_some(),
-            "a lone child is collapsed"
-        );
+        assert!(node.body.len() >= 2 || node.value.is_some(), "a lone child is collapsed");
         assert!(node.body.len() <= node.body.kind_capacity());
         let bytes: Vec<u8> = node.body.iter().map(|(b, _)| b).collect();
-        assert!(
-            bytes.windows(2).all(|w| w[0] < w[1]),
-            "children in byte order"
-        );
+        assert!(bytes.windows(2).all(|w| w[0] < w[1]), "children in byte order");
         assert_eq!(bytes.len(), node.body.len());
         for &b in &bytes {
             assert!(node.body.get(b).is_some(), "find agrees with iteration");

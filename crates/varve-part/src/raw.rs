@@ -114,9 +114,7 @@ impl<'a, V> NodeRef<'a, V> {
     /// Children in byte order.
     pub fn children(&self) -> impl Iterator<Item = (u8, ChildRef<'a, V>)> + 'a {
         let node: &'a Node<V> = self.0;
-        node.body
-            .iter()
-            .map(|(byte, child)| (byte, child_ref(child)))
+        node.body.iter().map(|(byte, child)| (byte, child_ref(child)))
     }
 
     /// 0 unless a checkpoint set it and the subtree has not changed since.
@@ -160,8 +158,7 @@ pub fn node<V>(
         return Err(BuildError::Unsorted { byte: w[1].0 });
     }
     let entries: Vec<(u8, Child<V>)> = children.into_iter().map(|(b, c)| (b, c.0)).collect();
-    let count =
-        entries.iter().map(|(_, c)| c.count()).sum::<usize>() + usize::from(value.is_some());
+    let count = entries.iter().map(|(_, c)| c.count()).sum::<usize>() + usize::from(value.is_some());
     if count < 2 || (entries.len() == 1 && value.is_none()) {
         return Err(BuildError::TooFewEntries { entries: count });
     }
@@ -175,7 +172,5 @@ pub fn node<V>(
 
 /// A map whose tree is `root`.
 pub fn into_map<V>(root: Option<OwnedChild<V>>) -> ArtMap<V> {
-    ArtMap {
-        root: root.map(|c| c.0),
-    }
+    ArtMap { root: root.map(|c| c.0) }
 }

@@ -22,11 +22,7 @@ impl<V: Clone> ArtMap<V> {
     /// function must return the value itself when both sides hold the same
     /// value (`merge(k, v, v) == v`), as any sensible merge does.
     #[must_use]
-    pub fn union_with<F: FnMut(&[u8], &V, &V) -> V>(
-        &self,
-        other: &ArtMap<V>,
-        mut merge: F,
-    ) -> ArtMap<V> {
+    pub fn union_with<F: FnMut(&[u8], &V, &V) -> V>(&self, other: &ArtMap<V>, mut merge: F) -> ArtMap<V> {
         let root = match (&self.root, &other.root) {
             (None, r) | (r, None) => r.clone(),
             (Some(a), Some(b)) => Some(union(a, b, &mut Vec::new(), &mut merge)),
@@ -43,11 +39,7 @@ impl<V: Clone> ArtMap<V> {
     /// Keys in both maps, valued `merge(key, ours, theirs)` (not called for
     /// shared subtrees; see [`ArtMap::union_with`]).
     #[must_use]
-    pub fn intersection_with<F: FnMut(&[u8], &V, &V) -> V>(
-        &self,
-        other: &ArtMap<V>,
-        mut merge: F,
-    ) -> ArtMap<V> {
+    pub fn intersection_with<F: FnMut(&[u8], &V, &V) -> V>(&self, other: &ArtMap<V>, mut merge: F) -> ArtMap<V> {
         let root = match (&self.root, &other.root) {
             (Some(a), Some(b)) => intersection(a, b, &mut Vec::new(), &mut merge),
             _ => None,
@@ -76,11 +68,7 @@ impl<V: Clone> ArtMap<V> {
 /// A node built from parts, normalized so that the tree invariants hold:
 /// nothing → `None`, value only → leaf, one child and no value → the child
 /// with the path prepended.
-fn make_node<V: Clone>(
-    prefix: &[u8],
-    value: Option<V>,
-    entries: Vec<(u8, Child<V>)>,
-) -> Option<Child<V>> {
+fn make_node<V: Clone>(prefix: &[u8], value: Option<V>, entries: Vec<(u8, Child<V>)>) -> Option<Child<V>> {
     match (entries.len(), value) {
         (0, None) => None,
         (0, Some(value)) => Some(Child::leaf(prefix, value)),
@@ -91,8 +79,7 @@ fn make_node<V: Clone>(
             Some(child.prepend(&head))
         }
         (_, value) => {
-            let count = entries.iter().map(|(_, c)| c.count()).sum::<usize>()
-                + usize::from(value.is_some());
+            let count = entries.iter().map(|(_, c)| c.count()).sum::<usize>() + usize::from(value.is_some());
             let mut node = Node::new(prefix);
             node.value = value;
             node.count = count;
@@ -104,13 +91,7 @@ fn make_node<V: Clone>(
 
 /// A leaf valued `merge(path ‖ suffix, ours, theirs)`; the key is built in
 /// the shared path buffer, not allocated.
-fn merged_leaf<V>(
-    path: &mut Vec<u8>,
-    suffix: &[u8],
-    ours: &V,
-    theirs: &V,
-    merge: MergeFn<'_, V>,
-) -> Child<V> {
+fn merged_leaf<V>(path: &mut Vec<u8>, suffix: &[u8], ours: &V, theirs: &V, merge: MergeFn<'_, V>) -> Child<V> {
     let base = path.len();
     path.extend_from_slice(suffix);
     let value = merge(path, ours, theirs);
@@ -173,11 +154,7 @@ fn union_leaf<V: Clone>(
         Some(existing) => {
             let base = path.len();
             path.extend_from_slice(suffix);
-            let merged = if leaf_is_ours {
-                merge(path, value, existing)
-            } else {
-                merge(path, existing, value)
-            };
+            let merged = if leaf_is_ours { merge(path, value, existing) } else { merge(path, existing, value) };
             path.truncate(base);
             if let Some((tree_suffix, _)) = tree.as_leaf() {
                 // Same key on both sides (the common case under a copied
@@ -194,12 +171,7 @@ fn union_leaf<V: Clone>(
     out
 }
 
-fn union<V: Clone>(
-    a: &Child<V>,
-    b: &Child<V>,
-    path: &mut Vec<u8>,
-    merge: MergeFn<'_, V>,
-) -> Child<V> {
+fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeFn<'_, V>) -> Child<V> {
     if a.ptr_eq(b) {
         return a.clone();
     }
@@ -253,10 +225,7 @@ fn union<V: Clone>(
         replace_child(nb, byte, Some(child))
     } else {
         let entries = {
-            let mut e = vec![
-                (pa[common], a.strip_front(common + 1)),
-                (pb[common], b.strip_front(common + 1)),
-            ];
+            let mut e = vec![(pa[common], a.strip_front(common + 1)), (pb[common], b.strip_front(common + 1))];
             e.sort_by_key(|(byte, _)| *byte);
             e
         };
@@ -269,12 +238,8 @@ fn union<V: Clone>(
 /// A copy of `node` with the child for `byte` replaced (or removed for
 /// `None`), normalized.
 fn replace_child<V: Clone>(node: &Arc<Node<V>>, byte: u8, child: Option<Child<V>>) -> Child<V> {
-    let mut entries: Vec<(u8, Child<V>)> = node
-        .body
-        .iter()
-        .filter(|(b, _)| *b != byte)
-        .map(|(b, c)| (b, c.clone()))
-        .collect();
+    let mut entries: Vec<(u8, Child<V>)> =
+        node.body.iter().filter(|(b, _)| *b != byte).map(|(b, c)| (b, c.clone())).collect();
     if let Some(child) = child {
         let at = entries.partition_point(|(b, _)| *b < byte);
         entries.insert(at, (byte, child));
@@ -282,12 +247,7 @@ fn replace_child<V: Clone>(node: &Arc<Node<V>>, byte: u8, child: Option<Child<V>
     make_node(&node.prefix, node.value.clone(), entries).expect("a node keeps >= 1 entry")
 }
 
-fn intersection<V: Clone>(
-    a: &Child<V>,
-    b: &Child<V>,
-    path: &mut Vec<u8>,
-    merge: MergeFn<'_, V>,
-) -> Option<Child<V>> {
+fn intersection<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeFn<'_, V>) -> Option<Child<V>> {
     if a.ptr_eq(b) {
         return Some(a.clone());
     }
@@ -324,19 +284,13 @@ fn intersection<V: Clone>(
         let byte = pb[common];
         path.extend_from_slice(pa);
         path.push(byte);
-        let out = na
-            .body
-            .get(byte)
-            .and_then(|ca| intersection(ca, &b.strip_front(common + 1), path, merge));
+        let out = na.body.get(byte).and_then(|ca| intersection(ca, &b.strip_front(common + 1), path, merge));
         out.map(|c| c.prepend(&pb[..=common]))
     } else if common == pb.len() {
         let byte = pa[common];
         path.extend_from_slice(pb);
         path.push(byte);
-        let out = nb
-            .body
-            .get(byte)
-            .and_then(|cb| intersection(&a.strip_front(common + 1), cb, path, merge));
+        let out = nb.body.get(byte).and_then(|cb| intersection(&a.strip_front(common + 1), cb, path, merge));
         out.map(|c| c.prepend(&pa[..=common]))
     } else {
         None
@@ -359,24 +313,14 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
         }
         (leaf, _) => {
             let (suffix, _) = leaf.as_leaf().expect("leaf");
-            return if get_in(b, suffix).is_some() {
-                None
-            } else {
-                Some(a.clone())
-            };
+            return if get_in(b, suffix).is_some() { None } else { Some(a.clone()) };
         }
     };
     let (pa, pb) = (&na.prefix, &nb.prefix);
     let common = common_prefix_len(pa, pb);
     if common == pa.len() && common == pb.len() {
-        let value = if nb.value.is_some() {
-            None
-        } else {
-            na.value.clone()
-        };
-        let entries = merge_children(&na.body, &nb.body, true, false, |_, ca, cb| {
-            difference(ca, cb)
-        });
+        let value = if nb.value.is_some() { None } else { na.value.clone() };
+        let entries = merge_children(&na.body, &nb.body, true, false, |_, ca, cb| difference(ca, cb));
         make_node(pa, value, entries)
     } else if common == pa.len() {
         let byte = pb[common];
@@ -390,9 +334,7 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
     } else if common == pb.len() {
         let byte = pa[common];
         match nb.body.get(byte) {
-            Some(cb) => {
-                difference(&a.strip_front(common + 1), cb).map(|c| c.prepend(&pa[..=common]))
-            }
+            Some(cb) => difference(&a.strip_front(common + 1), cb).map(|c| c.prepend(&pa[..=common])),
             None => Some(a.clone()),
         }
     } else {
@@ -400,10 +342,6 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
     }
 }
 
-fn replace_child_or_collapse<V: Clone>(
-    node: &Arc<Node<V>>,
-    byte: u8,
-    child: Option<Child<V>>,
-) -> Child<V> {
+fn replace_child_or_collapse<V: Clone>(node: &Arc<Node<V>>, byte: u8, child: Option<Child<V>>) -> Child<V> {
     replace_child(node, byte, child)
 }

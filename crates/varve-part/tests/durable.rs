@@ -29,11 +29,7 @@ fn random_batch(rng: &mut StdRng, keys: u32, size: usize) -> Vec<BatchOp<Vec<u8>
         .map(|_| {
             // Short keys that are prefixes of each other, and longer ones.
             let k = rng.gen_range(0..keys);
-            let key = if k % 3 == 0 {
-                k.to_be_bytes()[2..].to_vec()
-            } else {
-                k.to_be_bytes().to_vec()
-            };
+            let key = if k % 3 == 0 { k.to_be_bytes()[2..].to_vec() } else { k.to_be_bytes().to_vec() };
             if rng.gen_bool(0.2) {
                 BatchOp::Delete(key)
             } else {
@@ -73,10 +69,7 @@ fn open(ns: &Arc<dyn Namespace>, options: DurableOptions) -> DurableMap<Vec<u8>>
 /// reopens at random points, each compared with the model.
 fn round_trips(ns: &Arc<dyn Namespace>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let options = DurableOptions {
-        depth_threshold: 1 + (seed % 2) as usize,
-        full_every: 3,
-    };
+    let options = DurableOptions { depth_threshold: 1 + (seed % 2) as usize, full_every: 3 };
     let mut model = Model::new();
     let mut map = open(ns, options);
     let mut fulls = 0;
@@ -105,21 +98,9 @@ fn round_trips(ns: &Arc<dyn Namespace>, seed: u64) {
     assert_equals(&map, &model, &format!("seed {seed} final"));
     assert!(fulls >= 2, "several generations were written");
     // Reclaim: only the current generation's logs (and the manifest) remain.
-    let logs: Vec<String> = ns
-        .list_logs()
-        .expect("list")
-        .into_iter()
-        .map(|l| l.name)
-        .collect();
-    assert_eq!(
-        logs.iter().filter(|l| l.starts_with("m.blobs.")).count(),
-        1,
-        "{logs:?}"
-    );
-    assert!(
-        logs.iter().filter(|l| l.starts_with("m.batches.")).count() <= 2,
-        "{logs:?}"
-    );
+    let logs: Vec<String> = ns.list_logs().expect("list").into_iter().map(|l| l.name).collect();
+    assert_eq!(logs.iter().filter(|l| l.starts_with("m.blobs.")).count(), 1, "{logs:?}");
+    assert!(logs.iter().filter(|l| l.starts_with("m.batches.")).count() <= 2, "{logs:?}");
 }
 
 #[test]
@@ -134,10 +115,7 @@ fn round_trips_on_memory() {
 fn round_trips_on_journal() {
     let seed = seed();
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = JournalOptions {
-        sync: SyncPolicy::Never,
-        ..JournalOptions::default()
-    };
+    let options = JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() };
     {
         let store = JournalStore::open(dir.path(), options).expect("store");
         let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("ns").expect("namespace"));
@@ -187,10 +165,7 @@ fn checkpoint_runs_while_batches_are_applied() {
         map.apply(batch).expect("apply");
     }
     let job = map.begin_checkpoint().expect("begin");
-    assert!(matches!(
-        map.begin_checkpoint(),
-        Err(DurableError::CheckpointInFlight { .. })
-    ));
+    assert!(matches!(map.begin_checkpoint(), Err(DurableError::CheckpointInFlight { .. })));
     let writer = std::thread::spawn(move || job.write());
     for _ in 0..50 {
         let batch = random_batch(&mut rng, 1 << 20, 4);
@@ -203,10 +178,7 @@ fn checkpoint_runs_while_batches_are_applied() {
     let second = map.checkpoint().expect("incremental");
     assert!(!second.full);
     assert!(second.reused > 0, "{second:?}");
-    assert!(
-        second.blob_bytes * 2 < first.blob_bytes,
-        "first {first:?}, second {second:?}"
-    );
+    assert!(second.blob_bytes * 2 < first.blob_bytes, "first {first:?}, second {second:?}");
     for _ in 0..5 {
         let batch = random_batch(&mut rng, 1 << 20, 100);
         apply_model(&mut model, &batch);
@@ -227,26 +199,13 @@ fn io_failure_during_checkpoint_falls_back_to_the_previous_one() {
     let mut failed = 0;
     // full_every 2: the third checkpoint is full (log creations, blob
     // records, sync, manifest, deletions); 8: incremental, with deltas.
-    for (full_every, fail_at) in [2, 8]
-        .into_iter()
-        .flat_map(|f| (0..8).map(move |at| (f, at)))
-    {
+    for (full_every, fail_at) in [2, 8].into_iter().flat_map(|f| (0..8).map(move |at| (f, at))) {
         let faulty = FaultyNamespace::new(memory_ns());
         let ns: Arc<dyn Namespace> = faulty.clone();
-        let mut map = open(
-            &ns,
-            DurableOptions {
-                depth_threshold: 2,
-                full_every,
-            },
-        );
+        let mut map = open(&ns, DurableOptions { depth_threshold: 2, full_every });
         let mut model = Model::new();
         for round in 0..3 {
-            let size = if round == 2 && full_every == 8 {
-                300
-            } else {
-                3000
-            };
+            let size = if round == 2 && full_every == 8 { 300 } else { 3000 };
             let batch = random_batch(&mut rng, 1 << 20, size);
             apply_model(&mut model, &batch);
             map.apply(batch).expect("apply");
@@ -266,12 +225,10 @@ fn io_failure_during_checkpoint_falls_back_to_the_previous_one() {
         }
         let fell_back = ns.latest("m.manifest").expect("latest") == manifests_before;
         failed += usize::from(fell_back);
-        let context =
-            format!("seed {seed} full_every {full_every} fail_at {fail_at} fell back {fell_back}");
+        let context = format!("seed {seed} full_every {full_every} fail_at {fail_at} fell back {fell_back}");
         let batch = random_batch(&mut rng, 1 << 20, 100);
         apply_model(&mut model, &batch);
-        map.apply(batch)
-            .expect("the map goes on after a failed checkpoint");
+        map.apply(batch).expect("the map goes on after a failed checkpoint");
         assert_equals(&map, &model, &format!("{context}: in memory"));
         // Another handle reads what is on the logs: the previous checkpoint
         // (or the new one, if only a step after the manifest failed) plus
@@ -286,10 +243,7 @@ fn io_failure_during_checkpoint_falls_back_to_the_previous_one() {
         let map = open(&ns, DurableOptions::default());
         assert_equals(&map, &model, &format!("{context}: after later checkpoints"));
     }
-    assert!(
-        failed >= 6,
-        "most injected faults hit before the manifest ({failed})"
-    );
+    assert!(failed >= 6, "most injected faults hit before the manifest ({failed})");
 }
 
 /// A failed batch append poisons updates (the record may have landed);
@@ -302,18 +256,11 @@ fn failed_batch_append_poisons_updates_until_reopen() {
     map.insert(b"a", b"1".to_vec()).expect("insert");
     faulty.lose_ack(faulty.writes());
     assert!(map.insert(b"b", b"2".to_vec()).is_err());
-    assert!(matches!(
-        map.insert(b"c", b"3".to_vec()),
-        Err(DurableError::Poisoned { .. })
-    ));
+    assert!(matches!(map.insert(b"c", b"3".to_vec()), Err(DurableError::Poisoned { .. })));
     assert_eq!(map.get(b"a"), Some(&b"1".to_vec()));
     drop(map);
     let map = open(&ns, DurableOptions::default());
-    assert_eq!(
-        map.get(b"b"),
-        Some(&b"2".to_vec()),
-        "the written batch is all there"
-    );
+    assert_eq!(map.get(b"b"), Some(&b"2".to_vec()), "the written batch is all there");
     assert_eq!(map.get(b"c"), None);
 }
 
@@ -326,8 +273,7 @@ fn decoders_reject_bad_bytes_without_panicking() {
     let ns = memory_ns();
     let mut map = open(&ns, DurableOptions::default());
     for _ in 0..5 {
-        map.apply(random_batch(&mut rng, 1 << 16, 500))
-            .expect("apply");
+        map.apply(random_batch(&mut rng, 1 << 16, 500)).expect("apply");
     }
     let batch = ns.get("m.batches.1", 1).expect("batch record");
     map.checkpoint().expect("checkpoint");
@@ -346,10 +292,7 @@ fn decoders_reject_bad_bytes_without_panicking() {
             let mut bad = valid.to_vec();
             let at = rng.gen_range(0..bad.len());
             bad[at] ^= 1 << rng.gen_range(0..8);
-            assert!(
-                testing::decode_batch_record(&bad).is_err(),
-                "seed {seed} case {i}: a flip passes the CRC"
-            );
+            assert!(testing::decode_batch_record(&bad).is_err(), "seed {seed} case {i}: a flip passes the CRC");
             assert!(testing::decode_blob_record(&bad).is_err());
             assert!(testing::load_manifest(ns.as_ref(), "m", &bad, 1).is_err());
             let cut = &valid[..rng.gen_range(0..valid.len())];
@@ -359,16 +302,14 @@ fn decoders_reject_bad_bytes_without_panicking() {
     // Damage a stored blob record: open names the log and seq.
     let ns2 = memory_ns();
     for log in ["m.manifest", "m.batches.2", "m.blobs.2"] {
-        ns2.create_log(log, ns.log_info(log).expect("info").config)
-            .expect("create");
+        ns2.create_log(log, ns.log_info(log).expect("info").config).expect("create");
     }
     let mut bad = blob.to_vec();
     let last = bad.len() - 1;
     bad[last] ^= 0xFF;
     ns2.append("m.blobs.2", &bad).expect("append");
     for seq in 2..=ns.latest("m.blobs.2").expect("latest") {
-        ns2.append("m.blobs.2", &ns.get("m.blobs.2", seq).expect("get"))
-            .expect("append");
+        ns2.append("m.blobs.2", &ns.get("m.blobs.2", seq).expect("get")).expect("append");
     }
     ns2.append("m.manifest", &manifest).expect("append");
     match DurableMap::<Vec<u8>>::open(ns2, "m", DurableOptions::default()) {
@@ -390,21 +331,15 @@ fn structural_decoder_survives_sealed_garbage() {
     let ns = memory_ns();
     let mut map = open(&ns, DurableOptions::default());
     for _ in 0..5 {
-        map.apply(random_batch(&mut rng, 1 << 16, 500))
-            .expect("apply");
+        map.apply(random_batch(&mut rng, 1 << 16, 500)).expect("apply");
     }
     map.checkpoint().expect("full");
-    map.apply(random_batch(&mut rng, 1 << 16, 20))
-        .expect("apply");
+    map.apply(random_batch(&mut rng, 1 << 16, 20)).expect("apply");
     map.checkpoint().expect("incremental (deltas)");
     let manifest_seq = ns.latest("m.manifest").expect("latest");
     let valid: Vec<Vec<u8>> = vec![
-        ns.get("m.manifest", manifest_seq)
-            .expect("manifest")
-            .to_vec(),
-        ns.get("m.blobs.2", ns.latest("m.blobs.2").expect("latest"))
-            .expect("blobs")
-            .to_vec(),
+        ns.get("m.manifest", manifest_seq).expect("manifest").to_vec(),
+        ns.get("m.blobs.2", ns.latest("m.blobs.2").expect("latest")).expect("blobs").to_vec(),
         ns.get("m.batches.2", 1).expect("batch").to_vec(),
     ];
     for case in 0..4000 {
@@ -436,10 +371,7 @@ fn structural_decoder_survives_sealed_garbage() {
         body.extend([0, 0, 1, 0, 1]); // no prefix, no value, one child: inline node
     }
     let deep = testing::load_manifest(ns.as_ref(), "m", &testing::seal(body), 1);
-    assert!(
-        matches!(deep, Err(DurableError::Corrupt { .. })),
-        "{deep:?}"
-    );
+    assert!(matches!(deep, Err(DurableError::Corrupt { .. })), "{deep:?}");
     // A record of another format version is refused as such.
     let mut future = valid[0][..valid[0].len() - 4].to_vec();
     future[0] = 2;
@@ -459,9 +391,7 @@ fn deep_trees_checkpoint_up_to_the_limit_and_are_refused_beyond() {
     let ns = memory_ns();
     let mut map = open(&ns, DurableOptions::default());
     let mut model = Model::new();
-    let batch: Vec<BatchOp<Vec<u8>>> = (1..=1000)
-        .map(|n| BatchOp::Put(vec![b'a'; n], vec![1]))
-        .collect();
+    let batch: Vec<BatchOp<Vec<u8>>> = (1..=1000).map(|n| BatchOp::Put(vec![b'a'; n], vec![1])).collect();
     apply_model(&mut model, &batch);
     map.apply(batch).expect("apply");
     map.checkpoint().expect("a 1000-level tree checkpoints");
@@ -471,9 +401,7 @@ fn deep_trees_checkpoint_up_to_the_limit_and_are_refused_beyond() {
     drop(map);
     let mut map = open(&ns, DurableOptions::default());
     assert_equals(&map, &model, "deep tree reopened");
-    let batch: Vec<BatchOp<Vec<u8>>> = (1001..=1100)
-        .map(|n| BatchOp::Put(vec![b'a'; n], vec![3]))
-        .collect();
+    let batch: Vec<BatchOp<Vec<u8>>> = (1001..=1100).map(|n| BatchOp::Put(vec![b'a'; n], vec![3])).collect();
     map.apply(batch).expect("apply");
     assert!(matches!(map.checkpoint(), Err(DurableError::TooDeep)));
     map.insert(b"b", vec![4]).expect("the map goes on");
@@ -486,13 +414,7 @@ fn generations_start_on_schedule() {
     let seed = seed();
     let mut rng = StdRng::seed_from_u64(seed);
     let ns = memory_ns();
-    let mut map = open(
-        &ns,
-        DurableOptions {
-            depth_threshold: 1,
-            full_every: 4,
-        },
-    );
+    let mut map = open(&ns, DurableOptions { depth_threshold: 1, full_every: 4 });
     let mut kinds = String::new();
     for round in 0..13 {
         // Load, then small changes, except rewrites of most keys in rounds
@@ -502,8 +424,7 @@ fn generations_start_on_schedule() {
             9 | 10 => 10_000,
             _ => 20,
         };
-        map.apply(random_batch(&mut rng, 5000, size))
-            .expect("apply");
+        map.apply(random_batch(&mut rng, 5000, size)).expect("apply");
         let stats = map.checkpoint().expect("checkpoint");
         kinds.push(if stats.full { 'F' } else { 'i' });
     }

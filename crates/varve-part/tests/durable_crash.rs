@@ -31,9 +31,7 @@ fn acknowledged_batches_survive_sigkill_during_checkpoints() {
     let (mut mid_checkpoint, mut checkpoints, mut in_flight_present) = (0, 0, 0);
     for _ in 0..crashes.kills() {
         let run = crashes.kill_next(
-            Command::new(env!("CARGO_BIN_EXE_varve-part-crash-writer"))
-                .arg(dir.path())
-                .arg(seed.to_string()),
+            Command::new(env!("CARGO_BIN_EXE_varve-part-crash-writer")).arg(dir.path()).arg(seed.to_string()),
         );
         let context = run.context;
         let mut in_checkpoint = false;
@@ -55,8 +53,7 @@ fn acknowledged_batches_survive_sigkill_during_checkpoints() {
         // Reopen and check.
         let store = JournalStore::open(dir.path(), JournalOptions::default()).expect("store");
         let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("crash").expect("namespace"));
-        let map = DurableMap::<Vec<u8>>::open(ns.clone(), "crash", DurableOptions::default())
-            .expect("reopen");
+        let map = DurableMap::<Vec<u8>>::open(ns.clone(), "crash", DurableOptions::default()).expect("reopen");
         // Reclaimed: only the checkpoint in force has a blob log.
         let blob_logs: Vec<String> = ns
             .list_logs()
@@ -66,9 +63,7 @@ fn acknowledged_batches_survive_sigkill_during_checkpoints() {
             .filter(|l| l.starts_with("crash.blobs."))
             .collect();
         assert!(blob_logs.len() <= 1, "{context}: blob logs {blob_logs:?}");
-        let held = map
-            .get(ops::LAST_BATCH_KEY)
-            .map_or(0, |v| u64::from_le_bytes(v[..8].try_into().expect("id")));
+        let held = map.get(ops::LAST_BATCH_KEY).map_or(0, |v| u64::from_le_bytes(v[..8].try_into().expect("id")));
         assert!(
             held == acked || held == acked + 1,
             "{context}: the map holds batches up to {held} but {acked} were acknowledged"
@@ -91,10 +86,7 @@ fn acknowledged_batches_survive_sigkill_during_checkpoints() {
             }
         }
         assert_eq!(map.len(), model.len(), "{context}: length");
-        assert!(
-            map.iter().map(|(k, v)| (k, v.clone())).eq(model.clone()),
-            "{context}: contents differ from the model"
-        );
+        assert!(map.iter().map(|(k, v)| (k, v.clone())).eq(model.clone()), "{context}: contents differ from the model");
     }
     println!(
         "durable crash loop: {mid_checkpoint} kills mid-checkpoint, {checkpoints} checkpoints committed, \

@@ -28,22 +28,12 @@ fn put(key: &[u8], value: &[u8]) -> BatchOp<Vec<u8>> {
 /// node flag and child tag appears (empty key, keys that are prefixes of
 /// others, a full Node256, a removal in a delta).
 fn write_map(ns: &Arc<dyn Namespace>) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let options = DurableOptions {
-        depth_threshold: 2,
-        full_every: 8,
-    };
+    let options = DurableOptions { depth_threshold: 2, full_every: 8 };
     let mut map = DurableMap::<Vec<u8>>::open(ns.clone(), "fx", options).expect("open");
     let mut batches: Vec<Vec<BatchOp<Vec<u8>>>> = vec![
-        vec![
-            put(b"", b"empty key"),
-            put(b"app", b"1"),
-            put(b"apple", b"2"),
-            put(b"apricot", b"3"),
-        ],
+        vec![put(b"", b"empty key"), put(b"app", b"1"), put(b"apple", b"2"), put(b"apricot", b"3")],
         (0..=255u8).map(|b| put(&[b'n', b], &[b])).collect(),
-        (0..40u8)
-            .flat_map(|i| (0..12u8).map(move |j| put(&[b'g', i, j, 0], &[i, j])))
-            .collect(),
+        (0..40u8).flat_map(|i| (0..12u8).map(move |j| put(&[b'g', i, j, 0], &[i, j]))).collect(),
     ];
     for batch in batches.drain(..) {
         map.apply(batch).expect("apply");
@@ -58,10 +48,7 @@ fn write_map(ns: &Arc<dyn Namespace>) -> BTreeMap<Vec<u8>, Vec<u8>> {
     ])
     .expect("apply");
     let incremental = map.checkpoint().expect("incremental checkpoint");
-    assert!(
-        !incremental.full && incremental.deltas >= 2 && incremental.reused > 0,
-        "{incremental:?}"
-    );
+    assert!(!incremental.full && incremental.deltas >= 2 && incremental.reused > 0, "{incremental:?}");
     map.apply(vec![put(b"after", b"replayed")]).expect("apply");
     map.iter().map(|(k, v)| (k, v.clone())).collect()
 }
@@ -72,10 +59,7 @@ fn dump(ns: &dyn Namespace) -> String {
     let mut out = String::new();
     for info in ns.list_logs().expect("list") {
         writeln!(out, "log {} {}", info.name, config_word(info.config)).expect("write");
-        for record in ns
-            .scan(&info.name, SeqRange::from_bounds(..))
-            .expect("scan")
-        {
+        for record in ns.scan(&info.name, SeqRange::from_bounds(..)).expect("scan") {
             let record = record.expect("record");
             write!(out, "{} ", record.seq).expect("write");
             for b in &record.value {
@@ -104,19 +88,14 @@ fn load(text: &str) -> Arc<dyn Namespace> {
         let mut words = line.split(' ');
         match (words.next(), words.next(), words.next()) {
             (Some("log"), Some(name), Some(config)) => {
-                let config = if config == "keep8" {
-                    LogConfig::keep(8, OnFull::Overwrite)
-                } else {
-                    LogConfig::unbounded()
-                };
+                let config =
+                    if config == "keep8" { LogConfig::keep(8, OnFull::Overwrite) } else { LogConfig::unbounded() };
                 ns.create_log(name, config).expect("create");
                 name.clone_into(&mut log);
             }
             (Some(seq), Some(hex), None) => {
-                let bytes: Vec<u8> = (0..hex.len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-                    .collect();
+                let bytes: Vec<u8> =
+                    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect();
                 let got = ns.append(&log, &bytes).expect("append");
                 assert_eq!(got.to_string(), seq, "fixture seqs are dense from 1");
             }
@@ -135,17 +114,9 @@ fn format_matches_the_committed_fixture() {
         std::fs::create_dir_all(fixture_path().parent().expect("dir")).expect("mkdir");
         std::fs::write(fixture_path(), &written).expect("write fixture");
     }
-    let fixture = std::fs::read_to_string(fixture_path())
-        .expect("fixture (VARVE_WRITE_FIXTURES=1 writes it)");
-    assert!(
-        written == fixture,
-        "this build writes different bytes than tests/fixtures/durable-v1.txt"
-    );
+    let fixture = std::fs::read_to_string(fixture_path()).expect("fixture (VARVE_WRITE_FIXTURES=1 writes it)");
+    assert!(written == fixture, "this build writes different bytes than tests/fixtures/durable-v1.txt");
     // The fixture opens as the same map (checkpoint chain + replay).
-    let map = DurableMap::<Vec<u8>>::open(load(&fixture), "fx", DurableOptions::default())
-        .expect("open fixture");
-    assert!(
-        map.iter().map(|(k, v)| (k, v.clone())).eq(model),
-        "fixture map differs"
-    );
+    let map = DurableMap::<Vec<u8>>::open(load(&fixture), "fx", DurableOptions::default()).expect("open fixture");
+    assert!(map.iter().map(|(k, v)| (k, v.clone())).eq(model), "fixture map differs");
 }

@@ -20,25 +20,13 @@ fn seed() -> u64 {
 }
 
 fn keys_count() -> usize {
-    std::env::var("VARVE_RATIO_KEYS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000)
+    std::env::var("VARVE_RATIO_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
 }
 
 /// A map of `n` distinct random 4-byte keys, fully checkpointed.
-fn loaded(
-    n: usize,
-    rng: &mut StdRng,
-) -> (
-    DurableMap<u32>,
-    Vec<[u8; 4]>,
-    CheckpointStats,
-    Arc<dyn Namespace>,
-) {
+fn loaded(n: usize, rng: &mut StdRng) -> (DurableMap<u32>, Vec<[u8; 4]>, CheckpointStats, Arc<dyn Namespace>) {
     let ns: Arc<dyn Namespace> = MemoryStore::new().namespace("ratio").expect("namespace");
-    let mut map =
-        DurableMap::<u32>::open(ns.clone(), "m", DurableOptions::default()).expect("open");
+    let mut map = DurableMap::<u32>::open(ns.clone(), "m", DurableOptions::default()).expect("open");
     let mut keys: Vec<[u8; 4]> = Vec::with_capacity(n);
     let mut seen = std::collections::HashSet::with_capacity(n);
     while keys.len() < n {
@@ -48,13 +36,7 @@ fn loaded(
         }
     }
     for chunk in keys.chunks(100_000) {
-        map.apply(
-            chunk
-                .iter()
-                .map(|k| BatchOp::Put(k.to_vec(), rng.gen()))
-                .collect(),
-        )
-        .expect("load");
+        map.apply(chunk.iter().map(|k| BatchOp::Put(k.to_vec(), rng.gen())).collect()).expect("load");
     }
     assert_eq!(map.len(), n);
     let started = std::time::Instant::now();
@@ -92,10 +74,7 @@ fn update_and_checkpoint(
 }
 
 fn ratio(incremental: &CheckpointStats, full: &CheckpointStats) -> f64 {
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "a ratio of byte counts for a report"
-    )]
+    #[expect(clippy::cast_precision_loss, reason = "a ratio of byte counts for a report")]
     let r = incremental.total_bytes() as f64 / full.total_bytes() as f64;
     r
 }
@@ -105,10 +84,11 @@ fn one_percent_uniform_updates_write_a_fraction_of_a_full_checkpoint() {
     let (n, seed) = (keys_count(), seed());
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut map, keys, full, ns) = loaded(n, &mut rng);
-    let incremental =
-        update_and_checkpoint(&mut map, &keys, 100, |rng| rng.gen_range(0..n), &mut rng);
+    let incremental = update_and_checkpoint(&mut map, &keys, 100, |rng| rng.gen_range(0..n), &mut rng);
     let r = ratio(&incremental, &full);
-    println!("{n} keys, 1% uniform updates (seed {seed}): full {full:?}\n  incremental {incremental:?}\n  ratio {r:.4}");
+    println!(
+        "{n} keys, 1% uniform updates (seed {seed}): full {full:?}\n  incremental {incremental:?}\n  ratio {r:.4}"
+    );
     // 1% uniform updates dirty ~14% of the ~65k bottom nodes (of ~15
     // leaves each) and every one of the root's 256 children; each is
     // written as a delta of its changed slots against its previous blob
@@ -117,23 +97,14 @@ fn one_percent_uniform_updates_write_a_fraction_of_a_full_checkpoint() {
     assert!(r <= bound, "incremental/full = {r:.4}, over {bound}");
     // The trend: unchanged subtrees are referenced, changed ones are deltas.
     assert!(incremental.reused * 2 > full.blobs, "{incremental:?}");
-    assert!(
-        incremental.deltas * 10 > incremental.blobs * 9,
-        "{incremental:?}"
-    );
+    assert!(incremental.deltas * 10 > incremental.blobs * 9, "{incremental:?}");
     // And the checkpoint (a chain: full + deltas) reads back.
     let model: Vec<(Vec<u8>, u32)> = map.iter().map(|(k, v)| (k, *v)).collect();
     drop(map);
     let started = std::time::Instant::now();
     let map = DurableMap::<u32>::open(ns, "m", DurableOptions::default()).expect("reopen");
-    println!(
-        "reopen (full + deltas, no batches to replay) took {:?}",
-        started.elapsed()
-    );
-    assert!(
-        map.iter().map(|(k, v)| (k, *v)).eq(model),
-        "reopened map differs"
-    );
+    println!("reopen (full + deltas, no batches to replay) took {:?}", started.elapsed());
+    assert!(map.iter().map(|(k, v)| (k, *v)).eq(model), "reopened map differs");
 }
 
 /// Zipf-skewed updates (s = 1) touch far fewer distinct keys, so they
@@ -152,12 +123,10 @@ fn skewed_updates_write_fewer_bytes_than_uniform_ones() {
         clippy::cast_sign_loss,
         reason = "sampling a rank"
     )]
-    let zipf =
-        |rng: &mut StdRng| (((rng.gen::<f64>() * (n as f64).ln()).exp() - 1.0) as usize).min(n - 1);
+    let zipf = |rng: &mut StdRng| (((rng.gen::<f64>() * (n as f64).ln()).exp() - 1.0) as usize).min(n - 1);
     for per in [100, 10] {
         let (mut map, keys, full, _) = loaded(n, &mut rng);
-        let uniform =
-            update_and_checkpoint(&mut map, &keys, per, |rng| rng.gen_range(0..n), &mut rng);
+        let uniform = update_and_checkpoint(&mut map, &keys, per, |rng| rng.gen_range(0..n), &mut rng);
         let (mut map, keys, full_again, _) = loaded(n, &mut rng);
         let skewed = update_and_checkpoint(&mut map, &keys, per, zipf, &mut rng);
         let (ru, rs) = (ratio(&uniform, &full), ratio(&skewed, &full_again));

@@ -52,10 +52,7 @@ proptest! {
 /// oracle runs in `make test` without a nightly toolchain.
 #[test]
 fn fuzz_oracle_seeded() {
-    let seed: u64 = std::env::var("VARVE_PART_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_0002);
+    let seed: u64 = std::env::var("VARVE_PART_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0002);
     println!("fuzz_oracle_seeded: seed {seed} (set VARVE_PART_SEED to replay)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     for case in 0..2000 {
@@ -76,21 +73,14 @@ fn large_batches_match_model_seeded() {
     let key = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
         let len = rng.gen_range(0..=6);
         (0..len)
-            .map(|_| {
-                if rng.gen_bool(0.2) {
-                    rng.gen()
-                } else {
-                    alphabet[rng.gen_range(0..alphabet.len())]
-                }
-            })
+            .map(|_| if rng.gen_bool(0.2) { rng.gen() } else { alphabet[rng.gen_range(0..alphabet.len())] })
             .collect()
     };
     for _ in 0..20 {
         let mut ops = Vec::new();
         for _ in 0..12 {
-            let batch = (0..rng.gen_range(0..600))
-                .map(|_| (key(&mut rng), rng.gen_bool(0.7).then(|| rng.gen())))
-                .collect();
+            let batch =
+                (0..rng.gen_range(0..600)).map(|_| (key(&mut rng), rng.gen_bool(0.7).then(|| rng.gen()))).collect();
             ops.push(Op::Batch(batch));
             ops.push(Op::Snapshot);
             ops.push(Op::SetOps(rng.gen()));

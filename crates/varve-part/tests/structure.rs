@@ -23,12 +23,7 @@ fn nodes_grow_and_shrink_through_every_kind() {
         check_invariants(&map);
         kinds.push(root_kind(&map));
     }
-    for kind in [
-        NodeKind::Node4,
-        NodeKind::Node16,
-        NodeKind::Node48,
-        NodeKind::Node256,
-    ] {
+    for kind in [NodeKind::Node4, NodeKind::Node16, NodeKind::Node48, NodeKind::Node256] {
         assert!(kinds.contains(&Some(kind)), "grew through {kind:?}");
     }
     assert_eq!(root_kind(&map), Some(NodeKind::Node256));
@@ -103,11 +98,7 @@ fn snapshots_are_send_and_sync() {
 
 /// Keys counted per drop test: 10M in release (`--release`), 2M otherwise
 /// (the test profile is opt-level 1).
-const DROP_KEYS: u32 = if cfg!(debug_assertions) {
-    2_000_000
-} else {
-    10_000_000
-};
+const DROP_KEYS: u32 = if cfg!(debug_assertions) { 2_000_000 } else { 10_000_000 };
 
 #[test]
 fn dropping_a_big_map_with_versions_does_not_overflow() {
@@ -222,8 +213,7 @@ fn checkpoint_refs_survive_only_on_unchanged_subtrees() {
     let key = (42u32 * 7919).to_be_bytes();
     map.insert(&key, 0);
     let (mut cleared, mut kept) = (0, 0);
-    let mut stack: Vec<(ChildRef<'_, u32>, bool)> =
-        raw::root(&map).into_iter().map(|c| (c, true)).collect();
+    let mut stack: Vec<(ChildRef<'_, u32>, bool)> = raw::root(&map).into_iter().map(|c| (c, true)).collect();
     let mut depth_prefix = Vec::new();
     while let Some((child, on_path)) = stack.pop() {
         if let ChildRef::Node(node) = child {
@@ -247,10 +237,7 @@ fn checkpoint_refs_survive_only_on_unchanged_subtrees() {
             }
         }
     }
-    assert!(
-        cleared >= 1 && kept > 0 && cleared + kept == marked,
-        "cleared {cleared}, kept {kept}, marked {marked}"
-    );
+    assert!(cleared >= 1 && kept > 0 && cleared + kept == marked, "cleared {cleared}, kept {kept}, marked {marked}");
 }
 
 fn rebuild(child: &ChildRef<'_, u32>) -> raw::OwnedChild<u32> {
@@ -267,12 +254,7 @@ fn rebuild(child: &ChildRef<'_, u32>) -> raw::OwnedChild<u32> {
 fn raw_rebuild_round_trips() {
     let mut map = ArtMap::new();
     for i in 0..3000u32 {
-        map.insert(
-            format!("k{}", i % 700)
-                .repeat(1 + (i as usize % 3))
-                .as_bytes(),
-            i,
-        );
+        map.insert(format!("k{}", i % 700).repeat(1 + (i as usize % 3)).as_bytes(), i);
     }
     let copy = raw::into_map(raw::root(&map).as_ref().map(rebuild));
     check_invariants(&copy);
@@ -301,10 +283,7 @@ fn hashed_keys_are_stable_and_spread() {
     assert!(!map.contains_key(format!("{base}7").as_bytes()));
     let mut keys: Vec<Vec<u8>> = map.iter_hash_order().map(|(k, _)| k).collect();
     assert_eq!(keys.len(), 1999);
-    assert!(
-        keys.windows(2).any(|w| w[0] > w[1]),
-        "hash order is not key order"
-    );
+    assert!(keys.windows(2).any(|w| w[0] > w[1]), "hash order is not key order");
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), 1999);

@@ -135,8 +135,11 @@ fn decode_entry<'a, T>(
     seq: Seq,
     fields: impl FnOnce(&mut ByteReader<'a>) -> Result<T, Malformed>,
 ) -> Result<T> {
-    read_entry(ByteReader::new(bytes), fields)
-        .map_err(|malformed| PdsError::Corrupt { log: log.to_owned(), seq, reason: malformed.to_string() })
+    read_entry(ByteReader::new(bytes), fields).map_err(|malformed| PdsError::Corrupt {
+        log: log.to_owned(),
+        seq,
+        reason: malformed.to_string(),
+    })
 }
 
 #[inline]

@@ -186,15 +186,23 @@ mod tests {
         let ex = paper_example().expect("example");
         let pre: Vec<Vec<u64>> = ex.versions.iter().map(|(_, p)| p.clone()).collect();
         assert_eq!(pre, vec![vec![7], vec![7, 2], vec![7, 2, 5], vec![7, 5]]);
-        let data: Vec<(u64, u64, u64, &str)> =
-            ex.data.iter().map(|r| (r.seq, r.vs, r.val, r.link.as_str())).collect();
-        assert_eq!(data, vec![(1, 1, 7, "pds.demo.link.1"), (2, 2, 2, "pds.demo.link.2"), (3, 3, 5, "pds.demo.link.3")]);
+        let data: Vec<(u64, u64, u64, &str)> = ex.data.iter().map(|r| (r.seq, r.vs, r.val, r.link.as_str())).collect();
+        assert_eq!(
+            data,
+            vec![(1, 1, 7, "pds.demo.link.1"), (2, 2, 2, "pds.demo.link.2"), (3, 3, 5, "pds.demo.link.3")]
+        );
         let rows = |i: usize| -> Vec<(u64, u64, u64, u64, u32, &str)> {
             ex.links[i].rows.iter().map(|r| (r.seq, r.vs, r.dseq, r.lseq, r.rem, r.kind)).collect()
         };
         assert_eq!(
             rows(0),
-            vec![(1, 1, 0, 0, 1, "L"), (2, 1, 0, 0, 1, "R"), (3, 2, 2, 1, 0, "L"), (4, 4, 0, 0, 1, "R"), (5, 4, 3, 1, 1, "L")],
+            vec![
+                (1, 1, 0, 0, 1, "L"),
+                (2, 1, 0, 0, 1, "R"),
+                (3, 2, 2, 1, 0, "L"),
+                (4, 4, 0, 0, 1, "R"),
+                (5, 4, 3, 1, 1, "L")
+            ],
             "link_7"
         );
         assert_eq!(rows(1), vec![(1, 2, 0, 0, 1, "L"), (2, 2, 0, 0, 1, "R"), (3, 3, 3, 1, 0, "R")], "link_2");

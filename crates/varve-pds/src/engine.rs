@@ -612,7 +612,12 @@ impl Txn<'_> {
                 dseq += 1;
                 node.r = Ref { dseq, lseq: 1 };
                 let entry = DataEntry { vs: v, val: node.val.clone(), link: engine.link_log(dseq) };
-                plan.push(PlannedAppend { log: engine.data_log.clone(), seq: dseq, bytes: entry.encode(), create: false });
+                plan.push(PlannedAppend {
+                    log: engine.data_log.clone(),
+                    seq: dseq,
+                    bytes: entry.encode(),
+                    create: false,
+                });
             }
         }
         for &id in &order {

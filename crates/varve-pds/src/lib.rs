@@ -46,7 +46,10 @@
 //! [`PdsError::RetentionFull`] while reads go on; an entry that does not
 //! decode is [`PdsError::Corrupt`] naming its log and seq.
 
-#![expect(clippy::doc_markdown, reason = "the paper's terms (PEDaLS, DataLog, LinkLog, APLog) are written as the paper writes them")]
+#![expect(
+    clippy::doc_markdown,
+    reason = "the paper's terms (PEDaLS, DataLog, LinkLog, APLog) are written as the paper writes them"
+)]
 
 pub mod codec;
 pub mod demo;

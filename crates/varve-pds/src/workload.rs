@@ -263,7 +263,8 @@ mod tests {
 
     #[test]
     fn malformed_workloads_name_the_line() {
-        for (text, line) in [("", 1), ("2\n1 5\n", 1), ("1\n2 5\n", 2), ("1\n1 x\n", 2), ("x\n", 1), ("1\n1 5 6\n", 2)] {
+        for (text, line) in [("", 1), ("2\n1 5\n", 1), ("1\n2 5\n", 2), ("1\n1 x\n", 2), ("x\n", 1), ("1\n1 5 6\n", 2)]
+        {
             match parse(text) {
                 Err(PdsError::WorkloadParse { line: l, .. }) => assert_eq!(l, line, "{text:?}"),
                 other => panic!("{text:?}: {other:?}"),

@@ -92,7 +92,8 @@ fn committed_versions_survive_sigkill_and_interrupted_updates_complete_once() {
         let model = models.get_mut(&structure).expect("model");
         model_up_to(model, seed, structure, latest);
         let from = checked.get(&structure).copied().unwrap_or(0) + 1;
-        let samples: Vec<Version> = (0..8).filter(|_| latest > 0).map(|_| crashes.rng().gen_range(1..=latest)).collect();
+        let samples: Vec<Version> =
+            (0..8).filter(|_| latest > 0).map(|_| crashes.rng().gen_range(1..=latest)).collect();
         for v in (from..=latest).chain(samples) {
             assert_eq!(read(v), model[usize::try_from(v).expect("fits")], "{context}: version {v}");
         }

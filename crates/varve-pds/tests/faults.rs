@@ -74,7 +74,8 @@ fn contents(ns: &dyn Namespace) -> Vec<(String, Vec<Vec<u8>>)> {
         .expect("list")
         .into_iter()
         .map(|info| {
-            let records = ns.scan(&info.name, SeqRange::ALL).expect("scan").map(|r| r.expect("record").value.to_vec()).collect();
+            let records =
+                ns.scan(&info.name, SeqRange::ALL).expect("scan").map(|r| r.expect("record").value.to_vec()).collect();
             (info.name, records)
         })
         .collect()
@@ -159,14 +160,21 @@ fn a_stop_between_any_two_appends_is_completed_or_abandoned_on_reopen() {
                 "{structure} stop at {index}: latest {latest}, {committed_before} committed before the stop"
             );
             for v in 1..=latest {
-                assert_eq!(subject.items(v), versions[usize::try_from(v).expect("small")], "{structure} stop at {index}: version {v}");
+                assert_eq!(
+                    subject.items(v),
+                    versions[usize::try_from(v).expect("small")],
+                    "{structure} stop at {index}: version {v}"
+                );
             }
             // The interrupted op was applied once (completed) or not at all: run the rest.
             let resume = usize::try_from(latest).expect("small");
             for op in &all[resume..] {
                 subject.apply(*op).expect("later ops work");
             }
-            assert!(contents(inner.as_ref()) == expected, "{structure}: stop at write {index}: logs differ from a clean run");
+            assert!(
+                contents(inner.as_ref()) == expected,
+                "{structure}: stop at write {index}: logs differ from a clean run"
+            );
         }
     });
 }
@@ -205,8 +213,8 @@ fn a_stop_during_recovery_is_recovered_by_the_next_open() {
 fn an_update_that_gives_up_is_completed_by_the_next_update() {
     let inner = memory();
     let faulty = FaultyNamespace::new(inner.clone());
-    let mut set = SortedSet::<u64>::open_as(faulty.clone(), "g", Structure::Bst, Options { extra: 1, keep: None })
-        .expect("open");
+    let mut set =
+        SortedSet::<u64>::open_as(faulty.clone(), "g", Structure::Bst, Options { extra: 1, keep: None }).expect("open");
     set.insert(&5).expect("insert");
     // Fail every attempt of the 3rd write of the next update (retries exhausted).
     let base = faulty.writes() + 2;

@@ -56,8 +56,8 @@ fn a_find_reads_a_bounded_number_of_entries_per_node() {
         }
         // Paper BST with sorted inserts: a chain, so last() visits every node.
         let counting = CountingNamespace::new(memory());
-        let mut bst =
-            SortedSet::<u64>::open_as(counting.clone(), "b", Structure::Bst, Options { extra, keep: None }).expect("open");
+        let mut bst = SortedSet::<u64>::open_as(counting.clone(), "b", Structure::Bst, Options { extra, keep: None })
+            .expect("open");
         for k in 0..25 {
             bst.insert(&k).expect("insert");
         }

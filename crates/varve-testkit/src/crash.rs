@@ -267,7 +267,12 @@ mod tests {
             let run = crashes.kill_next(&mut sh("echo ready; echo ack 1; echo ack 2; exec sleep 60"));
             let acks = ["ack 1", "ack 2"];
             if run.aimed_at_open {
-                assert!(run.lines.len() <= 2 && run.lines.iter().zip(acks).all(|(l, a)| l == a), "{}: {:?}", run.context, run.lines);
+                assert!(
+                    run.lines.len() <= 2 && run.lines.iter().zip(acks).all(|(l, a)| l == a),
+                    "{}: {:?}",
+                    run.context,
+                    run.lines
+                );
             } else {
                 assert_eq!(run.lines, acks, "{}", run.context);
             }

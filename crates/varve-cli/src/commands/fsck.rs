@@ -39,7 +39,8 @@ pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCod
             bar.set_position(done);
         })
         .map_err(|e| {
-            let ns_ctx = Context { data: ctx.data.clone(), namespace: namespace.clone(), out: ctx.out, journal: ctx.journal };
+            let ns_ctx =
+                Context { data: ctx.data.clone(), namespace: namespace.clone(), out: ctx.out, journal: ctx.journal };
             super::write::explain_locked(
                 &ns_ctx,
                 e,
@@ -102,7 +103,13 @@ fn print(ctx: &Context<'_>, namespace: &str, dir: &Path, report: &FsckReport, re
         damage: report
             .damage
             .iter()
-            .map(|d| DamageJson { segment: &d.segment, offset: d.offset, len: d.len, reason: &d.reason, at_tail: d.at_tail })
+            .map(|d| DamageJson {
+                segment: &d.segment,
+                offset: d.offset,
+                len: d.len,
+                reason: &d.reason,
+                at_tail: d.at_tail,
+            })
             .collect(),
         losses: report
             .losses
@@ -145,7 +152,11 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> Stri
         ));
     }
     for loss in &report.losses {
-        let seqs = if loss.first == loss.last { format!("seq {}", loss.first) } else { format!("seqs {}..={}", loss.first, loss.last) };
+        let seqs = if loss.first == loss.last {
+            format!("seq {}", loss.first)
+        } else {
+            format!("seqs {}..={}", loss.first, loss.last)
+        };
         let place = match loss.offset {
             Some(offset) => format!("{} at byte offset {offset}", loss.segment.display()),
             None => loss.segment.display().to_string(),
@@ -156,7 +167,11 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> Stri
     let unrecorded = report.losses.iter().filter(|l| !l.acknowledged).count();
     if !repair {
         if report.is_clean() {
-            let known = if report.losses.is_empty() { String::new() } else { " (the losses above were recorded by a repair; nothing is left to salvage)".to_owned() };
+            let known = if report.losses.is_empty() {
+                String::new()
+            } else {
+                " (the losses above were recorded by a repair; nothing is left to salvage)".to_owned()
+            };
             lines.push(format!("clean: every frame checks out{known}"));
         } else {
             lines.push(format!(
@@ -191,7 +206,9 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> Stri
             ));
         }
         let nothing_done = report.torn_tail.is_none() && report.quarantined.is_empty() && report.losses.is_empty();
-        lines.push(if nothing_done { "clean: nothing to repair" } else { "repaired: the namespace checks clean" }.to_owned());
+        lines.push(
+            if nothing_done { "clean: nothing to repair" } else { "repaired: the namespace checks clean" }.to_owned(),
+        );
     } else {
         lines.push("not repaired: the namespace still does not check clean after the repair; run `varve fsck` for what remains".to_owned());
     }

@@ -50,12 +50,7 @@ pub fn create(ctx: &Context<'_>, name: &str, keep: Option<u64>, on_full: Option<
 
 /// Append one record. Safe to retry under the same `request_id` (see
 /// [`super::write`]): a repeat appends nothing and answers the first seq.
-pub fn append(
-    ctx: &Context<'_>,
-    name: &str,
-    source: &ValueSource<'_>,
-    request_id: Option<&str>,
-) -> anyhow::Result<()> {
+pub fn append(ctx: &Context<'_>, name: &str, source: &ValueSource<'_>, request_id: Option<&str>) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let value = read_value(source)?;
     let answer = super::write::append(ctx, &[(name, &value)], request_id)?;

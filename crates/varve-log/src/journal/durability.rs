@@ -91,7 +91,11 @@ impl Durability {
 /// Sync every `delay` until the namespace is dropped. The thread holds only
 /// the durability tracker, never the namespace, so dropping the namespace
 /// (and releasing its lock) is never delayed by it.
-pub(crate) fn start_flusher(durability: Arc<Durability>, namespace: String, delay: Duration) -> Result<std::thread::JoinHandle<()>> {
+pub(crate) fn start_flusher(
+    durability: Arc<Durability>,
+    namespace: String,
+    delay: Duration,
+) -> Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("varve-group-commit".into())
         .spawn(move || loop {

@@ -28,7 +28,10 @@ fn reopen(dir: &Path) -> JournalNamespace {
 }
 
 fn segments(dir: &Path) -> usize {
-    std::fs::read_dir(dir).expect("ls").filter(|e| e.as_ref().expect("entry").path().extension().is_some_and(|x| x == "seg")).count()
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .filter(|e| e.as_ref().expect("entry").path().extension().is_some_and(|x| x == "seg"))
+        .count()
 }
 
 fn values(ns: &JournalNamespace, log: &str) -> Vec<Vec<u8>> {
@@ -188,7 +191,8 @@ fn housekeeping_that_fails_never_fails_the_append_that_landed() {
     ns.create_log("ring", LogConfig::keep(2, OnFull::Overwrite)).expect("create");
     io.fail_from_now(Op::RemoveFile, Fault::Error(EIO));
     for i in 0..40u32 {
-        ns.append("ring", &[u8::try_from(i % 251).expect("small"); 3000]).expect("the append lands; a failed deletion waits");
+        ns.append("ring", &[u8::try_from(i % 251).expect("small"); 3000])
+            .expect("the append lands; a failed deletion waits");
     }
     let kept = segments(dir.path());
     assert!(kept > 5, "dead segments stay while deletion fails ({kept})");

@@ -69,7 +69,11 @@ impl FrameKind {
 
     /// Bytes before the first entry: the record count, except in `AppendOne`.
     fn entries_offset(self) -> usize {
-        if self == FrameKind::AppendOne { 0 } else { 4 }
+        if self == FrameKind::AppendOne {
+            0
+        } else {
+            4
+        }
     }
 }
 
@@ -465,7 +469,9 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
         }
         FrameKind::CreateLog => FrameBody::CreateLog(read_descriptor(&mut reader)?),
         FrameKind::DeleteLog => FrameBody::DeleteLog(reader.u32()?),
-        FrameKind::Append | FrameKind::AppendOne => return Ok(FrameBody::Append(parse_entries(frame.kind, frame.body)?)),
+        FrameKind::Append | FrameKind::AppendOne => {
+            return Ok(FrameBody::Append(parse_entries(frame.kind, frame.body)?))
+        }
         FrameKind::Relocate => return Ok(FrameBody::Relocate(parse_entries(frame.kind, frame.body)?)),
     };
     reader.finish()?;

@@ -70,7 +70,9 @@ impl FsckReport {
 pub fn fsck(dir: &Path, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<FsckReport> {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     if dir.exists() && !dir.is_dir() {
-        return Err(LogError::InvalidArgument { reason: format!("{} is a file, not a namespace directory", dir.display()) });
+        return Err(LogError::InvalidArgument {
+            reason: format!("{} is a file, not a namespace directory", dir.display()),
+        });
     }
     if !dir.is_dir() {
         return Err(LogError::NamespaceNotFound { namespace: name });
@@ -252,7 +254,8 @@ fn recorded_losses(state: &State) -> Vec<(u32, Seq, Seq)> {
     for seq in log.earliest().max(1)..=log.latest() {
         let Some(position) = log.position(seq) else { continue };
         let Some(segment) = state.segments.get(&position.segment) else { continue };
-        let Ok(value) = read_record(&segment.file, || segment.path.clone(), LOSSES_LOG, log.descriptor.id, seq, position)
+        let Ok(value) =
+            read_record(&segment.file, || segment.path.clone(), LOSSES_LOG, log.descriptor.id, seq, position)
         else {
             continue;
         };

@@ -228,7 +228,10 @@ impl JournalStore {
         let dir = dir.as_ref().to_owned();
         if dir.exists() && !dir.is_dir() {
             return Err(LogError::InvalidArgument {
-                reason: format!("the data directory {} is a file, not a directory: point --data at a directory", dir.display()),
+                reason: format!(
+                    "the data directory {} is a file, not a directory: point --data at a directory",
+                    dir.display()
+                ),
             });
         }
         if !options.read_only {
@@ -320,7 +323,12 @@ impl JournalNamespace {
     /// # Panics
     ///
     /// Never in practice: it asserts that a handle it just built is not yet shared.
-    fn open_with_io(dir: &Path, name: &str, options: JournalOptions, io: Arc<dyn SegmentIo>) -> Result<JournalNamespace> {
+    fn open_with_io(
+        dir: &Path,
+        name: &str,
+        options: JournalOptions,
+        io: Arc<dyn SegmentIo>,
+    ) -> Result<JournalNamespace> {
         options.validate()?;
         let started = Instant::now();
         if options.read_only {
@@ -426,10 +434,8 @@ impl Shared {
     }
 
     fn writer(&self, operation: &'static str) -> Result<MutexGuard<'_, Writer>> {
-        let writer = self
-            .writer
-            .as_ref()
-            .ok_or_else(|| LogError::ReadOnly { namespace: self.name.clone(), operation })?;
+        let writer =
+            self.writer.as_ref().ok_or_else(|| LogError::ReadOnly { namespace: self.name.clone(), operation })?;
         let writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
         self.durability.poisoned(&self.name)?;
         Ok(writer)

@@ -73,7 +73,8 @@ pub(crate) fn recover_as_writer(dir: &Path, io: &dyn SegmentIo) -> Result<(State
             // A roll that crashed before cutting the sealed segment's zero
             // reserve: finish the cut (the scan has just seen it is all zero).
             drop(bytes);
-            let sealed = OpenOptions::new().write(true).open(&path).context(|| format!("opening {}", path.display()))?;
+            let sealed =
+                OpenOptions::new().write(true).open(&path).context(|| format!("opening {}", path.display()))?;
             io.set_len(&sealed, scan.valid_end).context(|| format!("sealing {}", path.display()))?;
         }
         add_to_report(&mut report, &scan);

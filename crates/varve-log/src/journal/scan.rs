@@ -107,13 +107,14 @@ pub(crate) struct SegmentScan {
 /// Apply the frames of a segment found in `bytes` (which start at segment
 /// offset `base`) to `state`. A segment's first frame must be its header.
 pub(crate) fn scan_segment(state: &mut State, context: &ScanContext<'_>, bytes: &[u8], base: u64) -> SegmentScan {
-    let mut scanner = Scanner { state, context, bytes, base, scan: SegmentScan {
-        valid_end: base,
-        frames: 0,
-        records: 0,
-        end: ScanEnd::Clean,
-        damage: Vec::new(),
-    }, last_damage_cause: None };
+    let mut scanner = Scanner {
+        state,
+        context,
+        bytes,
+        base,
+        scan: SegmentScan { valid_end: base, frames: 0, records: 0, end: ScanEnd::Clean, damage: Vec::new() },
+        last_damage_cause: None,
+    };
     scanner.run();
     if !scanner.scan.damage.is_empty() {
         if let Some(segment) = scanner.state.segments.get_mut(&context.segment) {
@@ -188,7 +189,8 @@ impl Scanner<'_, '_> {
                     self.scan.end = ScanEnd::TornTail { offset, reason };
                     return None;
                 }
-                let missing = len.map_or(String::new(), |len| format!(", {} bytes short", len - (self.bytes.len() - at)));
+                let missing =
+                    len.map_or(String::new(), |len| format!(", {} bytes short", len - (self.bytes.len() - at)));
                 let reason = format!("the segment ends inside a frame{missing}: the file was cut short");
                 self.damaged(offset, (self.bytes.len() - at) as u64, reason);
                 return Some(self.bytes.len());
@@ -215,8 +217,7 @@ impl Scanner<'_, '_> {
         };
         // The header checks: the frame is `len` bytes, all present.
         let after = &self.bytes[at + len..];
-        let write_completed =
-            (self.context.bytes_are_all && after.is_empty()) || after.iter().any(|&b| b != 0);
+        let write_completed = (self.context.bytes_are_all && after.is_empty()) || after.iter().any(|&b| b != 0);
         if self.context.newest && !write_completed {
             self.scan.end = if self.context.bytes_are_all {
                 ScanEnd::TornTail { offset, reason }
@@ -457,14 +458,8 @@ mod fuzz {
     fn scan_fresh(bytes: &[u8], newest: bool) -> SegmentScan {
         let mut state = State { gap_records_max: 1000, ..State::default() };
         let dir = Path::new("/nonexistent");
-        let context = ScanContext {
-            dir,
-            segment: 1,
-            previous: None,
-            complete_below: u64::MAX,
-            bytes_are_all: true,
-            newest,
-        };
+        let context =
+            ScanContext { dir, segment: 1, previous: None, complete_below: u64::MAX, bytes_are_all: true, newest };
         scan_segment(&mut state, &context, bytes, 0)
     }
 

@@ -157,12 +157,7 @@ impl State {
     pub(crate) fn catalog(&self, segment_id: u32) -> SegmentHeader {
         let mut logs: Vec<LogDescriptor> = self.logs.values().map(|log| log.descriptor.clone()).collect();
         logs.sort_by_key(|d| d.id);
-        SegmentHeader {
-            format_version: super::format::FORMAT_VERSION,
-            segment_id,
-            next_log_id: self.next_log_id,
-            logs,
-        }
+        SegmentHeader { format_version: super::format::FORMAT_VERSION, segment_id, next_log_id: self.next_log_id, logs }
     }
 
     /// Record why records are lost; returns the index lost positions carry.
@@ -318,7 +313,10 @@ impl State {
             return Err(format!("log {:?} seq {seq} again, after seq {latest}", log.descriptor.name));
         }
         if seq - latest - 1 > *gap_records_max {
-            return Err(format!("log {:?} jumps from seq {latest} to {seq}, past what the journal could hold", log.descriptor.name));
+            return Err(format!(
+                "log {:?} jumps from seq {latest} to {seq}, past what the journal could hold",
+                log.descriptor.name
+            ));
         }
         if seq > latest + 1 {
             let cause = add_loss_cause(loss_causes, gap_cause());
@@ -363,7 +361,9 @@ impl State {
             }
             debug_assert!(log.latest() == 0 || log.base == log.earliest());
         }
-        runs.sort_by(|a, b| (&self.logs[&a.log_id].descriptor.name, a.first).cmp(&(&self.logs[&b.log_id].descriptor.name, b.first)));
+        runs.sort_by(|a, b| {
+            (&self.logs[&a.log_id].descriptor.name, a.first).cmp(&(&self.logs[&b.log_id].descriptor.name, b.first))
+        });
         runs
     }
 
@@ -400,7 +400,12 @@ fn add_loss_cause(causes: &mut Vec<LossCause>, cause: LossCause) -> usize {
 }
 
 /// Append `position` as `log`'s next seq, then trim per retention.
-fn push(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
+fn push(
+    log: &mut LogState,
+    segments: &mut BTreeMap<u32, SegmentState>,
+    live_bytes_total: &mut u64,
+    position: Position,
+) {
     log.descriptor.latest += 1;
     log.positions.push_back(position);
     remember(segments, live_bytes_total, position);

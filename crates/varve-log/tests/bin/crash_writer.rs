@@ -37,7 +37,8 @@ fn main() {
         if latest > 0 {
             let value = ns.get(log, latest).expect("get");
             let text = String::from_utf8_lossy(&value);
-            let batch: u64 = text.strip_prefix("b=").and_then(|t| t.split(';').next()).expect("batch id").parse().expect("number");
+            let batch: u64 =
+                text.strip_prefix("b=").and_then(|t| t.split(';').next()).expect("batch id").parse().expect("number");
             next_batch = next_batch.max(batch + 1);
         }
     }

@@ -53,9 +53,9 @@ fn mix(mut x: u64) -> u64 {
 fn value(seed: u64, seq: u64) -> Vec<u8> {
     let r = mix(seed ^ seq.wrapping_mul(0x1000_0000_01b3));
     let len = match r % 100 {
-        0..=29 => r >> 8 & 0x7f,                         // 0..128 B
-        30..=59 => 128 + (r >> 8) % (16 << 10),          // to 16 KiB
-        60..=94 => (10 << 10) + (r >> 8) % (90 << 10),   // 10..100 KiB
+        0..=29 => r >> 8 & 0x7f,                                 // 0..128 B
+        30..=59 => 128 + (r >> 8) % (16 << 10),                  // to 16 KiB
+        60..=94 => (10 << 10) + (r >> 8) % (90 << 10),           // 10..100 KiB
         _ => (100 << 10) + (r >> 8) % ((1 << 20) - (100 << 10)), // to 1 MiB
     } as usize;
     let fill = (r >> 40) as u8;
@@ -107,7 +107,8 @@ fn writer(dir: &str, seed: u64, sync: &str, seconds: u64) -> Result<(), String> 
 }
 
 fn reader(mode: &str, dir: &str, seed: u64, seconds: u64) -> Result<(), String> {
-    let options = JournalOptions { read_only: true, read_only_poll: Duration::from_millis(2), ..JournalOptions::default() };
+    let options =
+        JournalOptions { read_only: true, read_only_poll: Duration::from_millis(2), ..JournalOptions::default() };
     let open = || JournalNamespace::open(dir.as_ref(), "stress", options).map_err(|e| format!("open: {e}"));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut checked = 0u64;

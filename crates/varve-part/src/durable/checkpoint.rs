@@ -76,11 +76,7 @@ impl<V: Codec + Clone + Send + Sync> CheckpointJob<V> {
             ns: self.ns.as_ref(),
             log,
             generation: self.header.generation,
-            reuse_tag: if self.full {
-                None
-            } else {
-                Some(self.clean_tag())
-            },
+            reuse_tag: if self.full { None } else { Some(self.clean_tag()) },
             depth_threshold: self.depth_threshold,
             next_seq,
             record: Vec::new(),
@@ -97,12 +93,7 @@ impl<V: Codec + Clone + Send + Sync> CheckpointJob<V> {
         writer.flush()?;
         self.ns.sync()?;
         let (stats, written) = (writer.stats, writer.written);
-        Ok(WrittenCheckpoint {
-            job: self,
-            top,
-            stats,
-            written,
-        })
+        Ok(WrittenCheckpoint { job: self, top, stats, written })
     }
 
     /// Encode the top into `top`, writing blobs through `writer`.

@@ -9,12 +9,12 @@ use varve_log::codec::{ByteReader, ReadError};
 use varve_log::{Namespace, Seq};
 
 use super::format::{
-    pack_ref, unzigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE, CHILD_REF, CHILD_REMOVED,
-    NODE_DELTA, NODE_FULL_256, NODE_HAS_VALUE, OP_DELETE, OP_PUT, TOP_EMPTY, TOP_LEAF, TOP_NODE,
+    pack_ref, unzigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE, CHILD_REF, CHILD_REMOVED, NODE_DELTA,
+    NODE_FULL_256, NODE_HAS_VALUE, OP_DELETE, OP_PUT, TOP_EMPTY, TOP_LEAF, TOP_NODE,
 };
 use super::{
-    blobs_log, manifest_log, Codec, DurableError, Result, BLOBS_PER_RECORD_MAX, BLOB_SEQ_MAX,
-    FORMAT_VERSION, TREE_DEPTH_MAX,
+    blobs_log, manifest_log, Codec, DurableError, Result, BLOBS_PER_RECORD_MAX, BLOB_SEQ_MAX, FORMAT_VERSION,
+    TREE_DEPTH_MAX,
 };
 use crate::map::{ArtMap, BatchOp};
 use crate::raw::{self, OwnedChild};
@@ -29,18 +29,12 @@ pub(crate) enum DecodeError {
 impl DecodeError {
     pub(super) fn at(self, log: &str, seq: Seq) -> DurableError {
         match self {
-            DecodeError::Corrupt { offset, reason } => DurableError::Corrupt {
-                log: log.to_owned(),
-                seq,
-                offset,
-                reason,
-            },
-            DecodeError::Version { found } => DurableError::Version {
-                log: log.to_owned(),
-                seq,
-                found,
-                expected: FORMAT_VERSION,
-            },
+            DecodeError::Corrupt { offset, reason } => {
+                DurableError::Corrupt { log: log.to_owned(), seq, offset, reason }
+            }
+            DecodeError::Version { found } => {
+                DurableError::Version { log: log.to_owned(), seq, found, expected: FORMAT_VERSION }
+            }
         }
     }
 }
@@ -56,25 +50,16 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader of the bytes at offset `base` of their record.
     fn new(bytes: &'a [u8], base: usize) -> Self {
-        Reader {
-            bytes: ByteReader::new(bytes),
-            base,
-        }
+        Reader { bytes: ByteReader::new(bytes), base }
     }
     fn corrupt(&self, reason: impl Into<String>) -> DecodeError {
-        DecodeError::Corrupt {
-            offset: self.base + self.bytes.position(),
-            reason: reason.into(),
-        }
+        DecodeError::Corrupt { offset: self.base + self.bytes.position(), reason: reason.into() }
     }
     /// The one place a [`ReadError`] becomes a [`DecodeError`]: its offset
     /// moved from the reader's bytes to the record.
     #[cold]
     fn read_failed(base: usize, error: ReadError) -> DecodeError {
-        DecodeError::Corrupt {
-            offset: base + error.offset,
-            reason: error.kind.to_string(),
-        }
+        DecodeError::Corrupt { offset: base + error.offset, reason: error.kind.to_string() }
     }
     fn byte(&mut self) -> Result<u8, DecodeError> {
         let base = self.base;
@@ -117,22 +102,13 @@ impl<'a> Reader<'a> {
 /// Check version and CRC32C; a reader of the body (between version byte
 /// and CRC), past the version byte.
 fn open_record(bytes: &[u8]) -> Result<Reader<'_>, DecodeError> {
-    let too_short = || DecodeError::Corrupt {
-        offset: 0,
-        reason: format!("record of {} bytes is too short", bytes.len()),
-    };
+    let too_short =
+        || DecodeError::Corrupt { offset: 0, reason: format!("record of {} bytes is too short", bytes.len()) };
     let mut record = ByteReader::new(bytes);
-    let body = record
-        .take(bytes.len().saturating_sub(4))
-        .ok()
-        .filter(|body| !body.is_empty())
-        .ok_or_else(too_short)?;
+    let body = record.take(bytes.len().saturating_sub(4)).ok().filter(|body| !body.is_empty()).ok_or_else(too_short)?;
     let stored = record.u32().map_err(|_| too_short())?;
     if crc32c::crc32c(body) != stored {
-        return Err(DecodeError::Corrupt {
-            offset: body.len(),
-            reason: "CRC32C mismatch".into(),
-        });
+        return Err(DecodeError::Corrupt { offset: body.len(), reason: "CRC32C mismatch".into() });
     }
     let mut r = Reader::new(body, 0);
     let version = r.byte()?;
@@ -178,17 +154,12 @@ impl BlobCache<'_> {
             self.records.insert(seq, (bytes, offsets));
         }
         let (bytes, offsets) = &self.records[&seq];
-        let &(start, end) = usize::try_from(index)
-            .ok()
-            .and_then(|i| offsets.get(i))
-            .ok_or_else(|| DurableError::Corrupt {
+        let &(start, end) =
+            usize::try_from(index).ok().and_then(|i| offsets.get(i)).ok_or_else(|| DurableError::Corrupt {
                 log: self.log.clone(),
                 seq,
                 offset: 0,
-                reason: format!(
-                    "reference to blob {index} of a record holding {}",
-                    offsets.len()
-                ),
+                reason: format!("reference to blob {index} of a record holding {}", offsets.len()),
             })?;
         Ok((bytes.slice(start..end), start))
     }
@@ -196,21 +167,14 @@ impl BlobCache<'_> {
 
 impl BlobCache<'_> {
     /// Decode blob (`seq`, `index`), a node at `depth`, into its parts.
-    fn blob_parts<V: Codec + Clone>(
-        &mut self,
-        seq: Seq,
-        index: u64,
-        depth: usize,
-    ) -> Result<Parts<V>> {
+    fn blob_parts<V: Codec + Clone>(&mut self, seq: Seq, index: u64, depth: usize) -> Result<Parts<V>> {
         let (blob, offset) = self.blob(seq, index)?;
         let log = self.log.clone();
         let mut reader = Reader::new(&blob, offset);
         let mut refs = RefState::default();
         let parts = decode_parts(&mut reader, &mut refs, self, depth, true, (&log, seq))?;
         if !reader.done() {
-            return Err(reader
-                .corrupt("trailing bytes after the blob's node")
-                .at(&log, seq));
+            return Err(reader.corrupt("trailing bytes after the blob's node").at(&log, seq));
         }
         Ok(parts)
     }
@@ -256,12 +220,7 @@ pub(super) fn load_checkpoint<V: Codec + Clone>(
         generation_full_bytes,
         generation_bytes,
     };
-    let mut cache = BlobCache {
-        ns,
-        log: blobs_log(name, generation),
-        generation,
-        records: HashMap::new(),
-    };
+    let mut cache = BlobCache { ns, log: blobs_log(name, generation), generation, records: HashMap::new() };
     let tag = r.byte().map_err(|e| e.at(&log, seq))?;
     let root = match tag {
         TOP_EMPTY => None,
@@ -275,14 +234,7 @@ pub(super) fn load_checkpoint<V: Codec + Clone>(
         }
         TOP_NODE => {
             let mut refs = RefState::default();
-            Some(decode_node(
-                &mut r,
-                &mut refs,
-                &mut cache,
-                0,
-                0,
-                (&log, seq),
-            )?)
+            Some(decode_node(&mut r, &mut refs, &mut cache, 0, 0, (&log, seq))?)
         }
         other => return Err(r.corrupt(format!("unknown top tag {other}")).at(&log, seq)),
     };
@@ -308,10 +260,8 @@ fn decode_node<V: Codec + Clone>(
     at: (&str, Seq),
 ) -> Result<OwnedChild<V>> {
     let parts = decode_parts(r, refs, cache, depth, false, at)?;
-    raw::node(&parts.prefix, parts.value, parts.children, reference).map_err(|e| {
-        r.corrupt(format!("node does not build: {e}"))
-            .at(at.0, at.1)
-    })
+    raw::node(&parts.prefix, parts.value, parts.children, reference)
+        .map_err(|e| r.corrupt(format!("node does not build: {e}")).at(at.0, at.1))
 }
 
 /// Decode one node's parts; `blob_root` allows a delta node (whose base
@@ -326,24 +276,16 @@ fn decode_parts<V: Codec + Clone>(
 ) -> Result<Parts<V>> {
     let fail = |e: DecodeError| e.at(at.0, at.1);
     if depth >= TREE_DEPTH_MAX {
-        return Err(r
-            .corrupt("tree deeper than TREE_DEPTH_MAX (a reference cycle?)")
-            .at(at.0, at.1));
+        return Err(r.corrupt("tree deeper than TREE_DEPTH_MAX (a reference cycle?)").at(at.0, at.1));
     }
     let prefix_len = r.len().map_err(fail)?;
     let prefix = r.take(prefix_len).map_err(fail)?.to_vec();
     let flags = r.byte().map_err(fail)?;
     let known = NODE_HAS_VALUE | NODE_FULL_256 | if blob_root { NODE_DELTA } else { 0 };
     if flags & !known != 0 || flags & (NODE_FULL_256 | NODE_DELTA) == NODE_FULL_256 | NODE_DELTA {
-        return Err(r
-            .corrupt(format!("unknown node flags {flags:#x}"))
-            .at(at.0, at.1));
+        return Err(r.corrupt(format!("unknown node flags {flags:#x}")).at(at.0, at.1));
     }
-    let value = if flags & NODE_HAS_VALUE != 0 {
-        Some(r.value().map_err(fail)?)
-    } else {
-        None
-    };
+    let value = if flags & NODE_HAS_VALUE != 0 { Some(r.value().map_err(fail)?) } else { None };
     if flags & NODE_DELTA != 0 {
         let head = r.varint().map_err(fail)?;
         if head & 3 != 0 {
@@ -359,11 +301,8 @@ fn decode_parts<V: Codec + Clone>(
                 return Err(r.corrupt("delta changes out of order").at(at.0, at.1));
             }
             let head = r.varint().map_err(fail)?;
-            let child = if head & 3 == CHILD_REMOVED {
-                None
-            } else {
-                Some(decode_child(r, refs, cache, depth, head, at)?)
-            };
+            let child =
+                if head & 3 == CHILD_REMOVED { None } else { Some(decode_child(r, refs, cache, depth, head, at)?) };
             changes.push((byte, child));
         }
         // Merge the changes (sorted by byte) into the base's slots.
@@ -382,11 +321,7 @@ fn decode_parts<V: Codec + Clone>(
             }
         }
         children.extend(changes.filter_map(|(b, c)| c.map(|c| (b, c))));
-        return Ok(Parts {
-            prefix,
-            value,
-            children,
-        });
+        return Ok(Parts { prefix, value, children });
     }
     let full = flags & NODE_FULL_256 != 0;
     let count = if full { 256 } else { r.len().map_err(fail)? };
@@ -403,11 +338,7 @@ fn decode_parts<V: Codec + Clone>(
         let head = r.varint().map_err(fail)?;
         children.push((byte, decode_child(r, refs, cache, depth, head, at)?));
     }
-    Ok(Parts {
-        prefix,
-        value,
-        children,
-    })
+    Ok(Parts { prefix, value, children })
 }
 
 /// Read a reference whose head varint is `head` (see [`put_ref`]).
@@ -419,14 +350,9 @@ fn read_ref(r: &mut Reader<'_>, refs: &mut RefState, head: u64) -> Result<(Seq, 
         .filter(|&s| (1..=BLOB_SEQ_MAX).contains(&s))
         .ok_or_else(|| r.corrupt("reference seq out of range"))?;
     let index_field = r.varint()?;
-    let index = if seq == refs.seq {
-        refs.index.checked_add_signed(unzigzag(index_field))
-    } else {
-        Some(index_field)
-    };
-    let index = index
-        .filter(|&i| i < BLOBS_PER_RECORD_MAX as u64)
-        .ok_or_else(|| r.corrupt("reference index out of range"))?;
+    let index = if seq == refs.seq { refs.index.checked_add_signed(unzigzag(index_field)) } else { Some(index_field) };
+    let index =
+        index.filter(|&i| i < BLOBS_PER_RECORD_MAX as u64).ok_or_else(|| r.corrupt("reference index out of range"))?;
     refs.seq = seq;
     refs.index = index;
     Ok((seq, index))
@@ -456,18 +382,14 @@ fn decode_child<V: Codec + Clone>(
             let (seq, index) = read_ref(r, refs, head).map_err(fail)?;
             let parts = cache.blob_parts(seq, index, depth + 1)?;
             let packed = pack_ref(cache.generation, seq, index);
-            raw::node(&parts.prefix, parts.value, parts.children, packed).map_err(|e| {
-                DurableError::Corrupt {
-                    log: cache.log.clone(),
-                    seq,
-                    offset: 0,
-                    reason: format!("blob {index} does not build a node: {e}"),
-                }
+            raw::node(&parts.prefix, parts.value, parts.children, packed).map_err(|e| DurableError::Corrupt {
+                log: cache.log.clone(),
+                seq,
+                offset: 0,
+                reason: format!("blob {index} does not build a node: {e}"),
             })
         }
-        _ => Err(r
-            .corrupt(format!("child tag {} where a child is expected", head & 3))
-            .at(at.0, at.1)),
+        _ => Err(r.corrupt(format!("child tag {} where a child is expected", head & 3)).at(at.0, at.1)),
     }
 }
 
@@ -489,10 +411,7 @@ mod tests {
         body.extend_from_slice(&[0xFF; 9]);
         body.push(0x7F);
         let err = decode_batch::<Vec<u8>>(&seal(body)).expect_err("overlong count");
-        assert_eq!(
-            corrupt(err),
-            (1, "varint longer than 10 bytes or past 64 bits".into())
-        );
+        assert_eq!(corrupt(err), (1, "varint longer than 10 bytes or past 64 bits".into()));
 
         // A blob at offset 40 of its record.
         let mut blob = Reader::new(&[7, 5, 2], 40);

@@ -10,12 +10,12 @@ use varve_log::codec::ByteWriter;
 use varve_log::{Namespace, Seq};
 
 use super::format::{
-    pack_ref, seal, unpack_ref, zigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE, CHILD_REF,
-    CHILD_REMOVED, INLINE_DEPTH_MAX, NODE_DELTA, NODE_FULL_256, NODE_HAS_VALUE, OP_DELETE, OP_PUT,
+    pack_ref, seal, unpack_ref, zigzag, Committed, RefState, CHILD_LEAF, CHILD_NODE, CHILD_REF, CHILD_REMOVED,
+    INLINE_DEPTH_MAX, NODE_DELTA, NODE_FULL_256, NODE_HAS_VALUE, OP_DELETE, OP_PUT,
 };
 use super::{
-    CheckpointStats, Codec, DurableError, Result, BLOBS_PER_RECORD_MAX, BLOB_ENTRIES_MAX,
-    BLOB_SEQ_MAX, FORMAT_VERSION, RECORD_BYTES_TARGET, TREE_DEPTH_MAX,
+    CheckpointStats, Codec, DurableError, Result, BLOBS_PER_RECORD_MAX, BLOB_ENTRIES_MAX, BLOB_SEQ_MAX, FORMAT_VERSION,
+    RECORD_BYTES_TARGET, TREE_DEPTH_MAX,
 };
 use crate::map::BatchOp;
 use crate::raw::{ChildRef, NodeRef};
@@ -25,11 +25,7 @@ fn encode_header<V: Codec>(node: NodeRef<'_, V>, extra: u8, out: &mut Vec<u8>) {
     let prefix = node.prefix();
     out.put_varint(prefix.len() as u64);
     out.extend_from_slice(prefix);
-    let has_value = if node.value().is_some() {
-        NODE_HAS_VALUE
-    } else {
-        0
-    };
+    let has_value = if node.value().is_some() { NODE_HAS_VALUE } else { 0 };
     out.push(has_value | extra);
     if let Some(value) = node.value() {
         value.encode(out);
@@ -105,8 +101,7 @@ impl Writer<'_> {
         if !full {
             out.put_varint(children.len() as u64);
         }
-        let base_children: Vec<(u8, ChildRef<'_, V>)> =
-            base.map(|b| b.children().collect()).unwrap_or_default();
+        let base_children: Vec<(u8, ChildRef<'_, V>)> = base.map(|b| b.children().collect()).unwrap_or_default();
         for (byte, child) in children {
             if !full {
                 out.push(byte);
@@ -145,11 +140,7 @@ impl Writer<'_> {
                     put_ref(out, refs, seq, index, CHILD_REF);
                 } else {
                     out.put_varint(CHILD_NODE);
-                    let inline = if child_depth < self.depth_threshold {
-                        0
-                    } else {
-                        inline_depth + 1
-                    };
+                    let inline = if child_depth < self.depth_threshold { 0 } else { inline_depth + 1 };
                     self.encode_node(child, base_child, child_depth, inline, out, refs)?;
                 }
             }
@@ -186,8 +177,7 @@ impl Writer<'_> {
         }
         let (seq, index) = self.push(&blob)?;
         let index = index as u64; // under BLOBS_PER_RECORD_MAX
-        self.written
-            .insert(node.id(), pack_ref(self.generation, seq, index));
+        self.written.insert(node.id(), pack_ref(self.generation, seq, index));
         Ok((seq, index))
     }
 
@@ -219,8 +209,7 @@ impl Writer<'_> {
         let children: Vec<(u8, ChildRef<'_, V>)> = node.children().collect();
         let base_children: Vec<(u8, ChildRef<'_, V>)> = base.children().collect();
         let mut changes: Vec<(u8, Option<ChildRef<'_, V>>)> = Vec::new();
-        let (mut now_slots, mut then_slots) =
-            (children.iter().peekable(), base_children.iter().peekable());
+        let (mut now_slots, mut then_slots) = (children.iter().peekable(), base_children.iter().peekable());
         let (mut value_now, mut value_then) = (Vec::new(), Vec::new());
         let mut inherited = 0;
         loop {
@@ -237,16 +226,8 @@ impl Writer<'_> {
                 (Some(&&(byte, ref now)), then) => {
                     let then = then.filter(|slot| slot.0 == byte).map(|slot| &slot.1);
                     let same = match (now, then) {
-                        (ChildRef::Node(node_now), Some(ChildRef::Node(node_then))) => {
-                            node_now.id() == node_then.id()
-                        }
-                        (
-                            ChildRef::Leaf { suffix, value },
-                            Some(ChildRef::Leaf {
-                                suffix: s2,
-                                value: v2,
-                            }),
-                        ) => {
+                        (ChildRef::Node(node_now), Some(ChildRef::Node(node_then))) => node_now.id() == node_then.id(),
+                        (ChildRef::Leaf { suffix, value }, Some(ChildRef::Leaf { suffix: s2, value: v2 })) => {
                             value_now.clear();
                             value_then.clear();
                             value.encode(&mut value_now);
@@ -289,16 +270,12 @@ impl Writer<'_> {
 
     fn push(&mut self, blob: &[u8]) -> Result<(Seq, usize)> {
         if self.blobs_in_record > 0
-            && (self.record.len() + blob.len() > RECORD_BYTES_TARGET
-                || self.blobs_in_record == BLOBS_PER_RECORD_MAX)
+            && (self.record.len() + blob.len() > RECORD_BYTES_TARGET || self.blobs_in_record == BLOBS_PER_RECORD_MAX)
         {
             self.flush()?;
         }
         if self.next_seq > BLOB_SEQ_MAX {
-            return Err(DurableError::ReferenceLimit {
-                log: self.log.clone(),
-                seq: self.next_seq,
-            });
+            return Err(DurableError::ReferenceLimit { log: self.log.clone(), seq: self.next_seq });
         }
         self.record.put_varint(blob.len() as u64);
         self.record.extend_from_slice(blob);

@@ -38,11 +38,7 @@ pub(super) fn pack_ref(generation: u64, seq: Seq, index: u64) -> u64 {
 }
 
 pub(super) fn unpack_ref(reference: u64) -> (u64, Seq, u64) {
-    (
-        reference >> 48,
-        (reference >> 16) & BLOB_SEQ_MAX,
-        reference & 0xFFFF,
-    )
+    (reference >> 48, (reference >> 16) & BLOB_SEQ_MAX, reference & 0xFFFF)
 }
 
 pub(super) const TOP_EMPTY: u8 = 0;

@@ -14,8 +14,8 @@ use super::decode::{decode_batch, load_checkpoint};
 use super::encode::{encode_batch, encode_manifest};
 use super::format::Committed;
 use super::{
-    batches_log, blobs_log, manifest_log, with_deep_stack, CheckpointStats, Codec, DurableError,
-    DurableOptions, Result, MANIFESTS_KEPT,
+    batches_log, blobs_log, manifest_log, with_deep_stack, CheckpointStats, Codec, DurableError, DurableOptions,
+    Result, MANIFESTS_KEPT,
 };
 use crate::map::{ArtMap, BatchOp, Snapshot};
 use crate::raw::{self, ChildRef};
@@ -55,17 +55,9 @@ fn list_generations(ns: &dyn Namespace, name: &str) -> Result<(Vec<u64>, Vec<u64
     let (batches_prefix, blobs_prefix) = (format!("{name}.batches."), format!("{name}.blobs."));
     let (mut batches, mut blobs) = (Vec::new(), Vec::new());
     for info in ns.list_logs()? {
-        if let Some(g) = info
-            .name
-            .strip_prefix(&batches_prefix)
-            .and_then(|g| g.parse().ok())
-        {
+        if let Some(g) = info.name.strip_prefix(&batches_prefix).and_then(|g| g.parse().ok()) {
             batches.push(g);
-        } else if let Some(g) = info
-            .name
-            .strip_prefix(&blobs_prefix)
-            .and_then(|g| g.parse().ok())
-        {
+        } else if let Some(g) = info.name.strip_prefix(&blobs_prefix).and_then(|g| g.parse().ok()) {
             blobs.push(g);
         }
     }
@@ -81,26 +73,18 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
     ///
     /// Errors: [`DurableError::Log`], [`DurableError::Corrupt`] /
     /// [`DurableError::Version`] naming the record that does not decode.
-    pub fn open(
-        ns: Arc<dyn Namespace>,
-        name: &str,
-        mut options: DurableOptions,
-    ) -> Result<DurableMap<V>> {
+    pub fn open(ns: Arc<dyn Namespace>, name: &str, mut options: DurableOptions) -> Result<DurableMap<V>> {
         // The root is never a blob root: it changes on every checkpoint.
         options.depth_threshold = options.depth_threshold.max(1);
         let manifest = manifest_log(name);
-        ns.create_log(
-            &manifest,
-            LogConfig::keep(MANIFESTS_KEPT, OnFull::Overwrite),
-        )?;
+        ns.create_log(&manifest, LogConfig::keep(MANIFESTS_KEPT, OnFull::Overwrite))?;
         let latest = ns.latest(&manifest)?;
         let (committed, map) = if latest == 0 {
             (None, ArtMap::new())
         } else {
             let bytes = ns.get(&manifest, latest)?;
             let ns_ref = ns.as_ref();
-            let (committed, map) =
-                with_deep_stack(|| load_checkpoint::<V>(ns_ref, name, &bytes, latest))?;
+            let (committed, map) = with_deep_stack(|| load_checkpoint::<V>(ns_ref, name, &bytes, latest))?;
             (Some(committed), map)
         };
         let (mut batch_gens, blob_gens) = list_generations(ns.as_ref(), name)?;
@@ -109,10 +93,7 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
         // ones by full checkpoints that never committed. (Their generation
         // numbers are not reused: `generation_next` counts them below.)
         let committed_generation = committed.map(|c| c.generation);
-        for &g in blob_gens
-            .iter()
-            .filter(|&&g| Some(g) != committed_generation)
-        {
+        for &g in blob_gens.iter().filter(|&&g| Some(g) != committed_generation) {
             ns.delete_log(&blobs_log(name, g))?;
         }
         if let Some(c) = committed {
@@ -122,14 +103,8 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
             }
             batch_gens.retain(|&g| g >= c.batch_generation);
         }
-        let generation_next = batch_gens
-            .iter()
-            .chain(&blob_gens)
-            .copied()
-            .chain(committed.map(|c| c.generation))
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let generation_next =
+            batch_gens.iter().chain(&blob_gens).copied().chain(committed.map(|c| c.generation)).max().unwrap_or(0) + 1;
         let mut map_state = DurableMap {
             ns,
             name: name.to_owned(),
@@ -147,9 +122,7 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
         }
         if batch_gens.is_empty() {
             let g = committed.map_or(1, |c| c.batch_generation);
-            map_state
-                .ns
-                .create_log(&batches_log(name, g), LogConfig::unbounded())?;
+            map_state.ns.create_log(&batches_log(name, g), LogConfig::unbounded())?;
             batch_gens.push(g);
             map_state.generation_next = map_state.generation_next.max(g + 1);
         }
@@ -196,16 +169,10 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
     /// [`DurableError::Poisoned`] for updates (the record may have landed).
     pub fn apply(&mut self, ops: Vec<BatchOp<V>>) -> Result<Seq> {
         if let Some(cause) = &self.poisoned {
-            return Err(DurableError::Poisoned {
-                name: self.name.clone(),
-                cause: cause.clone(),
-            });
+            return Err(DurableError::Poisoned { name: self.name.clone(), cause: cause.clone() });
         }
         let record = encode_batch(&ops);
-        let seq = match self
-            .ns
-            .append(&batches_log(&self.name, self.batch_generation), &record)
-        {
+        let seq = match self.ns.append(&batches_log(&self.name, self.batch_generation), &record) {
             Ok(seq) => seq,
             Err(e) => {
                 self.poisoned = Some(e.to_string());
@@ -255,9 +222,7 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
 
     fn begin(&mut self, full: bool) -> Result<CheckpointJob<V>> {
         if self.in_flight.swap(true, Ordering::AcqRel) {
-            return Err(DurableError::CheckpointInFlight {
-                name: self.name.clone(),
-            });
+            return Err(DurableError::CheckpointInFlight { name: self.name.clone() });
         }
         let guard = InFlight(self.in_flight.clone());
         let committed = self.committed.unwrap_or_default();
@@ -276,16 +241,13 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
                     reason: "a new generation's batch log already holds batches".into(),
                 });
             }
-            self.ns
-                .create_log(&blobs_log(&self.name, g), LogConfig::unbounded())?;
+            self.ns.create_log(&blobs_log(&self.name, g), LogConfig::unbounded())?;
             // From here on batches go to generation g; the snapshot below
             // holds every batch applied before.
             self.batch_generation = g;
             (g, g, 0)
         } else {
-            let latest = self
-                .ns
-                .latest(&batches_log(&self.name, self.batch_generation))?;
+            let latest = self.ns.latest(&batches_log(&self.name, self.batch_generation))?;
             (committed.generation, self.batch_generation, latest)
         };
         let header = Committed {
@@ -293,17 +255,9 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
             generation,
             batch_generation,
             batch_seq,
-            checkpoints_in_generation: if full {
-                1
-            } else {
-                committed.checkpoints_in_generation + 1
-            },
+            checkpoints_in_generation: if full { 1 } else { committed.checkpoints_in_generation + 1 },
             // A new generation counts its own bytes (set at commit).
-            generation_full_bytes: if full {
-                0
-            } else {
-                committed.generation_full_bytes
-            },
+            generation_full_bytes: if full { 0 } else { committed.generation_full_bytes },
             generation_bytes: if full { 0 } else { committed.generation_bytes },
         };
         Ok(CheckpointJob {
@@ -326,19 +280,10 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
     /// not be in force; either is consistent, and the map goes on), or the
     /// cleanup failed (retried by the next full checkpoint or `open`).
     pub fn commit_checkpoint(&mut self, written: WrittenCheckpoint<V>) -> Result<CheckpointStats> {
-        if written.job.name != self.name || !Arc::ptr_eq(&written.job.in_flight.0, &self.in_flight)
-        {
-            return Err(DurableError::ForeignJob {
-                name: self.name.clone(),
-                job: written.job.name.clone(),
-            });
+        if written.job.name != self.name || !Arc::ptr_eq(&written.job.in_flight.0, &self.in_flight) {
+            return Err(DurableError::ForeignJob { name: self.name.clone(), job: written.job.name.clone() });
         }
-        let WrittenCheckpoint {
-            job,
-            top,
-            mut stats,
-            written: written_ids,
-        } = written;
+        let WrittenCheckpoint { job, top, mut stats, written: written_ids } = written;
         let mut header = job.header;
         header.generation_bytes += stats.blob_bytes;
         if job.full {
@@ -360,10 +305,7 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
             for g in blob_gens.into_iter().filter(|&g| g < header.generation) {
                 self.ns.delete_log(&blobs_log(&self.name, g))?;
             }
-            for g in batch_gens
-                .into_iter()
-                .filter(|&g| g < header.batch_generation)
-            {
+            for g in batch_gens.into_iter().filter(|&g| g < header.batch_generation) {
                 self.ns.delete_log(&batches_log(&self.name, g))?;
             }
         }

@@ -133,22 +133,10 @@ pub enum DurableError {
     Log(#[from] LogError),
     /// A stored record does not decode or fails its checksum.
     #[error("corrupt record in log {log:?} seq {seq} at byte offset {offset}: {reason}")]
-    Corrupt {
-        log: String,
-        seq: Seq,
-        offset: usize,
-        reason: String,
-    },
+    Corrupt { log: String, seq: Seq, offset: usize, reason: String },
     /// A record of a format this build does not read.
-    #[error(
-        "log {log:?} seq {seq} has format version {found}; this build reads version {expected}"
-    )]
-    Version {
-        log: String,
-        seq: Seq,
-        found: u8,
-        expected: u8,
-    },
+    #[error("log {log:?} seq {seq} has format version {found}; this build reads version {expected}")]
+    Version { log: String, seq: Seq, found: u8, expected: u8 },
     /// An earlier batch append failed, so the log may hold a batch the map
     /// does not: updates are refused until the map is reopened.
     #[error("map {name:?} refuses updates after a failed batch append ({cause}); reopen it to recover from the logs")]
@@ -186,10 +174,7 @@ pub struct DurableOptions {
 
 impl Default for DurableOptions {
     fn default() -> Self {
-        DurableOptions {
-            depth_threshold: 1,
-            full_every: 8,
-        }
+        DurableOptions { depth_threshold: 1, full_every: 8 }
     }
 }
 
@@ -244,10 +229,7 @@ const DEEP_STACK_BYTES: usize = 256 << 20;
 fn with_deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     let slot = std::sync::Mutex::new(Some(f));
     let run = || {
-        let f = slot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
+        let f = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         f.map(|f| f())
     };
     let result = std::thread::scope(|scope| {
@@ -292,13 +274,7 @@ pub mod testing {
     }
 
     /// Load a map from manifest bytes (blob references resolved in `ns`).
-    pub fn load_manifest(
-        ns: &dyn Namespace,
-        name: &str,
-        bytes: &[u8],
-        seq: Seq,
-    ) -> Result<usize, DurableError> {
-        super::with_deep_stack(|| load_checkpoint::<Vec<u8>>(ns, name, bytes, seq))
-            .map(|(_, map)| map.len())
+    pub fn load_manifest(ns: &dyn Namespace, name: &str, bytes: &[u8], seq: Seq) -> Result<usize, DurableError> {
+        super::with_deep_stack(|| load_checkpoint::<Vec<u8>>(ns, name, bytes, seq)).map(|(_, map)| map.len())
     }
 }

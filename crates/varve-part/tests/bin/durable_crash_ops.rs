@@ -30,9 +30,6 @@ pub fn batch_for(seed: u64, id: u64) -> Vec<BatchOp<Vec<u8>>> {
             }
         })
         .collect();
-    ops.push(BatchOp::Put(
-        LAST_BATCH_KEY.to_vec(),
-        id.to_le_bytes().to_vec(),
-    ));
+    ops.push(BatchOp::Put(LAST_BATCH_KEY.to_vec(), id.to_le_bytes().to_vec()));
     ops
 }

@@ -24,25 +24,12 @@ fn main() {
         std::process::exit(2);
     };
     let seed: u64 = seed.parse().expect("seed is a number");
-    let options = JournalOptions {
-        sync: SyncPolicy::Group(Duration::from_millis(5)),
-        ..JournalOptions::default()
-    };
+    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
     let store = JournalStore::open(dir, options).expect("open store");
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("crash").expect("namespace"));
-    let mut map = DurableMap::<Vec<u8>>::open(
-        ns,
-        "crash",
-        DurableOptions {
-            depth_threshold: 2,
-            full_every: 3,
-        },
-    )
-    .expect("open");
-    let mut next = map
-        .get(ops::LAST_BATCH_KEY)
-        .map_or(0, |v| u64::from_le_bytes(v[..8].try_into().expect("id")))
-        + 1;
+    let mut map =
+        DurableMap::<Vec<u8>>::open(ns, "crash", DurableOptions { depth_threshold: 2, full_every: 3 }).expect("open");
+    let mut next = map.get(ops::LAST_BATCH_KEY).map_or(0, |v| u64::from_le_bytes(v[..8].try_into().expect("id"))) + 1;
     let stdout = std::io::stdout();
     let say = |line: &str| {
         let mut out = stdout.lock();

@@ -105,21 +105,13 @@ pub fn assert_same(map: &ArtMap<u32>, model: &Model, what: &str) {
     assert_eq!(map.is_empty(), model.is_empty(), "{what}: is_empty");
     assert_eq!(entries(map), model_entries(model.iter()), "{what}: iter");
     let values: Vec<u32> = map.values().copied().collect();
-    assert_eq!(
-        values,
-        model.values().copied().collect::<Vec<_>>(),
-        "{what}: values"
-    );
+    assert_eq!(values, model.values().copied().collect::<Vec<_>>(), "{what}: values");
     assert_eq!(
         map.first().map(|(k, v)| (k, *v)),
         model.first_key_value().map(|(k, v)| (k.clone(), *v)),
         "{what}: first"
     );
-    assert_eq!(
-        map.last().map(|(k, v)| (k, *v)),
-        model.last_key_value().map(|(k, v)| (k.clone(), *v)),
-        "{what}: last"
-    );
+    assert_eq!(map.last().map(|(k, v)| (k, *v)), model.last_key_value().map(|(k, v)| (k.clone(), *v)), "{what}: last");
     for (k, v) in model {
         assert_eq!(map.get(k), Some(v), "{what}: get {k:?}");
     }
@@ -134,11 +126,7 @@ pub fn run(ops: &[Op]) {
     for op in ops {
         match op {
             Op::Insert(k, v) => {
-                assert_eq!(
-                    map.insert(k, *v),
-                    model.insert(k.clone(), *v),
-                    "insert {k:?}"
-                );
+                assert_eq!(map.insert(k, *v), model.insert(k.clone(), *v), "insert {k:?}");
             }
             Op::Remove(k) => {
                 assert_eq!(map.remove(k), model.remove(k), "remove {k:?}");
@@ -162,16 +150,8 @@ pub fn run(ops: &[Op]) {
                 }
             }
             Op::Range(a, b, a_excl, b_incl) => {
-                let lo = if *a_excl {
-                    Bound::Excluded(a.as_slice())
-                } else {
-                    Bound::Included(a.as_slice())
-                };
-                let hi = if *b_incl {
-                    Bound::Included(b.as_slice())
-                } else {
-                    Bound::Excluded(b.as_slice())
-                };
+                let lo = if *a_excl { Bound::Excluded(a.as_slice()) } else { Bound::Included(a.as_slice()) };
+                let hi = if *b_incl { Bound::Included(b.as_slice()) } else { Bound::Excluded(b.as_slice()) };
                 let got: Vec<(Vec<u8>, u32)> = map.range((lo, hi)).map(|(k, v)| (k, *v)).collect();
                 let valid = a < b || (a == b && !*a_excl && *b_incl);
                 let want = if valid {
@@ -184,26 +164,19 @@ pub fn run(ops: &[Op]) {
                         .collect()
                 };
                 assert_eq!(got, want, "range {lo:?}..{hi:?}");
-                let unbounded_hi: Vec<(Vec<u8>, u32)> = map
-                    .range((lo, Bound::Unbounded))
-                    .map(|(k, v)| (k, *v))
-                    .collect();
+                let unbounded_hi: Vec<(Vec<u8>, u32)> =
+                    map.range((lo, Bound::Unbounded)).map(|(k, v)| (k, *v)).collect();
                 let want: Vec<(Vec<u8>, u32)> = model
                     .iter()
-                    .filter(|(k, _)| {
-                        RangeBounds::<&[u8]>::contains(&(lo, Bound::Unbounded), &k.as_slice())
-                    })
+                    .filter(|(k, _)| RangeBounds::<&[u8]>::contains(&(lo, Bound::Unbounded), &k.as_slice()))
                     .map(|(k, v)| (k.clone(), *v))
                     .collect();
                 assert_eq!(unbounded_hi, want, "range {lo:?}..");
             }
             Op::Prefix(p) => {
                 let got: Vec<(Vec<u8>, u32)> = map.prefix(p).map(|(k, v)| (k, *v)).collect();
-                let want: Vec<(Vec<u8>, u32)> = model
-                    .iter()
-                    .filter(|(k, _)| k.starts_with(p))
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect();
+                let want: Vec<(Vec<u8>, u32)> =
+                    model.iter().filter(|(k, _)| k.starts_with(p)).map(|(k, v)| (k.clone(), *v)).collect();
                 assert_eq!(got, want, "prefix {p:?}");
             }
             Op::SetOps(i) => {
@@ -225,25 +198,16 @@ pub fn run(ops: &[Op]) {
                 want_plain.extend(model.iter().map(|(k, v)| (k.clone(), *v)));
                 assert_same(&plain, &want_plain, "union");
                 let inter = map.intersection(&other);
-                let want_inter: Model = model
-                    .iter()
-                    .filter(|(k, _)| other_model.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect();
+                let want_inter: Model =
+                    model.iter().filter(|(k, _)| other_model.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
                 assert_same(&inter, &want_inter, "intersection");
                 let diff = map.difference(&other);
-                let want_diff: Model = model
-                    .iter()
-                    .filter(|(k, _)| !other_model.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect();
+                let want_diff: Model =
+                    model.iter().filter(|(k, _)| !other_model.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
                 assert_same(&diff, &want_diff, "difference");
                 let reverse = other.difference(&map);
-                let want_reverse: Model = other_model
-                    .iter()
-                    .filter(|(k, _)| !model.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect();
+                let want_reverse: Model =
+                    other_model.iter().filter(|(k, _)| !model.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
                 assert_same(&reverse, &want_reverse, "reverse difference");
             }
         }
