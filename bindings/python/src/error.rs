@@ -180,12 +180,6 @@ fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             kw.set_item("reason", reason)?;
             "InvalidArgument"
         }
-        LogError::Corrupt { segment, offset, reason } => {
-            kw.set_item("segment", segment.display().to_string())?;
-            kw.set_item("offset", offset)?;
-            kw.set_item("reason", reason)?;
-            "Corrupt"
-        }
         e @ (LogError::Lost { .. } | LogError::UnsupportedFormat { .. } | LogError::NoSpace { .. }) => {
             storage_fields(e, kw)?
         }

@@ -45,16 +45,21 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BenchError {
+    /// The Log under measurement failed.
     #[error(transparent)]
     Log(#[from] varve_log::LogError),
+    /// A PEDaLS structure under measurement failed.
     #[error(transparent)]
     Pds(#[from] varve_pds::PdsError),
+    /// The runtime under measurement failed.
     #[error(transparent)]
     Runtime(#[from] varve_runtime::RuntimeError),
     /// A file operation of the benchmark itself (scratch files, baselines).
     #[error("{context}: {source}")]
     Io {
+        /// What the benchmark was doing, naming the file or directory.
         context: String,
+        /// The operating-system error.
         #[source]
         source: std::io::Error,
     },
@@ -64,6 +69,7 @@ pub enum BenchError {
     Check(String),
 }
 
+/// Shorthand for benchmark results.
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// Context for the I/O errors of a benchmark's own files.

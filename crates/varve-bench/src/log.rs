@@ -42,9 +42,13 @@ pub struct BenchOptions {
 /// One figure beside its baseline.
 #[derive(Clone, Debug)]
 pub struct Row {
+    /// What was measured: operation, record size, sync policy, …
     pub what: String,
+    /// The Log's figure (the median of the trials), in `unit`.
     pub ours: f64,
+    /// The plain-file baseline's figure, in `unit`, measured in the same run.
     pub baseline: f64,
+    /// The unit of `ours` and `baseline`: `rec/s`, `ns` or `s`.
     pub unit: &'static str,
     /// For rates of records: bytes per record, to show MB/s beside.
     pub record_bytes: Option<usize>,
@@ -63,6 +67,7 @@ impl Row {
 /// Every figure measured, in run order.
 #[derive(Clone, Debug, Default)]
 pub struct LogReport {
+    /// One row per figure.
     pub rows: Vec<Row>,
 }
 

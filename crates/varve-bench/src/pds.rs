@@ -37,6 +37,7 @@ pub struct BenchConfig {
     pub ops: usize,
     /// Extra pointers (the paper: 1, 5, 10).
     pub extras: Vec<u32>,
+    /// The structures measured (default: list, BST and balanced tree).
     pub structures: Vec<Structure>,
     /// Where the journal goes (a temporary directory when `None`).
     pub dir: Option<PathBuf>,
@@ -69,8 +70,11 @@ pub struct BenchRow {
     pub backend: &'static str,
     /// `None` for the ephemeral baseline.
     pub extra: Option<u32>,
+    /// Bytes stored per update, framing included (Figure 4's slope); median across workloads.
     pub bytes_per_update: f64,
+    /// µs per update, its search included (Figure 5); median across workloads.
     pub us_per_update: f64,
+    /// µs per access on the latest version (Figure 6); median across workloads.
     pub us_per_access: f64,
     /// Versions written across all workloads.
     pub updates: u64,
@@ -79,7 +83,9 @@ pub struct BenchRow {
 /// All rows, in run order.
 #[derive(Clone, Debug, Default)]
 pub struct BenchReport {
+    /// One line saying what was run (workloads, ops, seeds, extras, journal directory), printed above the table.
     pub config_line: String,
+    /// One row per structure, backend and `extra`.
     pub rows: Vec<BenchRow>,
     /// Curves of the first workload of each persistent variant.
     pub series: Vec<SeriesPoint>,
@@ -160,6 +166,7 @@ const SERIES_STEP_OPS: usize = 50;
 pub struct SeriesPoint {
     /// `bst journal e1`, …
     pub variant: String,
+    /// Workload operations applied so far (a multiple of the series step, 50).
     pub ops_done: usize,
     /// Bytes stored so far.
     pub bytes: u64,

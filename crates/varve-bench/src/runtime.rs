@@ -135,16 +135,23 @@ impl Sizes {
 pub struct Row {
     /// Stable key for scripts.
     pub key: &'static str,
+    /// What was measured, for people: figure, percentile, sync policy.
     pub what: String,
+    /// The figure (a median over trials or repetitions), in `unit`.
     pub value: f64,
+    /// The unit of `value` and `baseline`: `µs`, `ms`, `events/s`, `publishes/s`, `µs/record` or `%`.
     pub unit: &'static str,
     /// The goal the figure is held to, as text; `None` for reference figures.
     pub goal: Option<&'static str>,
+    /// Whether `value` meets `goal`; `None` when there is no goal.
     pub goal_met: Option<bool>,
+    /// What the baseline is; `None` for figures without one.
     pub baseline_what: Option<String>,
+    /// The baseline's figure in `unit`, measured in the same run; `None` for figures without one.
     pub baseline: Option<f64>,
     /// value / baseline.
     pub ratio: Option<f64>,
+    /// For rates higher is better; for latencies and overheads lower is better.
     pub higher_is_better: bool,
 }
 
@@ -181,11 +188,15 @@ impl Row {
 /// Every figure measured, in run order, and the machine's load around the run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RuntimeReport {
+    /// The command that produced the report (`varve bench runtime`).
     pub command: &'static str,
+    /// Whether this was a quick smoke run (fewer samples), not figures to publish.
     pub quick: bool,
-    /// `/proc/loadavg` (1, 5, 15 min) before and after the run.
+    /// `/proc/loadavg` (1, 5, 15 min) before the run; `None` where it cannot be read.
     pub load_before: Option<[f64; 3]>,
+    /// `/proc/loadavg` (1, 5, 15 min) after the run; `None` where it cannot be read.
     pub load_after: Option<[f64; 3]>,
+    /// One row per figure.
     pub rows: Vec<Row>,
 }
 

@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 /// How a column's cells align.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Align {
+    /// Left-aligned (`---`): names and labels.
     Left,
+    /// Right-aligned (`---:`): numbers.
     Right,
 }
 
@@ -18,6 +20,7 @@ pub struct Table {
 }
 
 impl Table {
+    /// A table with no rows and these columns: header text and alignment, left to right.
     #[must_use]
     pub fn new(columns: &[(&str, Align)]) -> Table {
         Table { columns: columns.iter().map(|&(name, align)| (name.to_owned(), align)).collect(), rows: Vec::new() }

@@ -57,6 +57,7 @@ const _: () = assert!(VARINT_BYTES_MAX * 7 >= 64 && (VARINT_BYTES_MAX - 1) * 7 <
 pub struct ReadError {
     /// Offset from the start of the input where the failed read began.
     pub offset: usize,
+    /// What went wrong.
     pub kind: ReadErrorKind,
 }
 
@@ -66,11 +67,19 @@ pub struct ReadError {
 #[non_exhaustive]
 pub enum ReadErrorKind {
     /// The input ends early: the read needed `needed` bytes, `available` were left.
-    Short { needed: usize, available: usize },
+    Short {
+        /// Bytes the read needed.
+        needed: usize,
+        /// Bytes left in the input at `offset` (fewer than `needed`).
+        available: usize,
+    },
     /// A varint runs past [`VARINT_BYTES_MAX`] bytes or past 64 bits.
     VarintOverlong,
     /// [`ByteReader::finish`] found `count` bytes left unread.
-    Trailing { count: usize },
+    Trailing {
+        /// Bytes left unread (at least 1).
+        count: usize,
+    },
 }
 
 /// "byte" or "bytes", for `count` of them.
@@ -183,6 +192,7 @@ impl<'a> ByteReader<'a> {
         Ok(*head)
     }
 
+    /// The next byte.
     #[inline]
     pub fn u8(&mut self) -> Result<u8, ReadError> {
         let Some((&byte, rest)) = self.rest.split_first() else { return Err(self.short(1)) };
@@ -291,6 +301,7 @@ pub trait ByteWriter {
     /// Append `bytes` as they are.
     fn put_bytes(&mut self, bytes: &[u8]);
 
+    /// Append one byte.
     #[inline]
     fn put_u8(&mut self, value: u8) {
         self.put_bytes(&[value]);

@@ -21,7 +21,10 @@ use crate::error::LogError;
 
 /// A fresh namespace for one check, and what keeps it alive.
 pub struct Fixture {
+    /// The namespace under test: fresh, holding no log.
     pub namespace: Arc<dyn Namespace>,
+    /// What `namespace` needs alive (a temporary directory, a server). Fields
+    /// drop in declaration order, so this outlives `namespace`: keep it last.
     pub keep_alive: Box<dyn std::any::Any>,
 }
 
@@ -53,6 +56,8 @@ fn value(log: &str, seq: u64) -> Vec<u8> {
     format!("{log}#{seq}").into_bytes()
 }
 
+/// Rule 1: a new log is empty: `latest` and `earliest` are 0, `get` of seq 0
+/// or 1 is `SeqNotFound`, and a scan yields nothing.
 pub fn empty_log_has_no_records(ns: &dyn Namespace) {
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     assert_eq!(ns.latest("a").expect("latest"), 0);
@@ -62,6 +67,8 @@ pub fn empty_log_has_no_records(ns: &dyn Namespace) {
     assert_eq!(ns.scan("a", SeqRange::ALL).expect("scan").count(), 0);
 }
 
+/// Rule 1: appends take seqs 1, 2, 3, …, each reads back its own value, and
+/// `get` past the latest seq is `SeqNotFound`.
 pub fn seqs_are_dense_from_one(ns: &dyn Namespace) {
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     for seq in 1..=100 {
@@ -74,6 +81,8 @@ pub fn seqs_are_dense_from_one(ns: &dyn Namespace) {
     assert!(matches!(ns.get("a", 101), Err(LogError::SeqNotFound { seq: 101, latest: 100, .. })));
 }
 
+/// `create_log` again with the same config is a no-op that keeps the records;
+/// with another config it is `AlreadyExists`; `keep 0` is `InvalidArgument`.
 pub fn create_is_idempotent_for_same_config(ns: &dyn Namespace) {
     let config = LogConfig::keep(5, OnFull::Overwrite);
     ns.create_log("a", config).expect("create");
@@ -88,6 +97,9 @@ pub fn create_is_idempotent_for_same_config(ns: &dyn Namespace) {
     assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
 }
 
+/// Rule 5: empty names, names over 200 bytes, `.`, `..`, characters outside
+/// `[A-Za-z0-9_.-]` and a `_` prefix without [`LogConfig::system`] are
+/// `InvalidName`; the allowed edge cases are created.
 pub fn names_are_validated(ns: &dyn Namespace) {
     let long = "x".repeat(201);
     for bad in ["", "a/b", "a b", "é", ".", "..", long.as_str(), "_events", "tab\t"] {
@@ -99,6 +111,7 @@ pub fn names_are_validated(ns: &dyn Namespace) {
     ns.create_log("_events", LogConfig::unbounded().system()).expect("system may use _ names");
 }
 
+/// Every operation on a log that does not exist is `LogNotFound`.
 pub fn unknown_logs_are_not_found(ns: &dyn Namespace) {
     let not_found = |r: Result<(), LogError>| matches!(r, Err(LogError::LogNotFound { .. }));
     assert!(not_found(ns.append("nope", b"x").map(drop)));
@@ -111,6 +124,8 @@ pub fn unknown_logs_are_not_found(ns: &dyn Namespace) {
     assert!(not_found(ns.append_if("nope", 0, b"x").map(drop)));
 }
 
+/// Rule 2: a batch over several logs gives each log consecutive seqs, and a
+/// batch with one bad part (an unknown log, a full log) lands nothing.
 pub fn batches_are_atomic_across_logs(ns: &dyn Namespace) {
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     ns.create_log("b", LogConfig::unbounded()).expect("create");
@@ -129,6 +144,9 @@ pub fn batches_are_atomic_across_logs(ns: &dyn Namespace) {
     assert_eq!(ns.latest("full").expect("latest"), 1);
 }
 
+/// An empty batch is `InvalidArgument`; a record over 16 MiB or a batch of
+/// more than 65,536 records is `TooLarge` (the default [`Limits`](crate::Limits));
+/// a refused batch changes nothing.
 pub fn bad_batches_are_refused(ns: &dyn Namespace) {
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     let err = ns.append_batch(&[]).expect_err("empty");
@@ -142,6 +160,8 @@ pub fn bad_batches_are_refused(ns: &dyn Namespace) {
     assert_eq!(ns.latest("a").expect("latest"), 0, "refused batches change nothing");
 }
 
+/// `append_if` appends only while the latest seq is the expected one, and is
+/// `Conflict { expected, actual }` otherwise.
 pub fn append_if_detects_conflicts(ns: &dyn Namespace) {
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     assert_eq!(ns.append_if("a", 0, b"first").expect("first"), 1);
@@ -152,6 +172,8 @@ pub fn append_if_detects_conflicts(ns: &dyn Namespace) {
     assert_eq!(ns.get("a", 2).expect("get"), &b"second"[..]);
 }
 
+/// Rule 3: a `Keep { k, Refuse }` log takes k records, then fails appends
+/// (single or batched) with `Full` while reads go on.
 pub fn refuse_retention_fills_then_refuses(ns: &dyn Namespace) {
     ns.create_log("r", LogConfig::keep(3, OnFull::Refuse)).expect("create");
     for seq in 1..=3 {
@@ -168,6 +190,9 @@ pub fn refuse_retention_fills_then_refuses(ns: &dyn Namespace) {
     assert_eq!(ns.latest("r").expect("latest"), 3);
 }
 
+/// Rule 3: a `Keep { k, Overwrite }` log keeps its newest k records without
+/// reusing seqs, reads a trimmed seq as `Trimmed { earliest }`, and keeps only
+/// the last k records of a batch larger than k.
 pub fn overwrite_retention_trims_oldest(ns: &dyn Namespace) {
     ns.create_log("o", LogConfig::keep(3, OnFull::Overwrite)).expect("create");
     for seq in 1..=10 {
@@ -185,6 +210,8 @@ pub fn overwrite_retention_trims_oldest(ns: &dyn Namespace) {
     assert_eq!(ns.earliest("o").expect("earliest"), 13);
 }
 
+/// A scan yields the seqs of its range that exist, in order, whichever kind of
+/// Rust range it was built from; a range with `first > last` is `InvalidArgument`.
 pub fn scans_clip_to_existing_range(ns: &dyn Namespace) {
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     for seq in 1..=10 {
@@ -205,6 +232,8 @@ pub fn scans_clip_to_existing_range(ns: &dyn Namespace) {
     assert!(matches!(ns.scan("a", SeqRange { first: 5, last: 4 }), Err(LogError::InvalidArgument { .. })));
 }
 
+/// A watch yields the existing records from its start, times out while nothing
+/// is new, then yields records appended by another thread as they land.
 pub fn watch_yields_existing_then_new(ns: &dyn Namespace) {
     ns.create_log("w", LogConfig::unbounded()).expect("create");
     for seq in 1..=3 {
@@ -228,6 +257,8 @@ pub fn watch_yields_existing_then_new(ns: &dyn Namespace) {
     assert_eq!(watch.next_seq(), 6);
 }
 
+/// `delete_log` removes the log and its records, leaves the other logs alone,
+/// and frees the name for a new log (with any config) whose seqs start at 1.
 pub fn delete_log_removes_it_and_frees_the_name(ns: &dyn Namespace) {
     ns.create_log("d", LogConfig::unbounded()).expect("create");
     ns.create_log("other", LogConfig::unbounded()).expect("create");
@@ -243,6 +274,8 @@ pub fn delete_log_removes_it_and_frees_the_name(ns: &dyn Namespace) {
     assert_eq!(ns.get("other", 1).expect("other log untouched"), &b"kept"[..]);
 }
 
+/// `list_logs` returns every log in name order, with its `earliest`, `latest`
+/// and length.
 pub fn list_logs_reports_bounds(ns: &dyn Namespace) {
     ns.create_log("b", LogConfig::keep(2, OnFull::Overwrite)).expect("create");
     ns.create_log("a", LogConfig::unbounded()).expect("create");
@@ -256,6 +289,8 @@ pub fn list_logs_reports_bounds(ns: &dyn Namespace) {
     assert_eq!((logs[1].earliest, logs[1].latest, logs[1].len()), (4, 5, 2));
 }
 
+/// Appends from 4 threads at once each land exactly once, on distinct seqs
+/// that stay dense.
 pub fn concurrent_appenders_get_distinct_seqs(ns: &dyn Namespace) {
     ns.create_log("c", LogConfig::unbounded()).expect("create");
     let threads = 4;
@@ -275,6 +310,7 @@ pub fn concurrent_appenders_get_distinct_seqs(ns: &dyn Namespace) {
     assert_eq!(seen.len() as u64, threads * per_thread, "every append landed exactly once");
 }
 
+/// A zero-byte record takes a seq and reads back empty.
 pub fn empty_records_are_records(ns: &dyn Namespace) {
     ns.create_log("e", LogConfig::unbounded()).expect("create");
     assert_eq!(ns.append("e", b"").expect("append"), 1);
@@ -282,6 +318,8 @@ pub fn empty_records_are_records(ns: &dyn Namespace) {
     assert!(ns.get("e", 1).expect("get").is_empty());
 }
 
+/// A reader racing the writer never sees `latest` go back, and can read every
+/// seq up to the `latest` it saw.
 pub fn readers_see_consistent_prefixes(ns: &dyn Namespace) {
     ns.create_log("p", LogConfig::unbounded()).expect("create");
     let total = 300;
@@ -305,6 +343,8 @@ pub fn readers_see_consistent_prefixes(ns: &dyn Namespace) {
     });
 }
 
+/// A 4 MiB record, and one of exactly the default 16 MiB limit, read back
+/// byte for byte.
 pub fn large_records_round_trip(ns: &dyn Namespace) {
     ns.create_log("big", LogConfig::unbounded()).expect("create");
     let big: Vec<u8> = (0..(4 << 20)).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
@@ -315,6 +355,8 @@ pub fn large_records_round_trip(ns: &dyn Namespace) {
     assert_eq!(ns.get("big", seq).expect("get").len(), 16 << 20);
 }
 
+/// Values with zero bytes, every byte value and line-ending bytes read back
+/// unchanged, in order.
 pub fn values_round_trip_exactly(ns: &dyn Namespace) {
     ns.create_log("v", LogConfig::unbounded()).expect("create");
     let values: Vec<Vec<u8>> = vec![vec![0, 255, 0], (0..=255).collect(), b"\n\r\0".to_vec(), vec![0xff; 1000]];

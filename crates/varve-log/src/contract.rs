@@ -42,7 +42,9 @@ pub type Seq = u64;
 /// One record read back from a log.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The record's seq in its log (at least 1).
     pub seq: Seq,
+    /// The record's bytes, exactly as appended.
     pub value: Bytes,
 }
 
@@ -64,8 +66,15 @@ pub enum OnFull {
 /// How many records a log keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Retention {
+    /// Keep every record; appends never fail for lack of room.
     Unbounded,
-    Keep { k: u64, on_full: OnFull },
+    /// Keep at most `k` records, then act as `on_full` says.
+    Keep {
+        /// Most records kept; at least 1 (0 is refused with `InvalidArgument`).
+        k: u64,
+        /// What an append does when the log already holds `k` records.
+        on_full: OnFull,
+    },
 }
 
 impl fmt::Display for Retention {
@@ -81,6 +90,7 @@ impl fmt::Display for Retention {
 /// The configuration a log is created with. Immutable for the log's life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LogConfig {
+    /// How many records the log keeps, and what a full log does. Default `Unbounded`.
     pub retention: Retention,
     /// Set only by system layers that own `_`-prefixed logs (`_events`, …).
     pub system: bool,
@@ -122,7 +132,9 @@ impl LogConfig {
 /// What a namespace knows about one log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogInfo {
+    /// The log's name.
     pub name: String,
+    /// The configuration the log was created with.
     pub config: LogConfig,
     /// Oldest seq still readable; 0 when the log holds no record.
     pub earliest: Seq,
@@ -141,6 +153,7 @@ impl LogInfo {
         }
     }
 
+    /// Whether no record is readable (`len() == 0`).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -150,7 +163,10 @@ impl LogInfo {
 /// A range of seqs, both ends inclusive; object-safe stand-in for `RangeBounds<Seq>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeqRange {
+    /// First seq of the range, inclusive; [`SeqRange::from_bounds`] makes it at least 1.
     pub first: Seq,
+    /// Last seq of the range, inclusive; `Seq::MAX` for a range without end.
+    /// Scans refuse `first > last` with `InvalidArgument`.
     pub last: Seq,
 }
 

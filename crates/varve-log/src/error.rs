@@ -17,84 +17,171 @@ pub type Result<T, E = LogError> = std::result::Result<T, E>;
 pub enum LogError {
     /// The namespace does not exist (read-only opens do not create it).
     #[error("namespace {namespace:?} not found: it is created by its first write (e.g. `varve log create`), or check --data/--ns")]
-    NamespaceNotFound { namespace: String },
+    NamespaceNotFound {
+        /// The namespace's name.
+        namespace: String,
+    },
 
     /// The log does not exist in this namespace.
     #[error("log {log:?} not found in namespace {namespace:?}: create it first (`varve log create {log}`) or check the name")]
-    LogNotFound { namespace: String, log: String },
+    LogNotFound {
+        /// The namespace that was searched.
+        namespace: String,
+        /// The log's name.
+        log: String,
+    },
 
     /// The seq is beyond the latest record of the log (or is 0, which names no record).
     #[error("log {log:?} has no record at seq {seq} (latest is {latest}; seqs start at 1)")]
-    SeqNotFound { log: String, seq: Seq, latest: Seq },
+    SeqNotFound {
+        /// The log read.
+        log: String,
+        /// The seq asked for.
+        seq: Seq,
+        /// The log's latest seq at the time; 0 when nothing was ever appended.
+        latest: Seq,
+    },
 
     /// The record existed but retention has trimmed it.
     #[error("log {log:?} seq {seq} was trimmed by retention; the earliest record still kept is seq {earliest}")]
-    Trimmed { log: String, seq: Seq, earliest: Seq },
+    Trimmed {
+        /// The log read.
+        log: String,
+        /// The seq asked for (below `earliest`).
+        seq: Seq,
+        /// The oldest seq the log still keeps.
+        earliest: Seq,
+    },
 
     /// A `Keep { on_full: Refuse }` log already holds `keep` records.
     #[error("log {log:?} is full: its retention keeps at most {keep} and refuses more appends (reads still work; create a larger or overwrite log to go on)")]
-    Full { log: String, keep: u64 },
+    Full {
+        /// The log appended to.
+        log: String,
+        /// The log's retention `k`, in records.
+        keep: u64,
+    },
 
     /// `append_if` found a different latest seq than expected.
     #[error("log {log:?} changed under you: expected latest seq {expected}, found {actual}; re-read and retry")]
-    Conflict { log: String, expected: Seq, actual: Seq },
+    Conflict {
+        /// The log appended to.
+        log: String,
+        /// The latest seq the caller expected (`append_if`'s `expected_latest`).
+        expected: Seq,
+        /// The log's latest seq when the append was tried.
+        actual: Seq,
+    },
 
     /// A log or namespace name breaks the naming rules.
     #[error("invalid name {name:?}: {reason}")]
-    InvalidName { name: String, reason: &'static str },
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// Which naming rule it breaks.
+        reason: &'static str,
+    },
 
     /// A record, batch or frame is larger than its configured limit.
     ///
     /// `what` is `"record"`, `"batch"` (bytes: records plus
     /// [`crate::RECORD_OVERHEAD_BYTES`] each) or `"batch (in records)"` (a count).
     #[error("{}", too_large_message(what, *size, *limit))]
-    TooLarge { what: &'static str, size: u64, limit: u64 },
+    TooLarge {
+        /// `"record"`, `"batch"` or `"batch (in records)"`, as above.
+        what: &'static str,
+        /// The size found: bytes, or records for `"batch (in records)"`.
+        size: u64,
+        /// The limit it exceeds, in the same unit: a field of [`crate::Limits`].
+        limit: u64,
+    },
 
     /// `create_log` for an existing name with a different configuration.
     #[error("log {log:?} already exists with {existing}, not {requested}: delete it first or use the existing configuration")]
-    AlreadyExists { log: String, existing: String, requested: String },
+    AlreadyExists {
+        /// The log's name.
+        log: String,
+        /// The existing log's retention, as text.
+        existing: String,
+        /// The retention asked for, as text.
+        requested: String,
+    },
 
     /// The arguments make no sense (an empty batch, a bad range, keep = 0 …).
     #[error("invalid argument: {reason}")]
-    InvalidArgument { reason: String },
-
-    /// Stored bytes fail their checksum or are inconsistent where no record
-    /// can be named. Never skipped silently.
-    #[error("journal damaged in {} at byte offset {offset}: {reason} (run `varve fsck` for a full report; `varve fsck --repair` salvages every intact record and records what is lost)", segment.display())]
-    Corrupt { segment: PathBuf, offset: u64, reason: String },
+    InvalidArgument {
+        /// What is wrong with them.
+        reason: String,
+    },
 
     /// Records `first..=last` of a log are in no intact frame: their bytes
     /// are damaged, or the segment that held them is missing. The log's other
     /// records stay readable, and these seqs are never reused. Scans and
     /// watches yield this once per run of lost records and go on after it.
     #[error("{}", lost_message(log, *first, *last, cause))]
-    Lost { log: String, first: Seq, last: Seq, cause: Box<LossCause> },
+    Lost {
+        /// The log the records belong to.
+        log: String,
+        /// The first lost seq.
+        first: Seq,
+        /// The last lost seq, inclusive (`first` when one record is lost).
+        last: Seq,
+        /// Where the records were, and why they are lost.
+        cause: Box<LossCause>,
+    },
 
     /// The disk (or quota) is full. Nothing was written; the namespace goes on.
     #[error("no space left on the device for {bytes} more bytes of {}: free some space (delete logs, lower their retention, or open with a smaller segment size) and retry; nothing was written", path.display())]
-    NoSpace { path: PathBuf, bytes: u64 },
+    NoSpace {
+        /// The file that could not grow.
+        path: PathBuf,
+        /// How many more bytes it needed.
+        bytes: u64,
+    },
 
     /// A segment written by a newer Varve, in a format this build does not read.
     #[error("{} at byte offset {offset} cannot be read by this build: {reason}", segment.display())]
-    UnsupportedFormat { segment: PathBuf, offset: u64, reason: String },
+    UnsupportedFormat {
+        /// The segment file.
+        segment: PathBuf,
+        /// Byte offset in `segment` of the header this build does not read.
+        offset: u64,
+        /// What this build does not read (the format found).
+        reason: String,
+    },
 
     /// Another process (or handle) holds the namespace's writer lock.
     #[error("namespace directory {} is locked by another writer (only one process may write a namespace; readers need no lock — open it read-only, or stop the other writer)", path.display())]
-    Locked { path: PathBuf },
+    Locked {
+        /// The namespace directory whose lock is held.
+        path: PathBuf,
+    },
 
     /// A write was attempted on a read-only handle.
     #[error("namespace {namespace:?} is open read-only: open it for writing to {operation}")]
-    ReadOnly { namespace: String, operation: &'static str },
+    ReadOnly {
+        /// The namespace's name.
+        namespace: String,
+        /// What was attempted, as a phrase (`"append"`, `"create a log"`).
+        operation: &'static str,
+    },
 
     /// An earlier write or fsync failed, so the journal's durable state is
     /// unknown; the handle refuses further writes until reopened.
     #[error("namespace {namespace:?} refuses writes after an earlier I/O failure ({cause}); reopen it to recover from what is on disk")]
-    Poisoned { namespace: String, cause: String },
+    Poisoned {
+        /// The namespace's name.
+        namespace: String,
+        /// The failure that poisoned the handle, as text.
+        cause: String,
+    },
 
     /// An operating-system I/O error, with what Varve was doing.
     #[error("I/O error while {context}: {source}")]
     Io {
+        /// What Varve was doing, as a phrase (`"reading <path>"`).
         context: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -128,6 +215,7 @@ pub struct LossCause {
     pub segment: PathBuf,
     /// Where in it, when known.
     pub offset: Option<u64>,
+    /// Why they are lost, as text.
     pub reason: String,
 }
 

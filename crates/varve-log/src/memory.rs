@@ -21,11 +21,13 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
+    /// An empty store whose namespaces enforce the default [`Limits`].
     #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty store whose namespaces enforce `limits`.
     #[must_use]
     pub fn with_limits(limits: Limits) -> Self {
         MemoryStore { limits, ..Self::default() }

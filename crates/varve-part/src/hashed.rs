@@ -67,26 +67,31 @@ impl<V> Default for HashedMap<V> {
 }
 
 impl<V> HashedMap<V> {
+    /// An empty map.
     #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Number of entries, O(1).
     #[must_use]
     pub fn len(&self) -> usize {
         self.inner.len()
     }
 
+    /// Whether the map holds no entry, O(1).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.inner.is_empty()
     }
 
+    /// The value of `key`, O(k) for a key of k bytes (hashing included).
     #[must_use]
     pub fn get(&self, key: &[u8]) -> Option<&V> {
         with_hashed(key, |k| self.inner.get(k))
     }
 
+    /// Whether `key` has a value, O(k).
     #[must_use]
     pub fn contains_key(&self, key: &[u8]) -> bool {
         self.get(key).is_some()
@@ -108,10 +113,12 @@ impl<V> HashedMap<V> {
 }
 
 impl<V: Clone> HashedMap<V> {
+    /// Insert or replace; returns the previous value.
     pub fn insert(&mut self, key: &[u8], value: V) -> Option<V> {
         with_hashed(key, |k| self.inner.insert(k, value))
     }
 
+    /// Remove a key; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
         with_hashed(key, |k| self.inner.remove(k))
     }
@@ -122,16 +129,21 @@ impl<V: Clone> HashedMap<V> {
         self.inner.snapshot()
     }
 
+    /// Entries of both maps; for a key in both, `merge(key, ours, theirs)` with
+    /// the original key. Shared subtrees are reused without calling `merge`
+    /// (see [`ArtMap::union_with`]).
     #[must_use]
     pub fn union_with<F: FnMut(&[u8], &V, &V) -> V>(&self, other: &Self, mut merge: F) -> Self {
         HashedMap { inner: self.inner.union_with(&other.inner, |k, a, b| merge(&k[HASH_BYTES..], a, b)) }
     }
 
+    /// Our entries whose keys are also in `other`.
     #[must_use]
     pub fn intersection(&self, other: &Self) -> Self {
         HashedMap { inner: self.inner.intersection(&other.inner) }
     }
 
+    /// Our entries whose keys are not in `other`.
     #[must_use]
     pub fn difference(&self, other: &Self) -> Self {
         HashedMap { inner: self.inner.difference(&other.inner) }

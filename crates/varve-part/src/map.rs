@@ -56,7 +56,9 @@ impl<V: Clone> Snapshot<V> {
 /// One update of a batch: see [`ArtMap::apply`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BatchOp<V> {
+    /// Insert or replace the key with the value.
     Put(Vec<u8>, V),
+    /// Remove the key, if present.
     Delete(Vec<u8>),
 }
 
@@ -85,6 +87,7 @@ impl<V: std::fmt::Debug> std::fmt::Debug for ArtMap<V> {
 }
 
 impl<V> ArtMap<V> {
+    /// An empty map, O(1); allocates nothing.
     #[must_use]
     pub fn new() -> Self {
         ArtMap { root: None }
@@ -96,16 +99,19 @@ impl<V> ArtMap<V> {
         self.root.as_ref().map_or(0, Child::count)
     }
 
+    /// Whether the map holds no entry, O(1).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.root.is_none()
     }
 
+    /// The value of `key`, O(k) for a key of k bytes.
     #[must_use]
     pub fn get(&self, key: &[u8]) -> Option<&V> {
         get_in(self.root.as_ref()?, key)
     }
 
+    /// Whether `key` has a value, O(k).
     #[must_use]
     pub fn contains_key(&self, key: &[u8]) -> bool {
         self.get(key).is_some()

@@ -31,16 +31,27 @@ use crate::node::{Body, Child, Node};
 /// Node kinds (§3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
+    /// Up to 4 children, their key bytes kept sorted.
     Node4,
+    /// Up to 16 children, their key bytes kept sorted (searched with SSE2 on `x86_64`).
     Node16,
+    /// Up to 48 children, found through a 256-byte index.
     Node48,
+    /// A slot for every byte value, in 16 shared chunks of 16 slots.
     Node256,
 }
 
 /// A slot of the tree: a leaf (key suffix and value, stored inline in its
 /// parent) or an inner node.
 pub enum ChildRef<'a, V> {
-    Leaf { suffix: &'a [u8], value: &'a V },
+    /// A leaf, stored inline in its parent's slot.
+    Leaf {
+        /// The key bytes its path does not imply (may be empty).
+        suffix: &'a [u8],
+        /// The leaf's value.
+        value: &'a V,
+    },
+    /// An inner node.
     Node(NodeRef<'a, V>),
 }
 
@@ -77,6 +88,7 @@ impl<'a, V> NodeRef<'a, V> {
         Arc::as_ptr(self.0) as usize
     }
 
+    /// Which of the four layouts (§3.1) holds the children.
     #[must_use]
     pub fn kind(&self) -> NodeKind {
         match self.0.body {
@@ -136,10 +148,19 @@ pub struct OwnedChild<V>(Child<V>);
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
+    /// The children's bytes are not strictly ascending.
     #[error("children bytes must be strictly ascending (byte {byte:#04x} out of order)")]
-    Unsorted { byte: u8 },
+    Unsorted {
+        /// The first child byte not greater than the one before it.
+        byte: u8,
+    },
+    /// The node would hold fewer than two entries, or one child and no value
+    /// (path compression never leaves such a node).
     #[error("an inner node needs at least two entries, got {entries}")]
-    TooFewEntries { entries: usize },
+    TooFewEntries {
+        /// Entries below the node: its children's plus its own value.
+        entries: usize,
+    },
 }
 
 /// A leaf with the given key suffix (relative to its parent's slot).

@@ -29,9 +29,14 @@ const FORMAT: u8 = 1;
 /// Which pointer (or versioned scalar) a LinkLog entry sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FieldKind {
+    /// A tree node's left child (`L`).
     Left = 0,
+    /// A tree node's right child (`R`).
     Right = 1,
+    /// A list node's successor (`N`).
     Next = 2,
+    /// A red-black node's colour (`C`), a versioned scalar: `dseq` 0 is red, 1
+    /// black; `lseq` is 0.
     Color = 3,
 }
 
@@ -61,43 +66,67 @@ impl FieldKind {
 /// A DataLog entry: a node's constant contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataEntry {
+    /// The version whose update created the node.
     pub vs: Version,
+    /// The node's constant contents: `key_len u32 · key · value` in a tree
+    /// (key and value encoded by [`crate::key`]), the encoded item in a list.
     pub val: Bytes,
+    /// The name of the node's LinkLog, `pds.<s>.link.<dseq>`.
     pub link: String,
 }
 
 /// A LinkLog entry: one pointer of one node copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkEntry {
+    /// The version that wrote the entry; a reader of an earlier version stops
+    /// before it.
     pub vs: Version,
+    /// DataLog seq of the node pointed to (0: null); for `Color`, the colour.
     pub dseq: Seq,
+    /// First LinkLog seq of the pointed-to node's copy in use (0: null, and
+    /// always 0 for `Color`).
     pub lseq: Seq,
+    /// Update entries the copy has room for after this one: `extra` on the
+    /// copy's original entries, counting down to 0, which ends the copy.
     pub rem: u32,
+    /// Which field the entry sets.
     pub kind: FieldKind,
 }
 
 /// An APLog entry: the root of one version. Its append commits the version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApEntry {
+    /// The version this entry commits; also its seq in the APLog.
     pub vs: Version,
+    /// DataLog seq of the version's root node (0: the version is empty).
     pub dseq: Seq,
+    /// First LinkLog seq of the root's copy in use (0: the version is empty).
     pub lseq: Seq,
 }
 
 /// An op-log entry: an update requested at version `vs`, logged before it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpEntry {
+    /// The version the update commits as: the latest committed version plus 1.
     pub vs: Version,
+    /// Which update: 1 insert, 2 delete (trees); 3 push back, 4 push front,
+    /// 5 insert after, 6 remove value, 7 remove at (list).
     pub op: u8,
+    /// First argument: the encoded key (trees), or the list position as a
+    /// little-endian `u64` (insert after, remove at); empty when unused.
     pub a: Vec<u8>,
+    /// Second argument: the encoded value or list item; empty when unused.
     pub b: Vec<u8>,
 }
 
 /// The structure's configuration, the first record of its meta log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetaEntry {
+    /// The structure: 1 BST, 2 list, 3 balanced (red-black) tree.
     pub kind: u8,
+    /// Extra pointers per node, the paper's `e` (1..=[`EXTRA_MAX`](crate::EXTRA_MAX)).
     pub extra: u32,
+    /// Versions kept before updates are refused; 0 means unbounded.
     pub keep: u64,
 }
 
@@ -189,6 +218,7 @@ impl DataEntry {
 }
 
 impl LinkEntry {
+    /// The entry's bytes: always 30.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(30);
@@ -201,6 +231,8 @@ impl LinkEntry {
         out
     }
 
+    /// The entry in `bytes`, read from `log` at `seq`; [`PdsError::Corrupt`]
+    /// naming them if the bytes are not a LinkLog entry.
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<LinkEntry> {
         decode_entry(bytes, log, seq, |r| {
             let (vs, dseq, lseq, rem) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
@@ -213,6 +245,7 @@ impl LinkEntry {
 }
 
 impl ApEntry {
+    /// The entry's bytes: always 25.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(25);
@@ -223,12 +256,19 @@ impl ApEntry {
         out
     }
 
+    /// The entry in `bytes`, read from `log` at `seq`; [`PdsError::Corrupt`]
+    /// naming them if the bytes are not an APLog entry.
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<ApEntry> {
         decode_entry(bytes, log, seq, |r| Ok(ApEntry { vs: r.u64()?, dseq: r.u64()?, lseq: r.u64()? }))
     }
 }
 
 impl OpEntry {
+    /// The entry's bytes: 18 plus the lengths of `a` and `b`.
+    ///
+    /// # Panics
+    ///
+    /// If `a` or `b` is 4 GiB or more (the log's record limit is far lower).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(18 + self.a.len() + self.b.len());
@@ -242,6 +282,8 @@ impl OpEntry {
         out
     }
 
+    /// The entry in `bytes`, read from `log` at `seq`; [`PdsError::Corrupt`]
+    /// naming them if the bytes are not an op-log entry.
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<OpEntry> {
         decode_entry(bytes, log, seq, |r| {
             let vs = r.u64()?;
@@ -254,6 +296,7 @@ impl OpEntry {
 }
 
 impl MetaEntry {
+    /// The entry's bytes: always 14.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(14);
@@ -264,6 +307,8 @@ impl MetaEntry {
         out
     }
 
+    /// The entry in `bytes`, read from `log` at `seq`; [`PdsError::Corrupt`]
+    /// naming them if the bytes are not a meta entry.
     pub fn decode(bytes: &[u8], log: &str, seq: Seq) -> Result<MetaEntry> {
         decode_entry(bytes, log, seq, |r| Ok(MetaEntry { kind: r.u8()?, extra: r.u32()?, keep: r.u64()? }))
     }

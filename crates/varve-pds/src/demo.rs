@@ -28,37 +28,54 @@ use crate::{Options, SortedSet, Structure, Version};
 /// A DataLog row: seq, vs, val, link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataRow {
+    /// The entry's seq in the DataLog: the node's `dseq`.
     pub seq: Seq,
+    /// The version that created the node.
     pub vs: Version,
+    /// The node's key.
     pub val: u64,
+    /// The node's LinkLog, `pds.<structure>.link.<dseq>`.
     pub link: String,
 }
 
 /// A LinkLog row: seq, vs, dseq, lseq, rem, type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkRow {
+    /// The entry's seq in its LinkLog.
     pub seq: Seq,
+    /// The version that wrote the entry.
     pub vs: Version,
+    /// DataLog seq of the child pointed to (0: null).
     pub dseq: Seq,
+    /// First LinkLog seq of the child's copy in use (0: null).
     pub lseq: Seq,
+    /// Update entries left in the copy after this one.
     pub rem: u32,
+    /// The field set, as the paper's letter: `L` or `R`.
     pub kind: &'static str,
 }
 
 /// An APLog row: seq, vs, dseq, lseq.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApRow {
+    /// The entry's seq in the APLog (equal to `vs`).
     pub seq: Seq,
+    /// The version the entry commits.
     pub vs: Version,
+    /// DataLog seq of the version's root (0: an empty tree).
     pub dseq: Seq,
+    /// First LinkLog seq of the root's copy in use (0: an empty tree).
     pub lseq: Seq,
 }
 
 /// One LinkLog: its real name, the paper's alias, its rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkTable {
+    /// The LinkLog's name, `pds.<structure>.link.<dseq>`.
     pub log: String,
+    /// The paper's name for it, `link_<val>`.
     pub alias: String,
+    /// Its entries, from seq 1.
     pub rows: Vec<LinkRow>,
 }
 
@@ -69,8 +86,11 @@ pub struct PaperExample {
     pub ops: Vec<String>,
     /// (version, preorder of its keys).
     pub versions: Vec<(Version, Vec<u64>)>,
+    /// The DataLog, one row per node, from seq 1.
     pub data: Vec<DataRow>,
+    /// Each node's LinkLog, in DataLog order.
     pub links: Vec<LinkTable>,
+    /// The APLog, one row per version, from seq 1.
     pub ap: Vec<ApRow>,
 }
 

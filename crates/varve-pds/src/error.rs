@@ -20,41 +20,99 @@ pub enum PdsError {
 
     /// A stored entry does not decode or contradicts the structure's rules.
     #[error("corrupt entry in log {log:?} at seq {seq}: {reason}")]
-    Corrupt { log: String, seq: Seq, reason: String },
+    Corrupt {
+        /// The log holding the entry.
+        log: String,
+        /// The entry's seq in `log`.
+        seq: Seq,
+        /// What does not decode, or which rule the entry breaks.
+        reason: String,
+    },
 
     /// A read named version 0 or a version that has not been committed.
     #[error("structure {structure:?} has no version {version} (versions are 1..={latest}; 0 names no version)")]
-    NoSuchVersion { structure: String, version: Version, latest: Version },
+    NoSuchVersion {
+        /// The structure's name.
+        structure: String,
+        /// The version asked for.
+        version: Version,
+        /// The latest committed version (0: none yet).
+        latest: Version,
+    },
 
     /// The structure already holds the `keep` versions it was created with.
     #[error("structure {structure:?} is full: it keeps {keep} versions and refuses more updates (reads still work; create a new structure to go on)")]
-    RetentionFull { structure: String, keep: u64 },
+    RetentionFull {
+        /// The structure's name.
+        structure: String,
+        /// Versions it keeps: its [`Options::keep`](crate::Options::keep).
+        keep: u64,
+    },
 
     /// The structure exists with another kind or configuration.
     #[error("structure {structure:?} already exists as {existing}, not {requested}: open it with its own configuration or pick another name")]
-    ConfigMismatch { structure: String, existing: String, requested: String },
+    ConfigMismatch {
+        /// The structure's name.
+        structure: String,
+        /// The stored kind and configuration, as text.
+        existing: String,
+        /// The kind and configuration asked for, as text.
+        requested: String,
+    },
 
     /// A position past the end of a list.
     #[error("position {position} is out of range: the list has {len} items")]
-    PositionOutOfRange { position: usize, len: usize },
+    PositionOutOfRange {
+        /// The position asked for, from 0 (the head).
+        position: usize,
+        /// The list's length, in items.
+        len: usize,
+    },
 
     /// A key or value does not decode as the requested type.
     #[error("cannot decode a {ty}: {reason}")]
-    Decode { ty: &'static str, reason: String },
+    Decode {
+        /// What was being decoded: a key or value type, or a part of an op (`"list position"`).
+        ty: &'static str,
+        /// Why it does not decode.
+        reason: String,
+    },
 
     /// An append kept failing with a transient error.
     #[error("append to log {log:?} failed {attempts} times; last error: {last}")]
-    RetriesExhausted { log: String, attempts: u32, last: LogError },
+    RetriesExhausted {
+        /// The log appended to (or created).
+        log: String,
+        /// Attempts made: [`APPEND_ATTEMPTS_MAX`](crate::APPEND_ATTEMPTS_MAX).
+        attempts: u32,
+        /// The error of the last attempt.
+        last: LogError,
+    },
 
     /// Bad arguments (empty names, extra = 0, keep = 0, …).
     #[error("invalid argument: {reason}")]
-    InvalidArgument { reason: String },
+    InvalidArgument {
+        /// What is wrong with the arguments.
+        reason: String,
+    },
 
     /// A workload file does not parse.
     #[error("workload line {line}: {reason}")]
-    WorkloadParse { line: usize, reason: String },
+    WorkloadParse {
+        /// The line, from 1 (also 1 for problems of the whole file, such as a wrong count).
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
 
     /// `--verify` found a version whose contents differ from the model.
     #[error("verification failed at version {version}: expected {expected:?}, found {found:?}")]
-    VerifyFailed { version: Version, expected: Vec<u64>, found: Vec<u64> },
+    VerifyFailed {
+        /// The first version that differs.
+        version: Version,
+        /// The model's contents of that version, in the structure's order.
+        expected: Vec<u64>,
+        /// The structure's contents of that version, in the same order.
+        found: Vec<u64>,
+    },
 }

@@ -266,6 +266,7 @@ impl<T: Key> VersionedList<T> {
         Ok(n)
     }
 
+    /// Whether version `at` holds no item (walks the version, as [`len`](Self::len) does).
     pub fn is_empty(&self, at: Option<Version>) -> Result<bool> {
         Ok(self.len(at)? == 0)
     }

@@ -59,6 +59,7 @@ enum Step {
 }
 
 impl FaultyNamespace {
+    /// Wrap `inner`; every write passes until a fault is armed.
     #[must_use]
     pub fn new(inner: Arc<dyn Namespace>) -> Arc<FaultyNamespace> {
         Arc::new(FaultyNamespace { inner, faults: Mutex::default() })
@@ -198,11 +199,13 @@ impl Namespace for FaultyNamespace {
 /// What a [`CountingNamespace`] has seen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// `get` calls, failed ones included.
     pub gets: u64,
     /// `latest`, `earliest` and `log_info` calls.
     pub latests: u64,
     /// `scan` calls (structures never scan: this stays 0).
     pub scans: u64,
+    /// Records appended successfully (each record of a batch counts once).
     pub appends: u64,
     /// Bytes of appended records, plus `RECORD_OVERHEAD_BYTES` each (the
     /// journal's per-record framing), so comparable across backends.
@@ -223,6 +226,7 @@ pub struct CountingNamespace {
 }
 
 impl CountingNamespace {
+    /// Wrap `inner`, with every count at 0.
     #[must_use]
     pub fn new(inner: Arc<dyn Namespace>) -> Arc<CountingNamespace> {
         Arc::new(CountingNamespace {

@@ -660,43 +660,53 @@ impl<K: Key> SortedSet<K> {
         self.map.delete(key)
     }
 
+    /// Whether `key` is in version `at` (`None`: the latest).
     pub fn contains(&self, key: &K, at: Option<Version>) -> Result<bool> {
         self.map.contains(key, at)
     }
 
+    /// Every key of version `at`, in order (the version is read whole before the first key).
     #[expect(clippy::iter_not_returning_iterator, reason = "reads can fail, so the iterator comes in a Result")]
     pub fn iter(&self, at: Option<Version>) -> Result<impl Iterator<Item = K>> {
         Ok(self.map.iter(at)?.map(|(k, ())| k))
     }
 
+    /// Keys of version `at` in `range`, in order (read whole before the first key).
     pub fn range(&self, range: impl RangeBounds<K>, at: Option<Version>) -> Result<impl Iterator<Item = K>> {
         Ok(self.map.range(range, at)?.map(|(k, ())| k))
     }
 
+    /// The smallest key of version `at`.
     pub fn first(&self, at: Option<Version>) -> Result<Option<K>> {
         Ok(self.map.first(at)?.map(|(k, ())| k))
     }
 
+    /// The largest key of version `at` (the paper's "maximum of the BST").
     pub fn last(&self, at: Option<Version>) -> Result<Option<K>> {
         Ok(self.map.last(at)?.map(|(k, ())| k))
     }
 
+    /// How many keys version `at` holds (walks the version: O(n)).
     pub fn len(&self, at: Option<Version>) -> Result<usize> {
         self.map.len(at)
     }
 
+    /// Whether version `at` is empty (reads only its root).
     pub fn is_empty(&self, at: Option<Version>) -> Result<bool> {
         self.map.is_empty(at)
     }
 
+    /// The latest committed version (0 before the first update).
     pub fn latest(&self) -> Result<Version> {
         self.map.latest()
     }
 
+    /// Every readable version: `1..=latest`, empty before the first update.
     pub fn versions(&self) -> Result<RangeInclusive<Version>> {
         self.map.versions()
     }
 
+    /// Keys of version `at` in preorder (the order Figure 1 draws a tree in).
     pub fn preorder(&self, at: Option<Version>) -> Result<Vec<K>> {
         self.map.preorder(at)
     }
@@ -707,6 +717,8 @@ impl<K: Key> SortedSet<K> {
         Ok((diff.added.into_iter().map(|(k, ())| k).collect(), diff.removed.into_iter().map(|(k, ())| k).collect()))
     }
 
+    /// For the balanced tree: a description of the first red-black or
+    /// search-order violation in version `at`, `None` if it has none.
     pub fn balance_violation(&self, at: Option<Version>) -> Result<Option<String>> {
         self.map.balance_violation(at)
     }

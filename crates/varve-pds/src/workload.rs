@@ -38,13 +38,16 @@ pub const OPS_MAX: usize = 10_000_000;
 /// One line of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkloadOp {
+    /// `1 value`: a tree inserts the value as a key; the list appends it at the end.
     Insert(u64),
+    /// `0 value`: a tree deletes the key; the list removes the value's first occurrence.
     Delete(u64),
 }
 
 /// A parsed workload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Workload {
+    /// The operations, in file order (as many as the first line says).
     pub ops: Vec<WorkloadOp>,
 }
 
@@ -115,14 +118,18 @@ pub fn parse(text: &str) -> Result<Workload> {
 /// head first for the list) — what `--dump` prints.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VersionDump {
+    /// The version, from 1.
     pub version: Version,
+    /// Its contents: sorted for trees, head first for the list.
     pub items: Vec<u64>,
 }
 
 /// What [`run`] did.
 #[derive(Clone, Debug)]
 pub struct RunReport {
+    /// The structure the workload ran on.
     pub structure: Structure,
+    /// Extra pointers per node it was created with (the paper's `e`).
     pub extra: u32,
     /// Operations in the workload.
     pub ops: usize,

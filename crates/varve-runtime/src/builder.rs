@@ -83,24 +83,30 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Set [`RuntimeOptions::host`]: the host id in this runtime's event ids. A namespace keeps the
+    /// host id it was first served with ([`RuntimeError::HostChanged`] at start otherwise).
     #[must_use]
     pub fn host(mut self, host: HostId) -> Self {
         self.options.host = host;
         self
     }
 
+    /// Set [`RuntimeOptions::concurrency`]: the number of worker threads, 0 (writer-only) to
+    /// [`CONCURRENCY_MAX`].
     #[must_use]
     pub fn concurrency(mut self, workers: usize) -> Self {
         self.options.concurrency = workers;
         self
     }
 
+    /// Set [`RuntimeOptions::record_reads`]: whether handler reads are recorded as READ and LATEST events.
     #[must_use]
     pub fn record_reads(mut self, on: bool) -> Self {
         self.options.record_reads = on;
         self
     }
 
+    /// Set [`RuntimeOptions::socket`]: serve the Unix socket at `path` ([`crate::socket`]).
     #[must_use]
     pub fn socket(mut self, path: impl Into<PathBuf>) -> Self {
         self.options.socket = Some(path.into());

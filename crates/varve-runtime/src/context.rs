@@ -68,6 +68,7 @@ impl HandlerContext<'_> {
         &self.firing
     }
 
+    /// The trace id of the FIRING: every event this handler causes carries it.
     #[must_use]
     pub fn trace_id(&self) -> TraceId {
         self.trace

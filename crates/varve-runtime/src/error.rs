@@ -15,40 +15,85 @@ pub enum RuntimeError {
 
     /// An event in `_events` does not decode.
     #[error("event {seq} in _events does not decode: {reason} (was it written by a newer Varve?)")]
-    BadEvent { seq: Seq, reason: String },
+    BadEvent {
+        /// The event's seq in `_events`.
+        seq: Seq,
+        /// What the decoder found wrong (unknown kind, truncated field, …).
+        reason: String,
+    },
 
     /// An event id in text form is malformed.
     #[error("{text:?} is not an event id: expected HOST:NAMESPACE:SEQ with HOST as 16 hex digits")]
-    BadEventId { text: String },
+    BadEventId {
+        /// The text as given.
+        text: String,
+    },
 
     /// A trace id in text form is malformed.
     #[error("{text:?} is not a trace id: expected up to 32 hex digits")]
-    BadTraceId { text: String },
+    BadTraceId {
+        /// The text as given.
+        text: String,
+    },
 
     /// The manifest is malformed or refers to something that does not exist.
     #[error("{}: {message}", location(path.as_ref(), *line))]
-    Manifest { path: Option<PathBuf>, line: Option<usize>, message: String },
+    Manifest {
+        /// The manifest file; `None` when it was parsed from text without a path.
+        path: Option<PathBuf>,
+        /// The 1-based line of the mistake; `None` when it has no single place.
+        line: Option<usize>,
+        /// What is wrong and, where it helps, what to write instead.
+        message: String,
+    },
 
     /// A handler name is used but was never registered with the runtime.
     #[error("handler {name:?} is not registered with this runtime: register it (RuntimeBuilder::handler / builtin) or declare it in the manifest")]
-    UnknownHandler { name: String },
+    UnknownHandler {
+        /// The handler name that was looked up.
+        name: String,
+    },
 
     /// A handler name was registered twice.
     #[error("handler {name:?} is registered twice: handler names are unique per runtime")]
-    DuplicateHandler { name: String },
+    DuplicateHandler {
+        /// The name registered twice.
+        name: String,
+    },
 
     /// A log or topic that must exist does not.
     #[error("log or topic {log:?} does not exist in namespace {namespace:?}: create it first (create_topic, create_log, or a [[log]]/[[topic]] entry in the manifest)")]
-    UnknownLog { namespace: String, log: String },
+    UnknownLog {
+        /// The namespace that was searched.
+        namespace: String,
+        /// The log or topic name that is missing.
+        log: String,
+    },
 
     /// Another writer appended to the namespace behind the runtime's back, so
     /// the seqs it predicted for an atomic trigger batch were wrong.
     #[error("log {log:?} got seq {actual} where the runtime expected {expected}: something else appends to namespace {namespace:?}; only the runtime may write a namespace it serves (use its socket or its API)")]
-    SeqMismatch { namespace: String, log: String, expected: Seq, actual: Seq },
+    SeqMismatch {
+        /// The namespace the runtime serves.
+        namespace: String,
+        /// The log whose seq did not match.
+        log: String,
+        /// The seq the runtime predicted for its record.
+        expected: Seq,
+        /// The seq the Log assigned.
+        actual: Seq,
+    },
 
     /// The namespace's events are labelled with another host id.
     #[error("namespace {namespace:?} was served with host id {stored:016x}, not {requested:016x}: event ids name their host, so a namespace keeps one (set host_id = \"{stored:016x}\" in the manifest, or use the data directory's host_id)")]
-    HostChanged { namespace: String, stored: u64, requested: u64 },
+    HostChanged {
+        /// The namespace being served.
+        namespace: String,
+        /// The host id in the namespace's `_runtime.host`, which its events carry.
+        stored: u64,
+        /// The host id this runtime was given (manifest `host_id`, data directory, or builder).
+        requested: u64,
+    },
 
     /// The runtime was stopped.
     #[error("the runtime is stopped")]
@@ -56,19 +101,29 @@ pub enum RuntimeError {
 
     /// Talking to a runtime over its Unix socket failed.
     #[error("runtime socket {}: {reason}", path.display())]
-    Socket { path: PathBuf, reason: String },
+    Socket {
+        /// The socket file (`<data>/<namespace>/runtime.sock` for the CLI).
+        path: PathBuf,
+        /// What failed: connecting, the exchange, or the runtime's error answer.
+        reason: String,
+    },
 
     /// An operating-system I/O error, with what the runtime was doing.
     #[error("I/O error while {context}: {source}")]
     Io {
+        /// What the runtime was doing, e.g. `reading manifest app.toml`.
         context: String,
+        /// The operating-system error.
         #[source]
         source: std::io::Error,
     },
 
     /// A bad argument (empty batch, a reserved name, …).
     #[error("invalid argument: {reason}")]
-    InvalidArgument { reason: String },
+    InvalidArgument {
+        /// What was wrong with the argument.
+        reason: String,
+    },
 }
 
 fn location(path: Option<&PathBuf>, line: Option<usize>) -> String {

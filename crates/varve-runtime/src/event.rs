@@ -124,8 +124,11 @@ impl fmt::Display for EventKind {
 /// the host as 16 hex digits. Namespace names never contain `:`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventId {
+    /// The runtime instance that wrote the event (16 hex digits in text form).
     pub host: HostId,
+    /// The namespace whose `_events` holds the event.
     pub namespace: String,
+    /// The event's seq in that namespace's `_events`.
     pub seq: Seq,
 }
 
@@ -167,23 +170,31 @@ pub fn parse_trace(text: &str) -> Result<TraceId, RuntimeError> {
 /// One event, without its (implicit) id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// What happened; it says which of the other fields are set.
     pub kind: EventKind,
     /// Nanoseconds since the Unix epoch, from the writer's clock.
     pub timestamp_ns: u64,
+    /// The trace id of the outside append that started this event's chain.
     pub trace: TraceId,
     /// The cause; `None` for an APPEND from outside any handler and for
     /// SUBSCRIBE/UNSUBSCRIBE.
     pub parent: Option<EventId>,
     /// The log concerned ("" for none).
     pub log: String,
+    /// The seq in `log` of the record concerned (0 for none); the first seq of a ranged READ.
     pub seq: Seq,
+    /// The last seq of a ranged READ (a scan); equal to `seq` otherwise.
     pub seq_last: Seq,
     /// The handler concerned ("" for none).
     pub handler: String,
+    /// FIRING, DONE, FAILED: the attempt, from 1 for a trigger's first FIRING; `DEAD_LETTER`: the
+    /// failures counted; 0 for the other kinds.
     pub attempt: u32,
     /// For FIRING, DONE, FAILED and `DEAD_LETTER`: the seq of the TRIGGER in this
     /// namespace's `_events`.
     pub trigger: Seq,
+    /// FAILED and `DEAD_LETTER`: why the handler (last) failed, cut to [`REASON_BYTES_MAX`] bytes when
+    /// encoded; "" for the other kinds.
     pub reason: String,
 }
 
@@ -319,30 +330,45 @@ fn utf8(bytes: &[u8], r: &ByteReader<'_>, what: &str) -> Result<String, Malforme
 /// An event with its id, as read back from `_events`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredEvent {
+    /// Where the event sits: host, namespace and seq in `_events`.
     pub id: EventId,
+    /// The decoded event.
     pub event: Event,
 }
 
-/// The JSON form of an event (CLI output and exports only).
+/// The JSON form of an event (CLI output and exports only). Empty strings
+/// and zero numbers (the fields' "none") are left out of the JSON.
 #[derive(Serialize)]
 pub struct EventJson<'a> {
+    /// [`StoredEvent::id`] in text form, `HOST:NAMESPACE:SEQ`.
     pub id: String,
+    /// [`Event::kind`], as its upper-case name (`"FIRING"`).
     pub kind: EventKind,
+    /// [`Event::timestamp_ns`]: nanoseconds since the Unix epoch.
     pub timestamp_ns: u64,
+    /// [`Event::trace`] as 32 lower-case hex digits.
     pub trace: String,
+    /// [`Event::parent`] in text form, `HOST:NAMESPACE:SEQ`; `null` when the event has no cause.
     pub parent: Option<String>,
+    /// [`Event::log`].
     #[serde(skip_serializing_if = "str::is_empty")]
     pub log: &'a str,
+    /// [`Event::seq`].
     #[serde(skip_serializing_if = "is_zero")]
     pub seq: Seq,
+    /// [`Event::seq_last`], only when it differs from `seq` (a ranged READ); 0 otherwise.
     #[serde(skip_serializing_if = "is_zero")]
     pub seq_last: Seq,
+    /// [`Event::handler`].
     #[serde(skip_serializing_if = "str::is_empty")]
     pub handler: &'a str,
+    /// [`Event::attempt`].
     #[serde(skip_serializing_if = "is_zero32")]
     pub attempt: u32,
+    /// [`Event::trigger`]: the seq of the TRIGGER in this namespace's `_events`.
     #[serde(skip_serializing_if = "is_zero")]
     pub trigger: Seq,
+    /// [`Event::reason`].
     #[serde(skip_serializing_if = "str::is_empty")]
     pub reason: &'a str,
 }

@@ -33,7 +33,10 @@ impl std::fmt::Debug for HandlerKind {
 /// A registered handler.
 #[derive(Clone, Debug)]
 pub struct HandlerSpec {
+    /// The handler's name, unique per runtime; TRIGGER events and subscriptions name it.
     pub name: String,
+    /// What runs: a Rust function or an external command.
     pub kind: HandlerKind,
+    /// Attempts, backoff and timeout for its failed runs.
     pub retry: RetryPolicy,
 }

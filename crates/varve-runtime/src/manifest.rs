@@ -52,24 +52,38 @@ use crate::retry::RetryPolicy;
 /// A validated manifest.
 #[derive(Clone, Debug)]
 pub struct Manifest {
+    /// The file it was read from, named in errors; `None` when parsed from text alone.
     pub path: Option<PathBuf>,
+    /// `runtime.namespace`: the namespace the app runs in (default `"default"`).
     pub namespace: String,
+    /// `runtime.concurrency`: worker threads, 1 to [`crate::CONCURRENCY_MAX`] (default 4).
     pub concurrency: usize,
+    /// `runtime.sync` with `group_commit_delay_ms` (ms, default 5): when appends are fsynced (default
+    /// [`SyncPolicy::Always`]).
     pub sync: SyncPolicy,
+    /// `runtime.record_reads`: whether handler reads are recorded as READ/LATEST events (default `true`).
     pub record_reads: bool,
+    /// `runtime.host_id`: the host id for event ids; `None` to take the data directory's
+    /// ([`crate::host_id_for_dir`]).
     pub host: Option<HostId>,
+    /// The `[[log]]` entries, in file order: name and retention (`keep`, `on_full`).
     pub logs: Vec<(String, LogConfig)>,
+    /// The `[[topic]]` names, in file order.
     pub topics: Vec<String>,
+    /// The `[[handler]]` entries, in file order.
     pub handlers: Vec<ManifestHandler>,
 }
 
 /// One `[[handler]]`.
 #[derive(Clone, Debug)]
 pub struct ManifestHandler {
+    /// The handler's name, unique in the manifest.
     pub name: String,
     /// The log or topic it subscribes to.
     pub source: String,
+    /// What runs: `command` or `builtin`.
     pub run: HandlerRun,
+    /// `attempts`, `backoff_ms`, `backoff_max_ms` and `timeout_ms` (0: `None`, no timeout).
     pub retry: RetryPolicy,
     /// Line of the entry's `name`, for later errors.
     line: usize,
@@ -78,7 +92,10 @@ pub struct ManifestHandler {
 /// How a manifest handler runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HandlerRun {
+    /// `command = [...]`: an external command's argv; argv\[0\] was found executable (on `PATH`
+    /// unless it has a `/`) when the manifest was parsed.
     Command(Vec<String>),
+    /// `builtin = "name"`: a Rust function the hosting binary offers in its [`Builtins`].
     Builtin(String),
 }
 
@@ -89,6 +106,7 @@ pub struct Builtins {
 }
 
 impl Builtins {
+    /// No builtins offered.
     #[must_use]
     pub fn new() -> Builtins {
         Builtins::default()

@@ -19,9 +19,13 @@ use crate::event::{Event, EventKind, TraceId};
 pub struct PendingTrigger {
     /// The TRIGGER's seq in `_events`.
     pub trigger: Seq,
+    /// The log of the record that fired the trigger.
     pub log: String,
+    /// The seq of that record in `log`.
     pub seq: Seq,
+    /// The handler that must run.
     pub handler: String,
+    /// The TRIGGER's trace id, which the FIRING and everything after it carry.
     pub trace: TraceId,
     /// The attempt number the next FIRING gets.
     pub attempt: u32,
@@ -55,10 +59,15 @@ impl PendingTrigger {
 /// Delivery counts of one handler, over the events folded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct HandlerCounts {
+    /// TRIGGER events naming the handler.
     pub triggers: u64,
+    /// DONE events: runs that finished.
     pub done: u64,
+    /// FAILED events: failed runs, each attempt counted (a trigger retried twice counts 2).
     pub failed: u64,
+    /// `DEAD_LETTER` events: triggers given up after their last attempt.
     pub dead_letters: u64,
+    /// Triggers folded that have neither DONE nor `DEAD_LETTER` yet.
     pub pending: u64,
 }
 
@@ -74,6 +83,7 @@ pub struct TriggerFold {
 }
 
 impl TriggerFold {
+    /// An empty fold: no pending triggers, no counts.
     #[must_use]
     pub fn new() -> TriggerFold {
         TriggerFold::default()

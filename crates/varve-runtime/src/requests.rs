@@ -56,6 +56,7 @@ impl RequestId {
         RequestId(format!("{:032x}", rand::random::<u128>()))
     }
 
+    /// The id's text, as given or generated.
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
@@ -71,6 +72,7 @@ impl fmt::Display for RequestId {
 /// One record of [`REQUESTS_LOG`]: what the request appended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
+    /// The request id, as [`RequestId::as_str`].
     pub id: String,
     /// The logs appended to, in request order …
     pub logs: Vec<String>,
@@ -81,6 +83,7 @@ pub struct RequestRecord {
 /// The answer to an append that may be a repeat.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Appended {
+    /// The seq of each record appended, in request order.
     pub seqs: Vec<Seq>,
     /// The request id had landed before: nothing was appended now, `seqs`
     /// are the first append's.
@@ -123,11 +126,13 @@ impl RequestMemory {
         self.by_id.get(id.as_str())
     }
 
+    /// How many ids are remembered, at most the capacity.
     #[must_use]
     pub fn len(&self) -> usize {
         self.order.len()
     }
 
+    /// Whether no id is remembered.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()

@@ -51,67 +51,99 @@ pub const CONNECTIONS_MAX: usize = 256;
 /// Longest request line.
 pub const REQUEST_BYTES_MAX: usize = 64 << 20;
 
-/// One request.
+/// One request: a JSON object on one line, its `op` the variant's name in
+/// snake case (`append`, `append_batch`, …; see the module docs for each line).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
+    /// Append one record; answered with `seqs` (one seq) and `repeated`.
     Append {
+        /// The log to append to.
         log: String,
+        /// The record, base64 ([`encode_bytes`]).
         data: String,
+        /// The event that caused the append, as `HOST:NAMESPACE:SEQ` (an external handler's
+        /// `VARVE_EVENT_ID`); given with `trace` or not at all. `None`: the append starts a new trace.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<String>,
+        /// The trace id of `cause`, up to 32 hex digits (`VARVE_TRACE_ID`); given with `cause` or not at all.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
         /// Append once per id (see [`crate::requests`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Append several records, to one or more logs, in one atomic batch;
+    /// answered with `seqs` (one per entry, in order) and `repeated`.
     AppendBatch {
+        /// The records, in append order.
         entries: Vec<Entry>,
+        /// The causing event, as for [`Request::Append`]; applies to every entry.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
         /// Append once per id (see [`crate::requests`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Publish to a topic: the same as [`Request::Append`] to the topic's log.
     Publish {
+        /// The topic (a log) to append to.
         topic: String,
+        /// The record, base64 ([`encode_bytes`]).
         data: String,
+        /// The causing event, as for [`Request::Append`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
         /// Append once per id (see [`crate::requests`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Read one record; answered with `data`.
     Get {
+        /// The log to read.
         log: String,
+        /// The record's seq in `log`.
         seq: Seq,
+        /// The reading handler's FIRING, as for [`Request::Append`]; with it the read is recorded as a
+        /// READ event. `None`: the read is not recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
     },
+    /// The newest seq of a log; answered with `seq` (0 when the log is empty).
     Latest {
+        /// The log to look at.
         log: String,
+        /// The reading handler's FIRING, as for [`Request::Get`]; with it a LATEST event is recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
     },
     /// Create a log: unbounded, or keeping `keep` records (`on_full`:
     /// `refuse`, the default, or `overwrite`).
     CreateLog {
+        /// The log's name.
         log: String,
+        /// How many records the log keeps; `None`: every record (unbounded).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         keep: Option<u64>,
+        /// With `keep`: `"refuse"` (the default when `None`) or `"overwrite"` the oldest record.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         on_full: Option<String>,
     },
+    /// Delete a log and its records; answered with `ok` only.
     DeleteLog {
+        /// The log's name.
         log: String,
     },
 }
@@ -120,20 +152,28 @@ pub enum Request {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// The log to append to.
     pub log: String,
+    /// The record, base64 ([`encode_bytes`]).
     pub data: String,
 }
 
-/// One response.
+/// One response. Fields a request does not answer with are `None` (left out
+/// of the JSON).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Response {
+    /// Whether the request succeeded; when `false`, `error` says why.
     pub ok: bool,
+    /// `append`, `append_batch`, `publish`: the seqs of the records, in request order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seqs: Option<Vec<Seq>>,
+    /// `latest`: the newest seq of the log, 0 when it is empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<Seq>,
+    /// `get`: the record, base64 ([`decode_bytes`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
+    /// Any failed request: the error message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// An append whose request id had landed before: nothing was appended now.
@@ -157,7 +197,12 @@ pub enum CallError {
     Broken(String),
     /// The runtime answered with an error; `retry` if it wrote nothing
     /// because it is stopping.
-    Refused { error: String, retry: bool },
+    Refused {
+        /// The runtime's error message.
+        error: String,
+        /// Whether the runtime wrote nothing because it is stopping, so the request may be sent again.
+        retry: bool,
+    },
 }
 
 impl fmt::Display for CallError {

@@ -34,13 +34,17 @@ pub enum Interruption {
 /// One handler run a stop cut short. It runs again at the next start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InterruptedRun {
+    /// The handler that was running.
     pub handler: String,
+    /// The log of the record that triggered the run.
     pub log: String,
+    /// The seq of that record in `log`.
     pub seq: Seq,
     /// The TRIGGER's seq in `_events`.
     pub trigger: Seq,
     /// The attempt cut short; the next start's FIRING is attempt + 1.
     pub attempt: u32,
+    /// How it was cut short: killed, abandoned, or claimed but not started.
     pub how: Interruption,
 }
 

@@ -19,9 +19,25 @@ use crate::system_logs::{EVENTS_LOG, SUBSCRIPTIONS_LOG};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum SubscriptionRecord {
-    Topic { topic: String },
-    Subscribe { log: String, handler: String },
-    Unsubscribe { log: String, handler: String },
+    /// `topic` was created: a log listed as a topic.
+    Topic {
+        /// The topic's (log's) name.
+        topic: String,
+    },
+    /// `handler` was subscribed to `log`: appends to `log` fire it from this record on.
+    Subscribe {
+        /// The log or topic subscribed to.
+        log: String,
+        /// The handler subscribed.
+        handler: String,
+    },
+    /// `handler` was unsubscribed from `log`: appends to `log` no longer fire it.
+    Unsubscribe {
+        /// The log or topic unsubscribed from.
+        log: String,
+        /// The handler unsubscribed.
+        handler: String,
+    },
 }
 
 /// Who is subscribed to what, and which logs are topics.
@@ -29,6 +45,7 @@ pub enum SubscriptionRecord {
 pub struct SubscriptionState {
     /// Log → the handlers subscribed to it (name order: the order of their TRIGGERs).
     pub subscriptions: BTreeMap<String, BTreeSet<String>>,
+    /// The logs created as topics.
     pub topics: BTreeSet<String>,
 }
 
@@ -53,6 +70,7 @@ impl SubscriptionState {
         }
     }
 
+    /// Whether an append to `log` fires `handler` now.
     #[must_use]
     pub fn is_subscribed(&self, log: &str, handler: &str) -> bool {
         self.subscriptions.get(log).is_some_and(|s| s.contains(handler))

@@ -27,13 +27,19 @@ pub(crate) const PROGRESS_MARKS_KEPT: u64 = 16;
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 /// One record of `_dead_letters`.
 pub struct DeadLetter {
+    /// The handler that kept failing.
     pub handler: String,
+    /// The log of the record it failed on.
     pub log: String,
+    /// The seq of that record in `log`.
     pub seq: Seq,
     /// The TRIGGER's seq in `_events`.
     pub trigger: Seq,
+    /// FAILED runs counted against the retry budget (runs cut short by a stop or crash are not).
     pub attempts: u32,
+    /// The reason of the last FAILED.
     pub reason: String,
+    /// The trigger's trace id, 32 lower-case hex digits.
     pub trace: String,
 }
 

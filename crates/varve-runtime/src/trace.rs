@@ -23,8 +23,11 @@ use crate::event::{trace_hex, EventId, EventKind, StoredEvent, TraceId};
 /// A record: `(namespace, log, seq)`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RecordRef {
+    /// The namespace holding `log`.
     pub namespace: String,
+    /// The log holding the record.
     pub log: String,
+    /// The record's seq in `log`.
     pub seq: Seq,
 }
 

@@ -122,6 +122,8 @@ impl CrashLoop {
         }
     }
 
+    /// The loop's seed: from [`seed::SEED_VAR`] when set, else from the clock; replays with
+    /// `VARVE_SEED=<seed>`.
     #[must_use]
     pub fn seed(&self) -> u64 {
         self.seed

@@ -48,9 +48,13 @@ pub const MANIFEST_PATH: &str = "examples/temperature/app.toml";
 pub const NAMESPACE: &str = "temperature";
 /// Devices the manifest has topics for (`cpu_raw.0..3`, Canal's 4 Pi Zeros).
 pub const DEVICES_MAX: usize = 4;
+/// The topic of the reference sensor's environment readings ([`Reading`] JSON), fed by `temperature run`.
 pub const ENV_RAW: &str = "env_raw";
+/// The topic `smooth.env` publishes the smoothed environment readings to; `train` subscribes to it.
 pub const ENV_SMOOTH: &str = "env_smooth";
+/// The topic `train` publishes fitted models to ([`Regression`] JSON), in training order.
 pub const MODEL: &str = "model";
+/// The topic `predict` publishes predictions to ([`Prediction`] JSON), one per timestamp.
 pub const PREDICTION: &str = "prediction";
 /// The run's parameters, kept in the data directory so a restarted run and
 /// `check` use the same data set.
@@ -62,11 +66,14 @@ const SCAN_MARGIN_RECORDS: u64 = 8;
 /// … at most this many times; more means the topic is not in time order.
 const SCAN_ROUNDS_MAX: u32 = 24;
 
+/// The topic of device `device`'s raw CPU readings (`cpu_raw.<device>`, device below [`DEVICES_MAX`]).
 #[must_use]
 pub fn cpu_raw(device: usize) -> String {
     format!("cpu_raw.{device}")
 }
 
+/// The topic of device `device`'s smoothed CPU readings (`cpu_smooth.<device>`), which `predict.<device>`
+/// subscribes to.
 #[must_use]
 pub fn cpu_smooth(device: usize) -> String {
     format!("cpu_smooth.{device}")
@@ -84,8 +91,11 @@ pub fn smoothed_topic_for(raw: &str) -> Option<String> {
 /// The data set a data directory is fed with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Params {
+    /// The generator's seed: the same seed gives the same readings.
     pub seed: u64,
+    /// Devices publishing CPU readings, 1 to [`DEVICES_MAX`].
     pub devices: usize,
+    /// Days of readings, at least 1 (288 five-minute steps a day).
     pub days: u32,
 }
 
@@ -99,6 +109,7 @@ impl Params {
         check_devices(self.devices)
     }
 
+    /// The data set these parameters describe (deterministic: the same every time).
     #[must_use]
     pub fn generate(&self) -> DataSet {
         Generator::new(self.seed).devices(self.devices).days(self.days).generate()

@@ -29,13 +29,19 @@ const TOLERANCE: f64 = 1e-9;
 
 /// Everything a data directory holds, read once.
 pub struct Outputs {
+    /// The run's parameters, from `temperature.json`.
     pub params: Params,
+    /// The data set the parameters generate: what the raw topics should hold.
     pub data: DataSet,
     /// Per device, then the environment: the raw topics' readings in index order.
     pub raw: Vec<Vec<Reading>>,
+    /// Per device, then the environment: the smoothed topics' readings in index order.
     pub smoothed: Vec<Vec<Reading>>,
+    /// The `model` topic's records, in index order.
     pub models: Vec<Regression>,
+    /// The `prediction` topic's records, in index order.
     pub predictions: Vec<Prediction>,
+    /// The namespace's whole event log, in `_events` order.
     pub events: Vec<StoredEvent>,
 }
 
@@ -87,14 +93,21 @@ impl Outputs {
 /// What `check` found.
 #[derive(Debug, Default)]
 pub struct CheckReport {
+    /// Records in the raw topics, all devices and the environment.
     pub raw_readings: usize,
+    /// Records in the smoothed topics, all devices and the environment.
     pub smoothed: usize,
+    /// Records in the `model` topic.
     pub models: usize,
+    /// Records in the `prediction` topic.
     pub predictions: usize,
+    /// TRIGGER events in `_events`.
     pub triggers: usize,
+    /// FIRING events in `_events` (first runs and re-runs).
     pub firings: usize,
     /// Triggers with two or more FIRINGs (re-runs after a crash or a failure).
     pub reruns: usize,
+    /// FAILED events in `_events`.
     pub failures: usize,
     /// The first few FAILED reasons (failures are retried; they are not
     /// inconsistencies unless the trigger never reaches DONE).
@@ -103,10 +116,12 @@ pub struct CheckReport {
     pub duplicates: usize,
     /// Everything inconsistent (the first [`PROBLEMS_SHOWN_MAX`]).
     pub problems: Vec<String>,
+    /// How many inconsistencies were found, shown or not; 0 means consistent.
     pub problems_total: usize,
 }
 
 impl CheckReport {
+    /// Whether nothing inconsistent was found.
     #[must_use]
     pub fn is_consistent(&self) -> bool {
         self.problems_total == 0

@@ -23,13 +23,16 @@ pub const REPORT_JITTER_SECS_MAX: i64 = 20;
 /// language can read it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Reading {
+    /// When the reading was taken, in seconds since the Unix epoch (`t` in JSON).
     #[serde(rename = "t")]
     pub unix_secs: i64,
+    /// The temperature, in °C (`v` in JSON).
     #[serde(rename = "v")]
     pub value: f64,
 }
 
 impl Reading {
+    /// The record as published: compact JSON.
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         // A struct of an i64 and an f64 always serializes; a NaN would become
@@ -37,6 +40,7 @@ impl Reading {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// Parse a published record; the error says what was expected.
     pub fn from_json(bytes: &[u8]) -> Result<Reading, String> {
         serde_json::from_slice(bytes)
             .map_err(|e| format!("not a reading ({e}); expected JSON like {{\"t\":1609459200,\"v\":21.5}}"))
@@ -47,7 +51,10 @@ impl Reading {
 /// all of the same length (one entry per 5-minute step).
 #[derive(Clone, Debug)]
 pub struct DataSet {
+    /// Per device, its CPU readings in time order (published to `cpu_raw.<i>`), each up to
+    /// [`REPORT_JITTER_SECS_MAX`] after its 5-minute mark.
     pub devices: Vec<Vec<Reading>>,
+    /// The environment readings in time order (published to `env_raw`), on the 5-minute marks.
     pub environment: Vec<Reading>,
 }
 
@@ -61,28 +68,33 @@ pub struct Generator {
 }
 
 impl Generator {
+    /// A generator seeded with `seed`, for 4 devices and 3 days.
     #[must_use]
     pub fn new(seed: u64) -> Generator {
         Generator { seed, devices: 4, days: 3 }
     }
 
+    /// Generate this many device series.
     #[must_use]
     pub fn devices(mut self, devices: usize) -> Generator {
         self.devices = devices;
         self
     }
 
+    /// Generate this many days of readings.
     #[must_use]
     pub fn days(mut self, days: u32) -> Generator {
         self.days = days;
         self
     }
 
+    /// Readings per series: one per [`INTERVAL_SECS`] over the days (288 a day).
     #[must_use]
     pub fn steps(&self) -> usize {
         usize::try_from(i64::from(self.days) * 86_400 / INTERVAL_SECS).unwrap_or(0)
     }
 
+    /// The data set: the same for the same seed, devices and days.
     #[must_use]
     pub fn generate(&self) -> DataSet {
         let mut rng = SplitMix64(self.seed);

@@ -45,7 +45,9 @@ pub fn smooth(latest: &Reading, window: &[Reading]) -> Option<Reading> {
 pub struct Regression {
     /// Timestamp of the newest sample the model was fitted on.
     pub trained_at: i64,
+    /// How many samples (rows) the model was fitted on.
     pub samples: usize,
+    /// The intercept, then one coefficient per device in device order.
     pub coefficients: Vec<f64>,
 }
 
@@ -81,16 +83,19 @@ impl Regression {
         Ok(Regression { trained_at: 0, samples: rows.len(), coefficients })
     }
 
+    /// The predicted environment temperature (°C) for one CPU temperature (°C) per device, in device order.
     #[must_use]
     pub fn predict(&self, cpus: &[f64]) -> f64 {
         self.coefficients[0] + self.coefficients[1..].iter().zip(cpus).map(|(c, x)| c * x).sum::<f64>()
     }
 
+    /// The record as published to the `model` topic: JSON.
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// Parse a record of the `model` topic.
     pub fn from_json(bytes: &[u8]) -> Result<Regression, String> {
         serde_json::from_slice(bytes).map_err(|e| format!("not a model record ({e})"))
     }
@@ -127,8 +132,10 @@ fn solve(mut m: Vec<Vec<f64>>) -> Result<Vec<f64>, String> {
 /// A prediction as published to the `prediction` topic.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
+    /// The 5-minute mark predicted for, in seconds since the Unix epoch (`t` in JSON).
     #[serde(rename = "t")]
     pub unix_secs: i64,
+    /// The predicted environment temperature, in °C (`v` in JSON).
     #[serde(rename = "v")]
     pub value: f64,
     /// Index of the model (in the `model` topic) the prediction used.
@@ -136,11 +143,13 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// The record as published to the `prediction` topic: compact JSON.
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// Parse a record of the `prediction` topic.
     pub fn from_json(bytes: &[u8]) -> Result<Prediction, String> {
         serde_json::from_slice(bytes).map_err(|e| format!("not a prediction record ({e})"))
     }
@@ -150,11 +159,15 @@ impl Prediction {
 /// (0.21 °C mean, 95% under 0.54 °C on its real data).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ErrorSummary {
+    /// How many (predicted, actual) pairs were compared; at least 1.
     pub count: usize,
+    /// Mean absolute error, in °C.
     pub mean_abs: f64,
+    /// 95th percentile of the absolute error, in °C.
     pub p95_abs: f64,
 }
 
+/// The error summary of `(predicted, actual)` pairs (°C); `None` when there are none.
 #[must_use]
 pub fn error_summary(pairs: impl IntoIterator<Item = (f64, f64)>) -> Option<ErrorSummary> {
     let mut errors: Vec<f64> = pairs.into_iter().map(|(predicted, actual)| (predicted - actual).abs()).collect();

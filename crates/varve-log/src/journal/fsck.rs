@@ -31,9 +31,13 @@ pub const LOSSES_LOG: &str = "_losses";
 /// What [`fsck`] checked and found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FsckReport {
+    /// Segment files read.
     pub segments: u64,
+    /// Intact frames read (damaged ones are in `damage`).
     pub frames: u64,
+    /// Record entries applied from the frames read, appends and relocated copies alike (not distinct records).
     pub records: u64,
+    /// Segment bytes scanned: each segment up to the end of its last frame, intact or damaged.
     pub bytes: u64,
     /// Every damaged byte range, in journal order (before any repair).
     pub damage: Vec<Damage>,

@@ -113,6 +113,8 @@ pub struct JournalOptions {
     pub sync: SyncPolicy,
     /// A segment rolls once it would grow past this. Default 64 MiB.
     pub segment_bytes_max: u64,
+    /// Size limits on records and batches. Default [`Limits::default`]; must keep
+    /// `record_bytes_max <= batch_bytes_max <= 1 GiB - 4`, or opening is `InvalidArgument`.
     pub limits: Limits,
     /// Open without the writer lock: reads only, follows another process's
     /// appends. Never changes the files (a torn tail is left for the writer).
@@ -151,10 +153,15 @@ impl JournalOptions {
 /// What opening a namespace found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
+    /// Segment files read.
     pub segments: u64,
+    /// Intact frames read (damaged ones are in `damage`).
     pub frames: u64,
+    /// Record entries applied from the frames read, appends and relocated copies alike (not distinct records).
     pub records: u64,
+    /// Segment bytes scanned: each segment up to the end of its last frame, intact or damaged.
     pub bytes: u64,
+    /// Wall-clock time the open took, recovery included.
     pub duration: Duration,
     /// A torn write at the end of the newest segment that was cut off
     /// (writer opens only; readers list it in `damage`, with `at_tail`).
@@ -177,10 +184,13 @@ impl RecoveryReport {
 /// Damaged bytes in a segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
+    /// The segment file.
     pub segment: PathBuf,
+    /// Byte offset in `segment` where the damage starts.
     pub offset: u64,
     /// How many bytes from `offset` on are damaged (skipped).
     pub len: u64,
+    /// What does not check there.
     pub reason: String,
     /// An unfinished write at the end of the newest segment, as a reader
     /// saw it: not damage, and cut by the next writer to open the namespace.
@@ -190,12 +200,19 @@ pub struct Damage {
 /// A run of records of one log that no intact frame holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Loss {
+    /// The log the records belong to.
     pub log: String,
+    /// The first lost seq.
     pub first: Seq,
+    /// The last lost seq, inclusive.
     pub last: Seq,
     /// The segment that held them (or would have: a missing one).
     pub segment: PathBuf,
+    /// Byte offset in `segment` where they were; `None` when no single offset
+    /// is known (a missing segment, damage somewhere in it, or records a repair
+    /// found no longer check).
     pub offset: Option<u64>,
+    /// Why they are lost, as text.
     pub reason: String,
     /// A repair recorded it in the `_losses` log: known, nothing left to salvage.
     pub acknowledged: bool,
@@ -204,9 +221,13 @@ pub struct Loss {
 /// The end of the newest segment that did not hold a whole valid frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TornTail {
+    /// The newest segment file, which was cut.
     pub segment: PathBuf,
+    /// Byte offset of the cut: the segment's length afterwards.
     pub offset: u64,
+    /// Bytes cut off and saved to `saved_to` (the zero reserve past the last written byte is not counted).
     pub dropped_bytes: u64,
+    /// Why the bytes from `offset` on are not a whole valid frame.
     pub reason: String,
     /// Where the dropped bytes were copied before the cut.
     pub saved_to: PathBuf,

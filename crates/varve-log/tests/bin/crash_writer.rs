@@ -15,7 +15,11 @@ use std::io::Write;
 use rand::{Rng, SeedableRng};
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, OnFull};
 
+/// The unbounded logs; every batch appends to at least one, so batch ids
+/// stay checkable. `tests/crash_loop.rs` names the same logs.
 pub const UNBOUNDED: [&str; 3] = ["u0", "u1", "u2"];
+/// A `keep 40, Overwrite` log some batches append to, so trimming runs
+/// across kills. `tests/crash_loop.rs` names the same log.
 pub const OVERWRITE: &str = "ow";
 
 fn main() {

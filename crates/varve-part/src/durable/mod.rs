@@ -133,26 +133,62 @@ pub enum DurableError {
     Log(#[from] LogError),
     /// A stored record does not decode or fails its checksum.
     #[error("corrupt record in log {log:?} seq {seq} at byte offset {offset}: {reason}")]
-    Corrupt { log: String, seq: Seq, offset: usize, reason: String },
+    Corrupt {
+        /// The log holding the record (a batch, blob or manifest log).
+        log: String,
+        /// The record's seq in `log`.
+        seq: Seq,
+        /// Byte offset in the record where decoding failed.
+        offset: usize,
+        /// What is wrong there.
+        reason: String,
+    },
     /// A record of a format this build does not read.
     #[error("log {log:?} seq {seq} has format version {found}; this build reads version {expected}")]
-    Version { log: String, seq: Seq, found: u8, expected: u8 },
+    Version {
+        /// The log holding the record.
+        log: String,
+        /// The record's seq in `log`.
+        seq: Seq,
+        /// The format version byte the record starts with.
+        found: u8,
+        /// The version this build reads: [`FORMAT_VERSION`].
+        expected: u8,
+    },
     /// An earlier batch append failed, so the log may hold a batch the map
     /// does not: updates are refused until the map is reopened.
     #[error("map {name:?} refuses updates after a failed batch append ({cause}); reopen it to recover from the logs")]
-    Poisoned { name: String, cause: String },
+    Poisoned {
+        /// The map's name.
+        name: String,
+        /// The error of the failed append, as text.
+        cause: String,
+    },
     /// Another checkpoint of this map is in flight (begun, not yet committed or dropped).
     #[error("a checkpoint of map {name:?} is already in flight")]
-    CheckpointInFlight { name: String },
+    CheckpointInFlight {
+        /// The map's name.
+        name: String,
+    },
     /// The job was not begun on this map.
     #[error("checkpoint job of map {job:?} committed to map {name:?}")]
-    ForeignJob { name: String, job: String },
+    ForeignJob {
+        /// The map the job was committed to.
+        name: String,
+        /// The map the job was begun on.
+        job: String,
+    },
     /// The tree is deeper than [`TREE_DEPTH_MAX`] inner nodes.
     #[error("tree deeper than {TREE_DEPTH_MAX} inner nodes: checkpoints refuse it")]
     TooDeep,
     /// A packed reference limit was reached (blob log seq over 2^32).
     #[error("blob log {log:?} reached seq {seq}, over the reference limit {BLOB_SEQ_MAX}; a full checkpoint starts a new log")]
-    ReferenceLimit { log: String, seq: Seq },
+    ReferenceLimit {
+        /// The blob log, `N.blobs.<g>`.
+        log: String,
+        /// The seq the next blob record would have taken.
+        seq: Seq,
+    },
 }
 
 type Result<T, E = DurableError> = std::result::Result<T, E>;
@@ -183,6 +219,7 @@ impl Default for DurableOptions {
 pub struct CheckpointStats {
     /// Whether it was a full checkpoint (a new generation).
     pub full: bool,
+    /// The generation written to, from 1: the `g` of `N.blobs.<g>`.
     pub generation: u64,
     /// Blobs written (unchanged subtrees are referenced, not counted).
     pub blobs: u64,

@@ -118,7 +118,6 @@ pub fn assert_same(map: &ArtMap<u32>, model: &Model, what: &str) {
 }
 
 /// Run `ops` against an `ArtMap` and the model, checking after every step.
-#[expect(clippy::too_many_lines, reason = "one arm per op, checks inline")]
 pub fn run(ops: &[Op]) {
     let mut map: ArtMap<u32> = ArtMap::new();
     let mut model = Model::new();
