@@ -164,7 +164,6 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> Stri
         let recorded = if loss.acknowledged { format!(" [recorded in {LOSSES_LOG}]") } else { String::new() };
         lines.push(format!("lost: log {} {seqs} ({}; {place}){recorded}", loss.log, loss.reason));
     }
-    let unrecorded = report.losses.iter().filter(|l| !l.acknowledged).count();
     if !repair {
         if report.is_clean() {
             let known = if report.losses.is_empty() {
@@ -174,11 +173,18 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> Stri
             };
             lines.push(format!("clean: every frame checks out{known}"));
         } else {
+            let lost: u64 = report.losses.iter().filter(|l| !l.acknowledged).map(|l| l.last - l.first + 1).sum();
+            let mut found = Vec::new();
+            if !report.damage.is_empty() {
+                found.push(count(report.damage.len() as u64, "damaged region"));
+            }
+            if lost > 0 {
+                found.push(format!("{} lost", count(lost, "record")));
+            }
             lines.push(format!(
-                "damaged: {} and {} lost; the other records read as usual. `varve fsck --repair` \
+                "damaged: {}; the other records read as usual. `varve fsck --repair` \
                  (with the namespace's writer stopped) salvages every intact record and records the losses",
-                count(report.damage.len() as u64, "damaged region"),
-                count(unrecorded as u64, "run of records"),
+                found.join(", "),
             ));
         }
     } else if report.repaired {
@@ -200,10 +206,8 @@ fn human(namespace: &str, dir: &Path, report: &FsckReport, repair: bool) -> Stri
             lines.extend(report.quarantined.iter().map(|path| format!("  {}", path.display())));
         }
         if !report.losses.is_empty() {
-            lines.push(format!(
-                "recorded {} in {LOSSES_LOG}; their seqs stay unused and read as lost",
-                count(report.losses.len() as u64, "run of lost records")
-            ));
+            let losses = if report.losses.len() == 1 { "loss" } else { "losses" };
+            lines.push(format!("recorded the {losses} above in {LOSSES_LOG}; their seqs stay unused and read as lost"));
         }
         let nothing_done = report.torn_tail.is_none() && report.quarantined.is_empty() && report.losses.is_empty();
         lines.push(

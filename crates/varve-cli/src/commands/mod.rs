@@ -70,11 +70,17 @@ fn warn_about_damage(namespace: &str, report: &RecoveryReport) {
     let logs: std::collections::BTreeSet<&str> =
         report.losses.iter().filter(|l| !l.acknowledged).map(|l| l.log.as_str()).collect();
     let damaged = report.damage.iter().filter(|d| !d.at_tail).count();
+    let mut found = Vec::new();
+    if damaged > 0 {
+        found.push(format!("{damaged} damaged region(s)"));
+    }
+    if lost > 0 {
+        found.push(format!("{lost} record(s) lost in {}", logs.into_iter().collect::<Vec<_>>().join(", ")));
+    }
     crate::output::warn(&format!(
-        "namespace {namespace} has damage: {damaged} damaged region(s), {lost} record(s) lost in {} log(s) ({}); \
-         the other records read as usual; `varve fsck` lists every loss, `varve fsck --repair` salvages the rest",
-        logs.len(),
-        logs.into_iter().collect::<Vec<_>>().join(", "),
+        "namespace {namespace} has damage: {}; the other records read as usual; \
+         `varve fsck` lists every loss, `varve fsck --repair` salvages the rest",
+        found.join(", ")
     ));
 }
 
