@@ -53,6 +53,14 @@ struct GlobalArgs {
     /// runtime handler, VARVE_DATA is the default.
     #[arg(long, global = true, value_name = "DIR", default_value = "./varve-data", env = "VARVE_DATA")]
     data: PathBuf,
+    /// The store to work on: a directory or file:DIR (the embedded journal,
+    /// as --data), or varve://HOST:PORT (a `varve serve`). The log commands
+    /// work on every store; the others need an embedded one.
+    #[arg(long, global = true, value_name = "URI", env = "VARVE_STORE")]
+    store: Option<String>,
+    /// The bearer token for a `varve serve` started with --token-file.
+    #[arg(long, global = true, value_name = "TOKEN", env = "VARVE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// The namespace to work in. Inside a runtime handler, VARVE_NAMESPACE is the default.
     #[arg(long, global = true, value_name = "NAME", default_value = "default", env = "VARVE_NAMESPACE")]
     ns: String,
@@ -138,6 +146,11 @@ enum Command {
         #[command(subcommand)]
         command: EventsCommand,
     },
+    /// Serve the namespaces of --data over HTTP (docs/http.md): every Log
+    /// operation, watches as Server-Sent Events, tokens, /metrics. Clients
+    /// reach it as --store varve://HOST:PORT. SIGTERM or Ctrl-C stops it
+    /// gracefully.
+    Serve(ServeArgs),
     /// Measure performance against the machine's own baselines.
     Bench {
         #[command(subcommand)]
@@ -157,6 +170,33 @@ struct RunArgs {
     /// the next start).
     #[arg(long, value_name = "MS", env = "VARVE_STOP_GRACE_MS", default_value_t = commands::runtime::STOP_GRACE_MS)]
     stop_grace_ms: u64,
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The address to listen on (port 0: any free port; the URI printed says which).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7070")]
+    listen: std::net::SocketAddr,
+    /// Require bearer tokens: lines of `TOKEN read-only|read-write [NS,...]`.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without --token-file.
+    #[arg(long)]
+    insecure: bool,
+    /// When an append is acknowledged: `always` (fsynced; concurrent appends
+    /// share an fsync), `group` (fsynced within 5 ms), `never` (by the OS).
+    #[arg(long, value_enum, default_value = "always")]
+    sync: SyncArg,
+    /// Most client connections open at once.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    connections_max: usize,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SyncArg {
+    Always,
+    Group,
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -448,9 +488,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// The data directory and, for `--store varve://…`, the connected server.
+fn resolve_store(global: &GlobalArgs) -> anyhow::Result<(PathBuf, Option<varve_remote::RemoteStore>)> {
+    Ok(match global.store.as_deref().map(varve::StoreUri::parse).transpose()? {
+        None => (global.data.clone(), None),
+        Some(varve::StoreUri::Embedded(dir)) => (dir, None),
+        Some(varve::StoreUri::Remote(uri)) => {
+            let options = varve_remote::RemoteOptions::from_uri(&uri, global.token.clone())?;
+            (global.data.clone(), Some(varve_remote::RemoteStore::connect(options)?))
+        }
+        Some(varve::StoreUri::Nats(_)) => {
+            anyhow::bail!(
+                "--store nats://…: the NATS JetStream backend is not built yet; use a directory or varve://HOST:PORT"
+            )
+        }
+    })
+}
+
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     let journal = cli.global.journal_options();
-    let ctx = commands::Context { data: cli.global.data.clone(), namespace: cli.global.ns.clone(), out, journal };
+    let (data, remote) = resolve_store(&cli.global)?;
+    if remote.is_some() && !matches!(cli.command, Command::Log { .. }) {
+        anyhow::bail!(
+            "this command works on an embedded store (--data DIR) only; with --store varve://… use `varve log …`, \
+             or run it on the server's host against its data directory"
+        );
+    }
+    let ctx = commands::Context { data, namespace: cli.global.ns.clone(), out, journal, remote };
     match &cli.command {
         Command::Log { command } => {
             use commands::log;
@@ -502,6 +566,24 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                 )?,
                 PdsCommand::Demo => pds::demo(&ctx)?,
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            let sync = match args.sync {
+                SyncArg::Always => varve_log::SyncPolicy::Always,
+                SyncArg::Group => varve_log::SyncPolicy::Group(std::time::Duration::from_millis(5)),
+                SyncArg::Never => varve_log::SyncPolicy::Never,
+            };
+            commands::serve::serve(
+                &ctx,
+                &commands::serve::ServeRequest {
+                    listen: args.listen,
+                    token_file: args.token_file.clone(),
+                    insecure: args.insecure,
+                    sync,
+                    connections_max: args.connections_max,
+                },
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { command } => {

@@ -232,6 +232,16 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Refuse a batch these limits do not take, as every backend does before
+    /// writing anything: `InvalidArgument` for an empty batch, `TooLarge`
+    /// for too many records, a record or a batch over its size. A client of
+    /// a remote store checks here, so it never sends what would be refused.
+    pub fn check_batch(&self, batch: &[(&str, &[u8])]) -> crate::Result<()> {
+        crate::rules::check_batch(self, batch)
+    }
+}
+
 /// Longest log or namespace name, in bytes.
 pub const NAME_BYTES_MAX: usize = 200;
 

@@ -176,6 +176,49 @@ pub enum LogError {
         cause: String,
     },
 
+    /// A remote store could not be reached (connection refused or reset
+    /// before the request was sent, the server stopping, a namespace that
+    /// another writer holds). Nothing was done; retrying later is safe.
+    #[error("{target} is unavailable: {reason}; check that `varve serve` runs there and the address is right, then retry (nothing was done)")]
+    Unavailable {
+        /// The store or server, as its URI (`varve://127.0.0.1:7070`).
+        target: String,
+        /// What went wrong, as text.
+        reason: String,
+    },
+
+    /// A write reached a remote store but its answer was lost (the
+    /// connection broke, the server was killed): it may or may not have landed.
+    #[error("the answer to {operation} at {target} was lost ({reason}): it may or may not have landed; read the log's latest records to find out (appends sent with a request id can simply be sent again)")]
+    OutcomeUnknown {
+        /// The store or server, as its URI.
+        target: String,
+        /// What was sent, as a phrase (`"append to log t"`).
+        operation: String,
+        /// How the answer was lost, as text.
+        reason: String,
+    },
+
+    /// A remote store refused the request's credentials: no token, an
+    /// unknown one, or one that does not allow this operation or namespace.
+    #[error("{target} refused the request: {reason}")]
+    Denied {
+        /// The store or server, as its URI.
+        target: String,
+        /// Why, as the server said it.
+        reason: String,
+    },
+
+    /// A remote store answered something this client does not understand
+    /// (another program on that port, or an incompatible version).
+    #[error("unexpected answer from {target}: {reason}; is it a `varve serve` of a compatible version?")]
+    Protocol {
+        /// The store or server, as its URI.
+        target: String,
+        /// What was unexpected, as text.
+        reason: String,
+    },
+
     /// An operating-system I/O error, with what Varve was doing.
     #[error("I/O error while {context}: {source}")]
     Io {

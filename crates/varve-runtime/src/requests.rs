@@ -196,14 +196,30 @@ pub fn read_requests(ns: &dyn Namespace) -> Result<RequestMemory> {
 /// writers such as the CLI, not for loops.
 pub fn append_batch_once(ns: &dyn Namespace, id: &RequestId, batch: &[(&str, &[u8])]) -> Result<Appended> {
     ns.create_log(REQUESTS_LOG, requests_log_config())?;
+    let mut memory = read_requests(ns)?;
+    append_batch_remembering(ns, &mut memory, id, batch)
+}
+
+/// [`append_batch_once`] for a long-lived writer that keeps the namespace's
+/// [`RequestMemory`] (from [`read_requests`]) and updates it here.
+///
+/// The seqs are predicted before the batch is written (the request record
+/// names them), so no other append to the namespace may run between the
+/// prediction and the write: the caller serialises this call with every
+/// other append of the namespace. A wrong prediction is `SeqMismatch`.
+pub fn append_batch_remembering(
+    ns: &dyn Namespace,
+    memory: &mut RequestMemory,
+    id: &RequestId,
+    batch: &[(&str, &[u8])],
+) -> Result<Appended> {
     let logs: Vec<&str> = batch.iter().map(|(log, _)| *log).collect();
-    if let Some(first) = read_requests(ns)?.recall(id) {
+    if let Some(first) = memory.recall(id) {
         return repeat_answer(id, &logs, first);
     }
+    ns.create_log(REQUESTS_LOG, requests_log_config())?;
     let mut record =
         RequestRecord { id: id.to_string(), logs: logs.iter().map(|l| (*l).to_owned()).collect(), seqs: Vec::new() };
-    // The seqs are known only after the batch; the record names them, so
-    // predict them (the caller is the only writer) and check.
     for (i, log) in logs.iter().enumerate() {
         let earlier = logs[..i].iter().filter(|l| *l == log).count() as u64;
         record.seqs.push(ns.latest(log)? + 1 + earlier);
@@ -220,7 +236,9 @@ pub fn append_batch_once(ns: &dyn Namespace, id: &RequestId, batch: &[(&str, &[u
             actual: seqs[0],
         });
     }
-    Ok(Appended { seqs: record.seqs, repeated: false })
+    let seqs = record.seqs.clone();
+    memory.remember(record);
+    Ok(Appended { seqs, repeated: false })
 }
 
 #[cfg(test)]

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use serde::Serialize;
-use varve_log::{
-    validate_name, Limits, LogConfig, LogInfo, Namespace, OnFull, Record, Retention, Seq, SeqRange, Watch,
-};
+use varve_log::{validate_name, Limits, LogConfig, LogInfo, OnFull, Record, Retention, Seq, SeqRange, Watch};
 
 use super::Context;
 use crate::output::{self, human_value, JsonRecord, Unit};
@@ -99,7 +97,7 @@ pub fn get(ctx: &Context<'_>, name: &str, seq: Seq) -> anyhow::Result<()> {
     let value = match super::runtime::handler_socket(ctx) {
         // Inside an external handler: read through the runtime, which records the READ.
         Some((path, cause)) => super::runtime::get_via_socket(&path, &cause, name, seq)?.into(),
-        None => ctx.open_read()?.get(name, seq)?,
+        None => ctx.reader()?.get(name, seq)?,
     };
     ctx.out.answer(&JsonRecord::new(seq, &value), || human_value(&value).into_owned())?;
     Ok(())
@@ -113,7 +111,7 @@ pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
         ctx.out.answer(&LatestOnly { log: name, latest }, || format!("latest: {latest}"))?;
         return Ok(());
     }
-    let ns = ctx.open_read()?;
+    let ns = ctx.reader()?;
     let info = ns.log_info(name)?;
     let answer = LatestAnswer { log: name, latest: info.latest, earliest: info.earliest };
     ctx.out.answer(&answer, || format!("latest: {}\nearliest: {}", info.latest, info.earliest))?;
@@ -122,7 +120,7 @@ pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 
 pub fn info(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     validate_name(name, true)?;
-    let ns = ctx.open_read()?;
+    let ns = ctx.reader()?;
     let info = ns.log_info(name)?;
     let answer = InfoAnswer { namespace: &ctx.namespace, log: LogJson::from(&info) };
     ctx.out.answer(&answer, || {
@@ -140,7 +138,7 @@ pub fn info(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 }
 
 pub fn ls(ctx: &Context<'_>) -> anyhow::Result<()> {
-    let ns = ctx.open_read()?;
+    let ns = ctx.reader()?;
     let logs = ns.list_logs()?;
     let answer = ListAnswer { namespace: &ctx.namespace, logs: logs.iter().map(LogJson::from).collect() };
     ctx.out.answer(&answer, || table(&ctx.namespace, &logs))?;
@@ -156,7 +154,7 @@ pub fn rm(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 
 pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -> anyhow::Result<()> {
     validate_name(name, true)?;
-    let ns = ctx.open_read()?;
+    let ns = ctx.reader()?;
     let info = ns.log_info(name)?;
     // Without --from, start at what retention still keeps (seq 1 may be trimmed).
     let range = SeqRange::from_bounds(from.unwrap_or(info.earliest)..=to.unwrap_or(Seq::MAX));
@@ -199,7 +197,7 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
 /// before each wait).
 pub fn tail(ctx: &Context<'_>, name: &str, from: Option<Seq>) -> anyhow::Result<()> {
     validate_name(name, true)?;
-    let ns = ctx.open_read()?;
+    let ns = ctx.reader()?;
     let info = ns.log_info(name)?;
     let from = from.unwrap_or_else(|| info.latest.saturating_sub(TAIL_START_RECORDS - 1).max(info.earliest).max(1));
     let mut watch = ns.watch(name, from)?;

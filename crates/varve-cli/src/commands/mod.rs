@@ -12,6 +12,7 @@ pub mod fsck;
 pub mod log;
 pub mod pds;
 pub mod runtime;
+pub mod serve;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -28,9 +29,20 @@ pub struct Context<'a> {
     /// How the store is opened: segment size and limits from the global
     /// options (read-only and sync are set per command).
     pub journal: JournalOptions,
+    /// The `varve serve` of `--store varve://…`, connected; `None` for the
+    /// embedded store in `data`.
+    pub remote: Option<varve_remote::RemoteStore>,
 }
 
 impl Context<'_> {
+    /// The namespace for reading, on whichever store `--store` names.
+    pub fn reader(&self) -> varve_log::Result<std::sync::Arc<dyn varve_log::Namespace>> {
+        match &self.remote {
+            Some(remote) => varve_log::Store::namespace(remote, &self.namespace),
+            None => Ok(std::sync::Arc::new(self.open_read()?)),
+        }
+    }
+
     /// Open the namespace for reading only. Fails with `NamespaceNotFound`
     /// if it was never written. Warns on stderr about damage or lost records.
     pub fn open_read(&self) -> varve_log::Result<JournalNamespace> {

@@ -71,8 +71,13 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     // From here on a SIGTERM or SIGINT asks for the stop below instead of
     // ending the process where it stands.
     let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing the SIGTERM/SIGINT handlers")?;
-    let ns_ctx =
-        Context { data: ctx.data.clone(), namespace: manifest.namespace.clone(), out: ctx.out, journal: ctx.journal };
+    let ns_ctx = Context {
+        data: ctx.data.clone(),
+        namespace: manifest.namespace.clone(),
+        out: ctx.out,
+        journal: ctx.journal,
+        remote: None,
+    };
     if write::runtime_serves(&ns_ctx) {
         bail!(
             "a runtime already serves namespace {} (socket {}): one runtime per namespace",

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use varve_log::{LogConfig, LogError, Namespace, OnFull, Retention};
+use varve_remote::RemoteNamespace;
 use varve_runtime::command::{ENV_EVENT_ID, ENV_NAMESPACE, ENV_RUNTIME_SOCKET, ENV_TRACE_ID};
 use varve_runtime::event::{parse_trace, TraceId};
 use varve_runtime::socket::{self, CallError, Entry, Request, Response};
@@ -146,12 +147,17 @@ trait WriteOp {
     type Answer;
     fn answer(&self, response: Response) -> anyhow::Result<Self::Answer>;
     fn direct(&self, ctx: &Context<'_>, ns: varve_log::JournalNamespace) -> anyhow::Result<Self::Answer>;
+    /// Through a `varve serve` (`--store varve://…`), which retries what is safe to.
+    fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<Self::Answer>;
     /// The message when the outcome is unknown after [`ATTEMPTS_MAX`] attempts.
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String;
 }
 
 /// Run `write` until it succeeds or a [`next_step`] gives up.
 fn run<W: WriteOp>(ctx: &Context<'_>, write: &W) -> anyhow::Result<W::Answer> {
+    if let Some(remote) = &ctx.remote {
+        return write.remote(&remote.remote_namespace(&ctx.namespace)?);
+    }
     let socket = socket_path(ctx);
     let mut attempts = 0;
     let mut unknown = false;
@@ -271,6 +277,13 @@ impl WriteOp for Append<'_> {
         Ok(answer?)
     }
 
+    /// Sent under the request id, so the remote backend may resend it after a
+    /// lost answer and it lands once.
+    fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<Appended> {
+        let (seqs, repeated) = ns.append_batch_once(self.batch, self.request.as_str())?;
+        Ok(Appended { seqs, repeated })
+    }
+
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {
         let logs: Vec<&str> = self.batch.iter().map(|(log, _)| *log).collect();
         let id = &self.request;
@@ -327,6 +340,12 @@ impl WriteOp for CreateLog<'_> {
         Ok(!existed)
     }
 
+    fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<bool> {
+        let existed = ns.log_info(self.name).is_ok();
+        ns.create_log(self.name, self.config)?;
+        Ok(!existed)
+    }
+
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {
         format!(
             "creating log {} in namespace {} may or may not have happened: the connection to its runtime broke before the answer (last: {last}); creating it again is safe",
@@ -360,6 +379,10 @@ impl WriteOp for DeleteLog<'_> {
         ns.delete_log(self.name)?;
         ns.close()?;
         Ok(())
+    }
+
+    fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<()> {
+        Ok(ns.delete_log(self.name)?)
     }
 
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {

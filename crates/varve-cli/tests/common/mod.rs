@@ -145,3 +145,55 @@ pub fn process_is_gone(pid: u32) -> bool {
         Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
     }
 }
+
+/// A `varve serve` process on a free loopback port, killed (SIGKILL) when
+/// dropped; `uri` is the `varve://127.0.0.1:PORT` it printed.
+pub struct Served {
+    pub child: Child,
+    pub uri: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    /// `http://127.0.0.1:PORT`, for curl.
+    pub fn http(&self) -> String {
+        self.uri.replacen("varve://", "http://", 1)
+    }
+}
+
+impl Env {
+    /// Start `varve --data DIR serve --listen 127.0.0.1:0 EXTRA…` and wait
+    /// for the line that says where it listens.
+    pub fn serve(&self, extra: &[&str]) -> Served {
+        use std::io::BufRead as _;
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = self
+            .command(&args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start varve serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(WAIT).expect("varve serve printed where it listens");
+        let uri = line
+            .split_whitespace()
+            .find(|word| word.starts_with("varve://"))
+            .unwrap_or_else(|| panic!("no URI in {line:?}"))
+            .to_owned();
+        Served { child, uri }
+    }
+}

@@ -1,0 +1,194 @@
+//! The router: which request goes to which operation, and the layers every
+//! request passes (metrics, then tokens). The operations are in
+//! [`crate::routes`] and [`crate::stream`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use varve_log::Limits;
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::namespaces::Namespaces;
+use crate::tokens::{Access, Permission, Tokens};
+use crate::{routes, stream};
+
+/// What every request handler shares.
+pub struct AppState {
+    /// The namespaces served.
+    pub namespaces: Namespaces,
+    /// The record and batch limits (the journal's), checked before a body is read whole.
+    pub limits: Limits,
+    /// The tokens accepted; empty: no token needed.
+    pub tokens: Tokens,
+    /// The metrics served at `/metrics`.
+    pub metrics: Metrics,
+    /// Set when shutdown begins: watches end, new requests are refused.
+    pub stopping: AtomicBool,
+    /// The URI clients reach this server by (`varve://HOST:PORT`), for log URIs in answers.
+    pub uri: String,
+}
+
+impl AppState {
+    /// Whether shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+}
+
+/// Shared state, as handlers receive it.
+pub type Shared = Arc<AppState>;
+
+/// The whole API.
+pub fn router(state: Shared) -> Router {
+    let v1 = Router::new()
+        .route("/limits", get(routes::limits))
+        .route("/namespaces", get(routes::list_namespaces))
+        .route("/namespaces/{ns}/logs", get(routes::list_logs))
+        .route("/namespaces/{ns}/logs/{log}", get(routes::log_info).put(routes::create_log).delete(routes::delete_log))
+        .route("/namespaces/{ns}/logs/{log}/records", post(routes::append).get(stream::scan))
+        .route("/namespaces/{ns}/logs/{log}/records/{seq}", get(routes::get_record))
+        .route("/namespaces/{ns}/logs/{log}/watch", get(stream::watch))
+        .route("/namespaces/{ns}/batch", post(routes::append_batch))
+        .route("/namespaces/{ns}/sync", post(routes::sync));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics_text))
+        .nest("/v1", v1)
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), authorize))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), measure))
+        .with_state(state)
+}
+
+async fn metrics_text(State(state): State<Shared>) -> Response {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+        .into_response()
+}
+
+async fn no_route(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NoRoute {
+        status: StatusCode::NOT_FOUND,
+        message: format!("no such resource: {method} {}; the API is under /v1 (see docs/http.md)", uri.path()),
+    }
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NoRoute {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        message: format!("{} does not take {method} (see docs/http.md)", uri.path()),
+    }
+}
+
+/// The operation a route serves, for metrics and logs.
+fn operation(method: &Method, route: Option<&str>) -> &'static str {
+    let Some(route) = route else { return "unrouted" };
+    let route = route.strip_prefix("/v1").unwrap_or(route);
+    match (method.as_str(), route) {
+        ("GET", "/healthz") => "healthz",
+        ("GET", "/metrics") => "metrics",
+        ("GET", "/limits") => "limits",
+        ("GET", "/namespaces") => "list_namespaces",
+        ("GET", "/namespaces/{ns}/logs") => "list_logs",
+        ("GET", "/namespaces/{ns}/logs/{log}") => "log_info",
+        ("PUT", "/namespaces/{ns}/logs/{log}") => "create_log",
+        ("DELETE", "/namespaces/{ns}/logs/{log}") => "delete_log",
+        ("POST", "/namespaces/{ns}/logs/{log}/records") => "append",
+        ("GET", "/namespaces/{ns}/logs/{log}/records") => "scan",
+        ("GET", "/namespaces/{ns}/logs/{log}/records/{seq}") => "get",
+        ("GET", "/namespaces/{ns}/logs/{log}/watch") => "watch",
+        ("POST", "/namespaces/{ns}/batch") => "append_batch",
+        ("POST", "/namespaces/{ns}/sync") => "sync",
+        _ => "other",
+    }
+}
+
+/// Count and time every request.
+async fn measure(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let op = operation(request.method(), request.extensions().get::<MatchedPath>().map(MatchedPath::as_str));
+    let response = next.run(request).await;
+    state.metrics.observe(op, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// Check the request's bearer token against the namespace and the method;
+/// put the [`Permission`] into the request for handlers that filter by it.
+async fn authorize(State(state): State<Shared>, mut request: Request, next: Next) -> Result<Response, ApiError> {
+    if state.is_stopping() {
+        return Err(ApiError::Stopping);
+    }
+    if request.uri().path() == "/healthz" {
+        return Ok(next.run(request).await);
+    }
+    let permission = if state.tokens.is_empty() {
+        Permission::all()
+    } else {
+        let presented = bearer(&request).ok_or_else(|| {
+            ApiError::Unauthorized(
+                "this server needs a token: send `Authorization: Bearer TOKEN` (or `?access_token=TOKEN` on a GET)"
+                    .into(),
+            )
+        })?;
+        state
+            .tokens
+            .check(presented.as_bytes())
+            .ok_or_else(|| ApiError::Unauthorized("the token is not one this server accepts".into()))?
+    };
+    let writes = !matches!(*request.method(), Method::GET | Method::HEAD);
+    if writes && permission.access == Access::ReadOnly {
+        return Err(ApiError::Forbidden("this token is read-only: use a read-write token to write".into()));
+    }
+    if let Some(namespace) = namespace_of(request.uri().path()) {
+        if !permission.reaches(namespace) {
+            return Err(ApiError::Forbidden(format!("this token does not reach namespace {namespace:?}")));
+        }
+    }
+    request.extensions_mut().insert(permission);
+    Ok(next.run(request).await)
+}
+
+/// The token of `Authorization: Bearer …`, or of `access_token=…` in a GET's
+/// query (RFC 6750 §2.3; a browser's `EventSource` cannot set headers).
+fn bearer(request: &Request) -> Option<String> {
+    if let Some(value) = request.headers().get(header::AUTHORIZATION) {
+        let text = value.to_str().ok()?;
+        let (scheme, token) = text.split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned());
+    }
+    if request.method() != Method::GET {
+        return None;
+    }
+    form_urlencoded::parse(request.uri().query()?.as_bytes())
+        .find(|(key, _)| key == "access_token")
+        .map(|(_, value)| value.into_owned())
+}
+
+/// `NS` of a path `/v1/namespaces/NS/…`, still percent-encoded (names never need encoding).
+fn namespace_of(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/v1/namespaces/")?;
+    let namespace = rest.split('/').next()?;
+    (!namespace.is_empty()).then_some(namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_namespace_of_a_path() {
+        assert_eq!(namespace_of("/v1/namespaces/app/logs/t"), Some("app"));
+        assert_eq!(namespace_of("/v1/namespaces/app"), Some("app"));
+        assert_eq!(namespace_of("/v1/namespaces"), None);
+        assert_eq!(namespace_of("/v1/namespaces/"), None);
+        assert_eq!(namespace_of("/healthz"), None);
+    }
+}

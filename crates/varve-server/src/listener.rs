@@ -1,0 +1,183 @@
+//! Accepting connections: HTTP/1.1 and HTTP/2 on one port, a bound on open
+//! connections, a deadline for a request's head (a client that trickles
+//! its headers is cut off), and graceful shutdown: stop accepting, let
+//! in-flight requests finish (appends are never cut mid-way), end watches,
+//! then close the namespaces, which releases their writer locks.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use varve_log::{JournalOptions, LogError, SyncPolicy};
+
+use crate::app::{self, AppState};
+use crate::metrics::Metrics;
+use crate::namespaces::Namespaces;
+use crate::tokens::Tokens;
+
+/// How a server runs.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The address to listen on (port 0: any free port; see [`Server::local_addr`]).
+    pub listen: SocketAddr,
+    /// The data directory: one journal per namespace, as for the embedded store.
+    pub data: PathBuf,
+    /// How namespaces are opened (sync policy, segment size, limits).
+    /// Default `SyncPolicy::Always`: an acknowledged append survives power loss.
+    pub journal: JournalOptions,
+    /// The tokens accepted; empty: every request is allowed.
+    pub tokens: Tokens,
+    /// Listen on a non-loopback address without tokens.
+    pub insecure: bool,
+    /// Most client connections open at once; more are closed as they arrive.
+    pub connections_max: usize,
+    /// How long a client may take to send a request's head.
+    pub header_timeout: Duration,
+    /// How long shutdown waits for in-flight requests before it closes them.
+    pub shutdown_grace: Duration,
+}
+
+impl ServeOptions {
+    /// Defaults for `listen` and `data`: durable appends, no tokens.
+    #[must_use]
+    pub fn new(listen: SocketAddr, data: PathBuf) -> ServeOptions {
+        ServeOptions {
+            listen,
+            data,
+            journal: JournalOptions { sync: SyncPolicy::Always, ..JournalOptions::default() },
+            tokens: Tokens::default(),
+            insecure: false,
+            connections_max: 10_000,
+            header_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a server could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Tokens are needed to listen beyond loopback.
+    #[error("refusing to listen on {addr} without tokens: anyone who reaches it could read and write every namespace; give --token-file, listen on 127.0.0.1, or pass --insecure if a firewall guards it")]
+    Insecure {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The data directory could not be opened.
+    #[error(transparent)]
+    Store(#[from] LogError),
+}
+
+/// A bound server, ready to [`Server::run`].
+pub struct Server {
+    listener: TcpListener,
+    state: Arc<AppState>,
+    options: ServeOptions,
+}
+
+impl Server {
+    /// Check the options, open the data directory and bind the address.
+    pub async fn bind(options: ServeOptions) -> Result<Server, ServeError> {
+        if !options.listen.ip().is_loopback() && options.tokens.is_empty() && !options.insecure {
+            return Err(ServeError::Insecure { addr: options.listen });
+        }
+        let namespaces = Namespaces::new(options.data.clone(), options.journal)?;
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .map_err(|source| ServeError::Bind { addr: options.listen, source })?;
+        let local = listener.local_addr().map_err(|source| ServeError::Bind { addr: options.listen, source })?;
+        let state = Arc::new(AppState {
+            namespaces,
+            limits: options.journal.limits,
+            tokens: options.tokens.clone(),
+            metrics: Metrics::new(),
+            stopping: AtomicBool::new(false),
+            uri: format!("varve://{local}"),
+        });
+        Ok(Server { listener, state, options })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The store URI clients use: `varve://HOST:PORT`.
+    #[must_use]
+    pub fn uri(&self) -> &str {
+        &self.state.uri
+    }
+
+    /// Serve until `shutdown` completes, then stop gracefully.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let Server { listener, state, options } = self;
+        let router = app::router(Arc::clone(&state));
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout);
+        builder.http2().timer(TokioTimer::new()).keep_alive_interval(Some(Duration::from_secs(30)));
+        let graceful = GracefulShutdown::new();
+        let open = Arc::new(AtomicUsize::new(0));
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of file descriptors and the like: pause, then go on serving.
+                        tracing::warn!(%error, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            if open.load(Ordering::Relaxed) >= options.connections_max {
+                tracing::warn!(%peer, max = options.connections_max, "too many connections: closing a new one");
+                drop(stream);
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(router.clone()))
+                .into_owned();
+            let connection = graceful.watch(connection);
+            let (open, state) = (Arc::clone(&open), Arc::clone(&state));
+            open.fetch_add(1, Ordering::Relaxed);
+            state.metrics.open_connections.inc();
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                open.fetch_sub(1, Ordering::Relaxed);
+                state.metrics.open_connections.dec();
+            });
+        }
+        drop(listener);
+        state.stopping.store(true, Ordering::Release);
+        tracing::info!("stopping: no new connections; finishing requests in flight");
+        if tokio::time::timeout(options.shutdown_grace, graceful.shutdown()).await.is_err() {
+            tracing::warn!(grace = ?options.shutdown_grace, "requests still running after the grace period: closing them");
+        }
+        // Appends run on blocking threads that hold their namespace; closing
+        // here drops the server's hold, and the last one releases the lock.
+        state.namespaces.close_all();
+        Ok(())
+    }
+}

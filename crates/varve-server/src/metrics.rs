@@ -1,0 +1,93 @@
+//! Prometheus metrics at `/metrics`: requests and their latency per
+//! operation and status, records and bytes appended, open watches.
+//! (An append's latency under `--sync always` is the fsync's, which the
+//! journal shares between concurrent appends.)
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// The labels of a request: its operation and status code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The operation (`append`, `get`, `scan`, …).
+    pub op: &'static str,
+    /// The HTTP status answered.
+    pub status: u16,
+}
+
+/// The labels of a latency: the operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    /// The operation.
+    pub op: &'static str,
+}
+
+/// Every metric the server keeps.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<OpLabels, Histogram>,
+    /// Records appended (each record of a batch counts).
+    pub appended_records: Counter,
+    /// Bytes of records appended.
+    pub appended_bytes: Counter,
+    /// Watches streaming now.
+    pub open_watches: Gauge<i64, std::sync::atomic::AtomicI64>,
+    /// Connections open now.
+    pub open_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered.
+    #[must_use]
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("varve");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("http_requests", "HTTP requests answered, by operation and status", requests.clone());
+        // 25 µs to ~0.8 s.
+        let latency =
+            Family::<OpLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(25e-6, 2.0, 16)));
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from request to response head, by operation",
+            latency.clone(),
+        );
+        let appended_records: Counter<u64, AtomicU64> = Counter::default();
+        registry.register("appended_records", "Records appended", appended_records.clone());
+        let appended_bytes: Counter<u64, AtomicU64> = Counter::default();
+        registry.register("appended_bytes", "Bytes of records appended", appended_bytes.clone());
+        let open_watches = Gauge::default();
+        registry.register("open_watches", "Watches (SSE streams) open now", open_watches.clone());
+        let open_connections = Gauge::default();
+        registry.register("open_connections", "Client connections open now", open_connections.clone());
+        Metrics { registry, requests, latency, appended_records, appended_bytes, open_watches, open_connections }
+    }
+
+    /// Count one answered request.
+    pub fn observe(&self, op: &'static str, status: u16, elapsed: Duration) {
+        self.requests.get_or_create(&RequestLabels { op, status }).inc();
+        self.latency.get_or_create(&OpLabels { op }).observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition format.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

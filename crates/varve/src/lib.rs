@@ -1,0 +1,136 @@
+//! # varve — open any Varve store by its URI
+//!
+//! One call for every surface (CLI `--store`, Python `varve.open`, Rust):
+//!
+//! | URI | Store |
+//! |---|---|
+//! | `PATH` or `file:PATH` | the embedded journal in that directory (the default, `./varve-data`) |
+//! | `varve://HOST:PORT` | a `varve serve` on another host ([`varve_remote`]) |
+//! | `nats://HOST:PORT[,HOST:PORT…]` | reserved for the `NATS JetStream` backend (not built yet) |
+//!
+//! A log on a server is named `varve://HOST:PORT/NAMESPACE/LOG` ([`log_uri`]).
+//!
+//! ```no_run
+//! let store = varve::open("varve://127.0.0.1:7070", &varve::OpenOptions::default())?;
+//! let ns = store.namespace("sensors")?;
+//! ns.create_log("temperature", varve_log::LogConfig::unbounded())?;
+//! ns.append("temperature", b"21.5")?;
+//! # Ok::<(), varve_log::LogError>(())
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use varve_log::{JournalOptions, JournalStore, LogError, Result, Store};
+use varve_remote::{RemoteOptions, RemoteStore};
+
+/// Where a store URI points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreUri {
+    /// The embedded journal in this directory.
+    Embedded(PathBuf),
+    /// A `varve serve`: the `varve://HOST:PORT` URI.
+    Remote(String),
+    /// A `NATS JetStream` cluster: its `HOST:PORT` seeds.
+    Nats(Vec<String>),
+}
+
+impl StoreUri {
+    /// Read a store URI (see the crate docs). A text without a scheme is a path.
+    pub fn parse(text: &str) -> Result<StoreUri> {
+        if let Some(path) = text.strip_prefix("file:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if path.is_empty() {
+                return Err(invalid(text, "file: needs a path, e.g. file:./varve-data"));
+            }
+            return Ok(StoreUri::Embedded(PathBuf::from(path)));
+        }
+        if text.starts_with("varve://") {
+            // Checked here, so a bad URI fails before any connection is tried.
+            RemoteOptions::from_uri(text, None)?;
+            return Ok(StoreUri::Remote(text.trim_end_matches('/').to_owned()));
+        }
+        if let Some(seeds) = text.strip_prefix("nats://") {
+            let seeds: Vec<String> = seeds.split(',').map(|s| s.trim().to_owned()).collect();
+            if seeds
+                .iter()
+                .any(|s| s.rsplit_once(':').is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err()))
+            {
+                return Err(invalid(text, "write nats://HOST:PORT[,HOST:PORT…]"));
+            }
+            return Ok(StoreUri::Nats(seeds));
+        }
+        if let Some((scheme, _)) = text.split_once("://") {
+            return Err(invalid(
+                text,
+                &format!("unknown scheme {scheme:?}: use a path, file:PATH, varve://HOST:PORT or nats://HOST:PORT"),
+            ));
+        }
+        if text.is_empty() {
+            return Err(invalid(text, "the store URI is empty: give a directory or varve://HOST:PORT"));
+        }
+        Ok(StoreUri::Embedded(PathBuf::from(text)))
+    }
+}
+
+fn invalid(text: &str, why: &str) -> LogError {
+    LogError::InvalidArgument { reason: format!("store URI {text:?}: {why}") }
+}
+
+/// How to open a store; each field applies to the stores it names.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// The embedded journal's options (sync policy, segment size, limits, read-only).
+    pub journal: JournalOptions,
+    /// The bearer token for a `varve serve` started with `--token-file`.
+    pub token: Option<String>,
+}
+
+/// Open the store `uri` names.
+pub fn open(uri: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
+    match StoreUri::parse(uri)? {
+        StoreUri::Embedded(dir) => Ok(Arc::new(JournalStore::open(dir, options.journal)?)),
+        StoreUri::Remote(uri) => {
+            Ok(Arc::new(RemoteStore::connect(RemoteOptions::from_uri(&uri, options.token.clone())?)?))
+        }
+        StoreUri::Nats(_) => {
+            Err(invalid(uri, "the NATS JetStream backend is not built yet; use a directory or varve://HOST:PORT"))
+        }
+    }
+}
+
+/// The URI that names one log of a served store: `varve://HOST:PORT/NAMESPACE/LOG`.
+#[must_use]
+pub fn log_uri(store: &str, namespace: &str, log: &str) -> String {
+    format!("{}/{namespace}/{log}", store.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_uris_parse() {
+        assert_eq!(StoreUri::parse("./data").ok(), Some(StoreUri::Embedded("./data".into())));
+        assert_eq!(StoreUri::parse("file:/var/lib/varve").ok(), Some(StoreUri::Embedded("/var/lib/varve".into())));
+        assert_eq!(StoreUri::parse("file:///var/lib/varve").ok(), Some(StoreUri::Embedded("/var/lib/varve".into())));
+        assert_eq!(
+            StoreUri::parse("varve://127.0.0.1:7070/").ok(),
+            Some(StoreUri::Remote("varve://127.0.0.1:7070".into()))
+        );
+        assert_eq!(
+            StoreUri::parse("nats://a:4222,b:4222").ok(),
+            Some(StoreUri::Nats(vec!["a:4222".into(), "b:4222".into()]))
+        );
+        for bad in ["", "file:", "varve://host", "varve://h:1/ns", "nats://a", "http://x:1", "s3://bucket"] {
+            assert!(matches!(StoreUri::parse(bad), Err(LogError::InvalidArgument { .. })), "{bad:?}");
+        }
+        assert_eq!(log_uri("varve://h:1", "app", "t"), "varve://h:1/app/t");
+    }
+
+    #[test]
+    fn nats_is_reserved_with_a_clear_error() {
+        let Err(error) = open("nats://127.0.0.1:4222", &OpenOptions::default()) else { panic!("opened nats") };
+        assert!(error.to_string().contains("not built yet"), "{error}");
+    }
+}
