@@ -190,6 +190,11 @@ struct ServeArgs {
     /// Most client connections open at once.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     connections_max: usize,
+    /// Host this app's runtime (as `varve run APP.toml` would): appends to its
+    /// namespace, over the network too, fire its handlers here. Repeatable,
+    /// one namespace each.
+    #[arg(long, value_name = "APP.toml")]
+    manifest: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -582,6 +587,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                     insecure: args.insecure,
                     sync,
                     connections_max: args.connections_max,
+                    manifests: args.manifest.clone(),
                 },
             )?;
             Ok(ExitCode::SUCCESS)

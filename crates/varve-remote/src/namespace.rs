@@ -79,12 +79,30 @@ impl RemoteNamespace {
     /// `A-Z a-z 0-9 . _ : -`, else `InvalidArgument`. Use a new id for
     /// each new batch: an id already used answers with its first seqs.
     pub fn append_batch_once(&self, batch: &[(&str, &[u8])], request_id: &str) -> Result<(Vec<Seq>, bool)> {
+        self.append_batch_caused(batch, request_id, None)
+    }
+
+    /// [`RemoteNamespace::append_batch_once`] with a cause: `(event, trace)`,
+    /// the event that caused the append as `HOST:NAMESPACE:SEQ` and its
+    /// trace as hex (an external handler's `VARVE_EVENT_ID` and
+    /// `VARVE_TRACE_ID`), sent as the `Varve-Cause` and `Varve-Trace`
+    /// headers. The server records the append in that trace, so a handler on
+    /// one host appending to another is one trace.
+    pub fn append_batch_caused(
+        &self,
+        batch: &[(&str, &[u8])],
+        request_id: &str,
+        cause: Option<(&str, &str)>,
+    ) -> Result<(Vec<Seq>, bool)> {
         check_request_id(request_id)?;
         let operation =
             format!("append a batch of {} records to namespace {:?} (request id {request_id})", batch.len(), self.name);
-        let call = Call::new(Method::POST, self.path("/batch"), Effect::Once { operation })
+        let mut call = Call::new(Method::POST, self.path("/batch"), Effect::Once { operation })
             .json(&BatchJson::new(batch))
             .header("Varve-Request-Id", request_id.to_owned());
+        if let Some((event, trace)) = cause {
+            call = call.header("Varve-Cause", event.to_owned()).header("Varve-Trace", trace.to_owned());
+        }
         let mut may_have_landed = false;
         let mut attempt = 1;
         loop {

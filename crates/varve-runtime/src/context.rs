@@ -10,6 +10,7 @@ use varve_log::{Record, Seq, SeqRange};
 use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventId, EventKind, TraceId};
 use crate::inner::{Cause, Inner};
+use crate::trigger::AppendOptions;
 
 /// Most records one [`HandlerContext::scan`] returns (it materialises them).
 pub const SCAN_RECORDS_MAX: u64 = 100_000;
@@ -93,7 +94,13 @@ impl HandlerContext<'_> {
     /// the READ/LATEST events of the reads made since the last write).
     pub fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
         let mut reads = self.reads.borrow_mut();
-        let seqs = self.inner.append_request(batch, Some(&self.cause()), None, &reads)?.seqs;
+        let seqs = self
+            .inner
+            .append_request(
+                batch,
+                &AppendOptions { cause: Some(&self.cause()), reads: &reads, ..AppendOptions::default() },
+            )?
+            .seqs;
         reads.clear();
         Ok(seqs)
     }

@@ -150,6 +150,7 @@ mod system_logs;
 pub mod trace;
 mod trigger;
 mod worker;
+pub mod writer;
 
 pub use builder::{RuntimeBuilder, RuntimeOptions};
 pub use context::{HandlerContext, SCAN_RECORDS_MAX};
@@ -166,6 +167,7 @@ pub use system_logs::{
     SUBSCRIPTIONS_LOG,
 };
 pub use worker::{CLAIM_BATCH_MAX, CONCURRENCY_MAX};
+pub use writer::NamespaceWriter;
 
 use std::path::Path;
 

@@ -105,6 +105,12 @@ pub struct Builtins {
     functions: BTreeMap<String, HandlerFn>,
 }
 
+impl std::fmt::Debug for Builtins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.functions.keys()).finish()
+    }
+}
+
 impl Builtins {
     /// No builtins offered.
     #[must_use]

@@ -84,8 +84,23 @@ impl Runtime {
         batch: &[(&str, &[u8])],
         cause: Option<(EventId, TraceId)>,
     ) -> Result<Appended> {
-        let cause = cause.map(|(parent, trace)| Cause { parent, trace });
-        self.inner.append_request(batch, cause.as_ref(), Some(request), &[])
+        self.inner.append_once(Some(request), batch, cause, None)
+    }
+
+    /// `append_if` through the runtime: append `value` to `log` (firing its
+    /// handlers) only if the log's latest seq is `expected_latest`, else
+    /// `Conflict { actual }`. With `request`, once per id (a repeat answers
+    /// the first append's seq, before the check); with `cause`, like
+    /// [`Runtime::append_caused`].
+    pub fn append_if_once(
+        &self,
+        request: Option<&RequestId>,
+        log: &str,
+        expected_latest: Seq,
+        value: &[u8],
+        cause: Option<(EventId, TraceId)>,
+    ) -> Result<Appended> {
+        self.inner.append_once(request, &[(log, value)], cause, Some(expected_latest))
     }
 
     /// Create a log (idempotent for the same configuration); `true` if it is new.
@@ -198,8 +213,19 @@ impl RuntimeHandle {
         batch: &[(&str, &[u8])],
         cause: Option<(EventId, TraceId)>,
     ) -> Result<Appended> {
-        let cause = cause.map(|(parent, trace)| Cause { parent, trace });
-        self.inner.append_request(batch, cause.as_ref(), Some(request), &[])
+        self.inner.append_once(Some(request), batch, cause, None)
+    }
+
+    /// See [`Runtime::append_if_once`].
+    pub fn append_if_once(
+        &self,
+        request: Option<&RequestId>,
+        log: &str,
+        expected_latest: Seq,
+        value: &[u8],
+        cause: Option<(EventId, TraceId)>,
+    ) -> Result<Appended> {
+        self.inner.append_once(request, &[(log, value)], cause, Some(expected_latest))
     }
 
     /// See [`Runtime::wait_idle`].

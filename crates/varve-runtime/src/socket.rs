@@ -45,7 +45,11 @@ use crate::error::{Result, RuntimeError};
 use crate::event::{parse_trace, Event, EventId, EventKind};
 use crate::inner::{Cause, Inner};
 use crate::requests::{Appended, RequestId};
+use crate::trigger::AppendOptions;
 
+/// The socket's file inside a namespace's directory (`DATA/NAMESPACE/runtime.sock`),
+/// where every runtime hosted on a data directory listens.
+pub const SOCKET_FILE: &str = "runtime.sock";
 /// Most connections served at once; more are refused with an error line.
 pub const CONNECTIONS_MAX: usize = 256;
 /// Longest request line.
@@ -373,6 +377,10 @@ fn cause_of(cause: Option<&String>, trace: Option<&String>) -> Result<Option<Cau
     }
 }
 
+fn options<'a>(cause: Option<&'a Cause>, request: Option<&'a RequestId>) -> AppendOptions<'a> {
+    AppendOptions { cause, request, ..AppendOptions::default() }
+}
+
 fn handle(inner: &Inner, request: Request) -> Result<Response> {
     let ok = |seqs: Vec<Seq>| Response { ok: true, seqs: Some(seqs), ..Response::default() };
     let appended = |answer: Appended| Response { repeated: answer.repeated.then_some(true), ..ok(answer.seqs) };
@@ -382,7 +390,7 @@ fn handle(inner: &Inner, request: Request) -> Result<Response> {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;
             let request = request_id.as_deref().map(RequestId::parse).transpose()?;
             let bytes = decode_bytes(&data)?;
-            Ok(appended(inner.append_request(&[(&log, &bytes)], cause.as_ref(), request.as_ref(), &[])?))
+            Ok(appended(inner.append_request(&[(&log, &bytes)], &options(cause.as_ref(), request.as_ref()))?))
         }
         Request::AppendBatch { entries, cause, trace, request_id } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;
@@ -390,7 +398,7 @@ fn handle(inner: &Inner, request: Request) -> Result<Response> {
             let decoded: Vec<(String, Vec<u8>)> =
                 entries.into_iter().map(|e| Ok((e.log, decode_bytes(&e.data)?))).collect::<Result<_>>()?;
             let batch: Vec<(&str, &[u8])> = decoded.iter().map(|(l, d)| (l.as_str(), d.as_slice())).collect();
-            Ok(appended(inner.append_request(&batch, cause.as_ref(), request.as_ref(), &[])?))
+            Ok(appended(inner.append_request(&batch, &options(cause.as_ref(), request.as_ref()))?))
         }
         Request::CreateLog { log, keep, on_full } => {
             let on_full = match on_full.as_deref() {

@@ -11,32 +11,58 @@ use std::collections::HashMap;
 use varve_log::{LogError, Seq};
 
 use crate::error::{Result, RuntimeError};
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventId, EventKind, TraceId};
 use crate::inner::{Cause, Inner};
 use crate::pending::PendingTrigger;
 use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
 use crate::system_logs::EVENTS_LOG;
 
+/// What an append through the runtime carries besides its records.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct AppendOptions<'a> {
+    /// The event that caused it; `None`: a new trace.
+    pub cause: Option<&'a Cause>,
+    /// Append once per id: a repeat of a remembered id returns the first append's seqs.
+    pub request: Option<&'a RequestId>,
+    /// A handler's READ/LATEST events not yet written (see `HandlerContext`),
+    /// written first in the same batch.
+    pub reads: &'a [Event],
+    /// `append_if`: the one record's log must end at this seq, else `Conflict`
+    /// (checked after a repeat is answered: the first attempt moved it on).
+    pub expected_latest: Option<Seq>,
+}
+
 impl Inner {
     /// The atomic trigger: data records, their APPEND events and one TRIGGER
     /// per handler subscribed now, in one `append_batch`.
     pub(crate) fn append_traced(&self, batch: &[(&str, &[u8])], cause: Option<&Cause>) -> Result<Vec<Seq>> {
-        Ok(self.append_request(batch, cause, None, &[])?.seqs)
+        Ok(self.append_request(batch, &AppendOptions { cause, ..AppendOptions::default() })?.seqs)
     }
 
-    /// [`Inner::append_traced`], once per `request` id (a repeat of a
-    /// remembered id returns the first append's seqs), with `reads` (a
-    /// handler's READ/LATEST events not yet written, see `HandlerContext`)
-    /// written first in the same batch.
-    pub(crate) fn append_request(
+    /// The public appends' common form: a cause as ids, a request id, an
+    /// expected latest seq.
+    pub(crate) fn append_once(
         &self,
-        batch: &[(&str, &[u8])],
-        cause: Option<&Cause>,
         request: Option<&RequestId>,
-        reads: &[Event],
+        batch: &[(&str, &[u8])],
+        cause: Option<(EventId, TraceId)>,
+        expected_latest: Option<Seq>,
     ) -> Result<Appended> {
+        let cause = cause.map(|(parent, trace)| Cause { parent, trace });
+        self.append_request(
+            batch,
+            &AppendOptions { cause: cause.as_ref(), request, expected_latest, ..AppendOptions::default() },
+        )
+    }
+
+    /// [`Inner::append_traced`] with what [`AppendOptions`] adds.
+    pub(crate) fn append_request(&self, batch: &[(&str, &[u8])], options: &AppendOptions<'_>) -> Result<Appended> {
+        let AppendOptions { cause, request, reads, expected_latest } = *options;
         if batch.is_empty() {
             return Err(RuntimeError::InvalidArgument { reason: "an append batch needs at least one record".into() });
+        }
+        if expected_latest.is_some() && batch.len() != 1 {
+            return Err(RuntimeError::InvalidArgument { reason: "append_if appends exactly one record".into() });
         }
         let trace = cause.map_or_else(rand::random::<u128>, |c| c.trace);
         let parent = cause.map(|c| c.parent.clone());
@@ -53,6 +79,12 @@ impl Inner {
         if let Some(id) = request {
             if let Some(first) = writer.requests.recall(id) {
                 return repeat_answer(id, &logs, first);
+            }
+        }
+        if let Some(expected) = expected_latest {
+            let actual = self.ns.latest(batch[0].0)?;
+            if actual != expected {
+                return Err(LogError::Conflict { log: batch[0].0.to_owned(), expected, actual }.into());
             }
         }
         let mut next_seq: HashMap<&str, Seq> = HashMap::new();

@@ -4,8 +4,6 @@
 //! format: bump `EVENT_FORMAT_VERSION` and keep version 1 readable instead.
 //! (Regenerate only for a new fixture file: `VARVE_WRITE_FIXTURE=1 cargo test`.)
 
-#![expect(clippy::unwrap_used, reason = "tests: a failed unwrap is a failed test")]
-
 use varve_runtime::{Event, EventId, EventKind};
 
 fn expected() -> Vec<Event> {

@@ -1,8 +1,6 @@
 //! Manifests: a good one starts a runtime; malformed ones fail before
 //! anything starts, naming the line.
 
-#![expect(clippy::unwrap_used, reason = "tests: a failed unwrap is a failed test")]
-
 mod common;
 
 use common::{memory_ns, IDLE};

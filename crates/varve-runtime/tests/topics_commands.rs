@@ -1,7 +1,5 @@
 //! Topics (Canal's API) and external-command handlers.
 
-#![expect(clippy::unwrap_used, reason = "tests: a failed unwrap is a failed test")]
-
 mod common;
 
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,6 @@
 //! Causal merge (property: respects every edge, identical for shuffled
 //! input), and the shapes of the DOT and OpenTelemetry exports.
 
-#![expect(clippy::unwrap_used, reason = "tests: a failed unwrap is a failed test")]
-
 mod common;
 
 use std::collections::HashMap;

@@ -42,6 +42,14 @@ impl From<RuntimeError> for ApiError {
         match error {
             RuntimeError::Log(error) => ApiError::Log(error),
             RuntimeError::InvalidArgument { reason } => ApiError::Log(LogError::InvalidArgument { reason }),
+            RuntimeError::UnknownLog { namespace, log } => ApiError::Log(LogError::LogNotFound { namespace, log }),
+            error @ (RuntimeError::BadEventId { .. } | RuntimeError::BadTraceId { .. }) => {
+                ApiError::invalid(error.to_string())
+            }
+            RuntimeError::Stopped => ApiError::Log(LogError::Unavailable {
+                target: "this server".into(),
+                reason: "the namespace's runtime is stopping: nothing was written; send it again".into(),
+            }),
             other => ApiError::Log(LogError::Io {
                 context: "appending".into(),
                 source: std::io::Error::other(other.to_string()),

@@ -17,6 +17,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use varve_log::{JournalOptions, LogError, SyncPolicy};
+use varve_runtime::manifest::{Builtins, Manifest};
 
 use crate::app::{self, AppState};
 use crate::metrics::Metrics;
@@ -43,6 +44,11 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// How long shutdown waits for in-flight requests before it closes them.
     pub shutdown_grace: Duration,
+    /// Apps whose runtimes the server hosts: appends to their namespaces
+    /// (over the network too) fire their handlers here.
+    pub manifests: Vec<Manifest>,
+    /// The Rust functions those manifests may name as `builtin`.
+    pub builtins: Builtins,
 }
 
 impl ServeOptions {
@@ -58,6 +64,8 @@ impl ServeOptions {
             connections_max: 10_000,
             header_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
+            manifests: Vec::new(),
+            builtins: Builtins::new(),
         }
     }
 }
@@ -83,6 +91,9 @@ pub enum ServeError {
     /// The data directory could not be opened.
     #[error(transparent)]
     Store(#[from] LogError),
+    /// A namespace or a hosted runtime could not be opened or started.
+    #[error("{0}")]
+    Start(String),
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -98,7 +109,8 @@ impl Server {
         if !options.listen.ip().is_loopback() && options.tokens.is_empty() && !options.insecure {
             return Err(ServeError::Insecure { addr: options.listen });
         }
-        let namespaces = Namespaces::new(options.data.clone(), options.journal)?;
+        let namespaces = Namespaces::new(options.data.clone(), options.journal, &options.manifests, &options.builtins)
+            .map_err(|e| ServeError::Start(e.to_string()))?;
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: options.listen, source })?;

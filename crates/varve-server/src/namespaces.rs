@@ -2,74 +2,38 @@
 //! it serves, and opens a namespace on its first request (a write creates it;
 //! a read of a namespace that was never written is `namespace_not_found`).
 //!
-//! Appends that carry a request id are remembered in the namespace's
-//! `_runtime.requests` log in the same batch as their records (see
-//! `varve_runtime::requests`), so a client that lost an answer can send the
-//! append again and it lands once, also across a restart. Remembering
-//! predicts the seqs of the batch, so an identified append runs alone:
-//! [`Served::order`] lets unidentified appends run together (sharing the
-//! journal's group commit) and gives an identified one the namespace to itself.
+//! Writes go through each namespace's [`NamespaceWriter`], the same one the
+//! CLI and the Python package use: through the runtime of a manifest the
+//! server hosts (`--manifest`, handlers run here), a writer-only runtime
+//! when the namespace has subscriptions or an append carries a cause, and
+//! straight to the journal otherwise; request ids are remembered in
+//! `_runtime.requests`, so a client that lost an answer can send the append
+//! again and it lands once, also across a restart.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use varve_log::{JournalNamespace, JournalOptions, JournalStore, LogError, Namespace, Seq, Store};
-use varve_runtime::requests::{self, RequestMemory};
-use varve_runtime::RequestId;
+use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Store};
+use varve_runtime::manifest::{Builtins, Manifest};
+use varve_runtime::{NamespaceWriter, RuntimeOptions};
 
 use crate::error::ApiError;
 
+/// How long a hosted runtime's running handlers get when the server stops.
+const RUNTIME_STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// One namespace the server serves.
 pub struct Served {
-    /// The open journal; this server is its writer.
-    pub ns: JournalNamespace,
-    /// Unidentified appends share it (read), identified appends hold it alone (write).
-    order: RwLock<()>,
-    /// The ids of the last identified appends, loaded on the first one.
-    requests: Mutex<Option<RequestMemory>>,
+    /// Its writer; reads go to [`Served::ns`].
+    pub writer: NamespaceWriter,
 }
 
 impl Served {
-    /// Append a batch: once per request id when one is given. Blocks on the
-    /// journal (fsync): call it from a blocking thread.
-    pub fn append_batch(
-        &self,
-        batch: &[(&str, &[u8])],
-        request: Option<&RequestId>,
-        expected_latest: Option<Seq>,
-    ) -> Result<(Vec<Seq>, bool), ApiError> {
-        let Some(id) = request else {
-            let _shared = self.order.read().unwrap_or_else(PoisonError::into_inner);
-            let seqs = match expected_latest {
-                Some(expected) => vec![self.ns.append_if(batch[0].0, expected, batch[0].1)?],
-                None => self.ns.append_batch(batch)?,
-            };
-            return Ok((seqs, false));
-        };
-        let _alone = self.order.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(expected) = expected_latest {
-            // A repeat answers before the check: the first attempt moved latest on.
-            let remembered = self.with_memory(|memory| Ok(memory.recall(id).is_some()))?;
-            if !remembered {
-                let actual = self.ns.latest(batch[0].0)?;
-                if actual != expected {
-                    return Err(LogError::Conflict { log: batch[0].0.to_owned(), expected, actual }.into());
-                }
-            }
-        }
-        self.with_memory(|memory| {
-            let appended = requests::append_batch_remembering(&self.ns, memory, id, batch)?;
-            Ok((appended.seqs, appended.repeated))
-        })
-    }
-
-    fn with_memory<T>(&self, f: impl FnOnce(&mut RequestMemory) -> Result<T, ApiError>) -> Result<T, ApiError> {
-        let mut guard = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-        if guard.is_none() {
-            *guard = Some(requests::read_requests(&self.ns)?);
-        }
-        f(guard.get_or_insert_with(RequestMemory::default))
+    /// The namespace, for reads.
+    pub fn ns(&self) -> &dyn Namespace {
+        self.writer.namespace().as_ref()
     }
 }
 
@@ -80,10 +44,21 @@ pub struct Namespaces {
 }
 
 impl Namespaces {
-    /// Serve the namespaces of `data`.
-    pub fn new(data: PathBuf, options: JournalOptions) -> Result<Namespaces, LogError> {
+    /// Serve the namespaces of `data`, and start the runtime of each manifest
+    /// (its handlers from `builtins` or external commands), which then
+    /// writes its namespace.
+    pub fn new(
+        data: PathBuf,
+        options: JournalOptions,
+        manifests: &[Manifest],
+        builtins: &Builtins,
+    ) -> Result<Namespaces, ApiError> {
         let store = JournalStore::open(data, JournalOptions { read_only: false, ..options })?;
-        Ok(Namespaces { store, open: Mutex::default() })
+        let namespaces = Namespaces { store, open: Mutex::default() };
+        for manifest in manifests {
+            namespaces.host_runtime(manifest, builtins)?;
+        }
+        Ok(namespaces)
     }
 
     /// The namespace for a read: `namespace_not_found` if it was never written.
@@ -112,9 +87,14 @@ impl Namespaces {
         self.store.list_namespaces()
     }
 
-    /// Close every namespace (releasing their locks once no request holds them).
+    /// Stop the runtimes and close every namespace (releasing their locks
+    /// once no request holds them).
     pub fn close_all(&self) {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let open: Vec<Arc<Served>> =
+            self.open.lock().unwrap_or_else(PoisonError::into_inner).drain().map(|(_, served)| served).collect();
+        for served in open {
+            served.writer.stop(RUNTIME_STOP_GRACE);
+        }
     }
 
     fn cached(&self, name: &str) -> Option<Arc<Served>> {
@@ -126,6 +106,13 @@ impl Namespaces {
         if let Some(served) = open.get(name) {
             return Ok(Arc::clone(served));
         }
+        let ns = self.open_journal(name)?;
+        let served = Arc::new(Served { writer: NamespaceWriter::open(ns, self.store.dir())? });
+        open.insert(name.to_owned(), Arc::clone(&served));
+        Ok(served)
+    }
+
+    fn open_journal(&self, name: &str) -> Result<Arc<dyn Namespace>, ApiError> {
         let ns = self.store.journal_namespace(name)?;
         let report = ns.recovery_report();
         if report.needs_attention() {
@@ -134,8 +121,37 @@ impl Namespaces {
         if let Some(torn) = &report.torn_tail {
             tracing::warn!(namespace = name, segment = %torn.segment.display(), offset = torn.offset, "cut a torn tail");
         }
-        let served = Arc::new(Served { ns, order: RwLock::new(()), requests: Mutex::new(None) });
-        open.insert(name.to_owned(), Arc::clone(&served));
-        Ok(served)
+        Ok(Arc::new(ns))
+    }
+
+    /// Start `manifest`'s runtime as `varve run` does: host id from the
+    /// manifest or the data directory, its socket in the namespace's
+    /// directory (so external handlers and local CLI writes reach it).
+    fn host_runtime(&self, manifest: &Manifest, builtins: &Builtins) -> Result<(), ApiError> {
+        let name = &manifest.namespace;
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.contains_key(name) {
+            return Err(LogError::InvalidArgument {
+                reason: format!("two manifests run namespace {name}: one runtime per namespace"),
+            }
+            .into());
+        }
+        let ns = self.open_journal(name)?;
+        let data_dir = std::path::absolute(self.store.dir()).unwrap_or_else(|_| self.store.dir().to_path_buf());
+        let host = match manifest.host {
+            Some(host) => host,
+            None => varve_runtime::host_id_for_dir(&data_dir)?,
+        };
+        let options = RuntimeOptions {
+            host,
+            concurrency: manifest.concurrency,
+            record_reads: manifest.record_reads,
+            socket: Some(data_dir.join(name).join(varve_runtime::socket::SOCKET_FILE)),
+            data_dir: Some(data_dir),
+        };
+        let runtime = manifest.builder(ns, builtins)?.options(options).start()?;
+        tracing::info!(namespace = %name, host = %format!("{host:016x}"), handlers = manifest.handlers.len(), "runtime started");
+        open.insert(name.clone(), Arc::new(Served { writer: NamespaceWriter::with_runtime(runtime) }));
+        Ok(())
     }
 }

@@ -15,8 +15,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
-use varve_log::{LogError, Namespace, Seq};
-use varve_runtime::RequestId;
+use varve_log::{LogError, Seq};
+use varve_runtime::event::parse_trace;
+use varve_runtime::writer::CauseIds;
+use varve_runtime::{Appended, EventId, RequestId};
 
 use crate::app::Shared;
 use crate::error::ApiError;
@@ -26,6 +28,10 @@ use crate::wire::{AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInf
 
 /// The header that makes an append safe to send again (see `docs/http.md`).
 pub const REQUEST_ID_HEADER: &str = "varve-request-id";
+/// The event that caused an append, `HOST:NAMESPACE:SEQ` (a handler's `VARVE_EVENT_ID`).
+pub const CAUSE_HEADER: &str = "varve-cause";
+/// The trace of [`CAUSE_HEADER`], up to 32 hex digits (a handler's `VARVE_TRACE_ID`).
+pub const TRACE_HEADER: &str = "varve-trace";
 /// JSON bodies beyond the records' own bytes (base64 grows them by 4/3) may add this much.
 const JSON_OVERHEAD_BYTES: u64 = 1 << 20;
 
@@ -114,6 +120,23 @@ async fn read_body(body: Body, headers: &HeaderMap, what: &'static str, limit: u
 }
 
 /// The request id of an append, if it carries one.
+/// The cause an append carries (`Varve-Cause: HOST:NAMESPACE:SEQ` with
+/// `Varve-Trace: HEX`, both or neither): a handler on another host appending
+/// here, so its effect joins its trace.
+fn cause(headers: &HeaderMap) -> Result<Option<CauseIds>, ApiError> {
+    let text = |name: &str| -> Result<Option<&str>, ApiError> {
+        headers
+            .get(name)
+            .map(|v| v.to_str().map_err(|_| ApiError::invalid(format!("{name} must be ASCII"))))
+            .transpose()
+    };
+    match (text(CAUSE_HEADER)?, text(TRACE_HEADER)?) {
+        (None, None) => Ok(None),
+        (Some(event), Some(trace)) => Ok(Some((EventId::parse(event)?, parse_trace(trace)?))),
+        _ => Err(ApiError::invalid(format!("{CAUSE_HEADER} and {TRACE_HEADER} go together: send both or neither"))),
+    }
+}
+
 fn request_id(headers: &HeaderMap) -> Result<Option<RequestId>, ApiError> {
     let Some(value) = headers.get(REQUEST_ID_HEADER) else { return Ok(None) };
     let text = value.to_str().map_err(|_| ApiError::invalid("Varve-Request-Id must be ASCII"))?;
@@ -161,7 +184,7 @@ pub async fn list_namespaces(
 /// `GET /v1/namespaces/NS/logs`: every log with its bounds.
 pub async fn list_logs(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let served = state.namespaces.for_read(params.ns())?;
-    let logs: Vec<LogInfoJson> = served.ns.list_logs()?.into_iter().map(LogInfoJson::from).collect();
+    let logs: Vec<LogInfoJson> = served.ns().list_logs()?.into_iter().map(LogInfoJson::from).collect();
     Ok(Json(json!({ "logs": logs })).into_response())
 }
 
@@ -169,7 +192,7 @@ pub async fn list_logs(State(state): State<Shared>, params: Params) -> Result<Re
 pub async fn log_info(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let log = params.log()?;
     let served = state.namespaces.for_read(params.ns())?;
-    Ok(Json(LogInfoJson::from(served.ns.log_info(log)?)).into_response())
+    Ok(Json(LogInfoJson::from(served.ns().log_info(log)?)).into_response())
 }
 
 /// `PUT …/logs/LOG`: create a log (201), or confirm one with that configuration (200).
@@ -185,12 +208,7 @@ pub async fn create_log(State(state): State<Shared>, params: Params, request: Re
     }
     .config()?;
     let served = state.namespaces.for_write(params.ns())?;
-    let created = blocking(move || {
-        let existed = served.ns.log_info(&log).is_ok();
-        served.ns.create_log(&log, config)?;
-        Ok(!existed)
-    })
-    .await?;
+    let created = blocking(move || Ok(served.writer.create_log(&log, config)?)).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(json!({ "created": created }))).into_response())
 }
@@ -199,7 +217,7 @@ pub async fn create_log(State(state): State<Shared>, params: Params, request: Re
 pub async fn delete_log(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let log = params.log()?.to_owned();
     let served = state.namespaces.for_read(params.ns())?;
-    blocking(move || Ok(served.ns.delete_log(&log)?)).await?;
+    blocking(move || Ok(served.writer.delete_log(&log)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -215,11 +233,17 @@ pub async fn append(
     let expected = query.get("if_latest").map(|text| parse_seq("if_latest", text)).transpose()?;
     let (parts, body) = request.into_parts();
     let id = request_id(&parts.headers)?;
+    let cause = cause(&parts.headers)?;
     let value = read_body(body, &parts.headers, "record", state.limits.record_bytes_max).await?;
     let served = state.namespaces.for_write(params.ns())?;
     let len = value.len() as u64;
-    let (seqs, repeated) =
-        blocking(move || served.append_batch(&[(log.as_str(), &value[..])], id.as_ref(), expected)).await?;
+    let Appended { seqs, repeated } = blocking(move || {
+        Ok(match expected {
+            Some(expected) => served.writer.append_if(&log, expected, &value, id.as_ref(), cause)?,
+            None => served.writer.append(&[(log.as_str(), &value[..])], id.as_ref(), cause)?,
+        })
+    })
+    .await?;
     if !repeated {
         state.metrics.appended_records.inc();
         state.metrics.appended_bytes.inc_by(len);
@@ -232,6 +256,7 @@ pub async fn append_batch(State(state): State<Shared>, params: Params, request: 
     let (parts, body) = request.into_parts();
     require_json(&parts.headers, false)?;
     let id = request_id(&parts.headers)?;
+    let cause = cause(&parts.headers)?;
     let limit = state.limits.batch_bytes_max.saturating_mul(4) / 3 + JSON_OVERHEAD_BYTES;
     let body = read_body(body, &parts.headers, "batch", limit).await?;
     let records = parse_json::<BatchJson>(&body)?.decode()?;
@@ -240,9 +265,9 @@ pub async fn append_batch(State(state): State<Shared>, params: Params, request: 
     }
     let served = state.namespaces.for_write(params.ns())?;
     let (count, bytes) = (records.len() as u64, records.iter().map(|(_, v)| v.len() as u64).sum::<u64>());
-    let (seqs, repeated) = blocking(move || {
+    let Appended { seqs, repeated } = blocking(move || {
         let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();
-        served.append_batch(&batch, id.as_ref(), None)
+        Ok(served.writer.append(&batch, id.as_ref(), cause)?)
     })
     .await?;
     if !repeated {
@@ -257,7 +282,7 @@ pub async fn get_record(State(state): State<Shared>, params: Params) -> Result<R
     let log = params.log()?;
     let seq = params.seq()?;
     let served: Arc<Served> = state.namespaces.for_read(params.ns())?;
-    let value = served.ns.get(log, seq)?;
+    let value = served.ns().get(log, seq)?;
     let mut response = Body::from(value).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
@@ -268,6 +293,6 @@ pub async fn get_record(State(state): State<Shared>, params: Params) -> Result<R
 /// `POST /v1/namespaces/NS/sync`: make every acknowledged append durable now.
 pub async fn sync(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let served = state.namespaces.for_read(params.ns())?;
-    blocking(move || Ok(served.ns.sync()?)).await?;
+    blocking(move || Ok(served.ns().sync()?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::sync::{mpsc, oneshot};
-use varve_log::{LogError, Namespace, SeqRange};
+use varve_log::{LogError, SeqRange};
 
 use crate::app::Shared;
 use crate::error::ApiError;
@@ -45,7 +45,7 @@ pub async fn scan(State(state): State<Shared>, params: Params, RawQuery(raw): Ra
     // Without `from`, start at the oldest record kept (a trimmed log is no error then).
     let first = match from {
         Some(first) => first,
-        None => served.ns.earliest(&log)?.max(1),
+        None => served.ns().earliest(&log)?.max(1),
     };
     let range = SeqRange { first, last: to };
     let (started_tx, started_rx) = oneshot::channel::<Result<(), ApiError>>();
@@ -53,7 +53,7 @@ pub async fn scan(State(state): State<Shared>, params: Params, RawQuery(raw): Ra
     std::thread::Builder::new()
         .name("varve-scan".into())
         .spawn(move || {
-            let records = match served.ns.scan(&log, range) {
+            let records = match served.ns().scan(&log, range) {
                 Ok(records) => {
                     let _ = started_tx.send(Ok(()));
                     records
@@ -129,10 +129,10 @@ pub async fn watch(
         }
         None => match query.get("from") {
             Some(text) => parse_seq("from", text)?,
-            None => served.ns.latest(&log)? + 1,
+            None => served.ns().latest(&log)? + 1,
         },
     };
-    let mut watch = served.ns.watch(&log, from)?;
+    let mut watch = served.ns().watch(&log, from)?;
     let (tx, rx) = mpsc::channel::<Event>(STREAM_BUFFER);
     let reader_state = Arc::clone(&state);
     std::thread::Builder::new()

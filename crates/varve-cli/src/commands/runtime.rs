@@ -29,8 +29,8 @@ use std::io::Write as _;
 /// `events tail` without `--from` starts this many events before the end.
 const TAIL_START_EVENTS: u64 = 20;
 
-/// The builtins `varve run` offers to manifests.
-fn builtins() -> Builtins {
+/// The builtins `varve run` and `varve serve --manifest` offer to manifests.
+pub fn builtins() -> Builtins {
     Builtins::new()
         .with("noop", |_| Ok(()))
         .with("echo", |ctx| {

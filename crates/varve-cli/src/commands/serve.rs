@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use varve_log::SyncPolicy;
+use varve_runtime::Manifest;
 use varve_server::{ServeOptions, Server, Tokens};
 
 use super::Context;
@@ -20,6 +21,8 @@ pub struct ServeRequest {
     pub insecure: bool,
     pub sync: SyncPolicy,
     pub connections_max: usize,
+    /// Apps whose runtimes the server hosts.
+    pub manifests: Vec<PathBuf>,
 }
 
 pub fn serve(ctx: &Context<'_>, request: &ServeRequest) -> anyhow::Result<()> {
@@ -39,6 +42,18 @@ pub fn serve(ctx: &Context<'_>, request: &ServeRequest) -> anyhow::Result<()> {
     if let Some(path) = &request.token_file {
         options.tokens = Tokens::read(path)?;
     }
+    for path in &request.manifests {
+        let manifest = Manifest::load(path)?;
+        if manifest.sync != request.sync {
+            let _ = writeln!(
+                std::io::stderr(),
+                "varve serve: warning: {}: the manifest's `sync` does not apply here; every namespace is written with --sync",
+                path.display()
+            );
+        }
+        options.manifests.push(manifest);
+    }
+    options.builtins = super::runtime::builtins();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("varve-serve")

@@ -34,12 +34,11 @@ use varve_remote::RemoteNamespace;
 use varve_runtime::command::{ENV_EVENT_ID, ENV_NAMESPACE, ENV_RUNTIME_SOCKET, ENV_TRACE_ID};
 use varve_runtime::event::{parse_trace, TraceId};
 use varve_runtime::socket::{self, CallError, Entry, Request, Response};
-use varve_runtime::{requests, Appended, EventId, RequestId, RuntimeBuilder, SUBSCRIPTIONS_LOG};
+use varve_runtime::{Appended, EventId, NamespaceWriter, RequestId};
 
 use super::{namespace_dir, Context};
 
-/// The runtime's socket file inside a namespace's directory.
-pub const SOCKET_FILE: &str = "runtime.sock";
+pub use varve_runtime::socket::SOCKET_FILE;
 /// How long a write waits while the namespace is locked and no runtime
 /// answers on its socket: a runtime starting (it opens the journal and
 /// recovers its triggers before it listens) or stopping, or another
@@ -250,37 +249,29 @@ impl WriteOp for Append<'_> {
         Ok(Appended { seqs, repeated: response.repeated == Some(true) })
     }
 
-    /// With the journal opened here (no runtime runs). In a namespace a
-    /// runtime has served — or any namespace, for an append with a cause —
-    /// through a writer-only runtime, so the append gets its APPEND and
-    /// TRIGGER events (and its cause) and the next `varve run` fires its
-    /// handlers.
+    /// With the journal opened here (no runtime runs), through the
+    /// namespace's writer ([`NamespaceWriter`]): a writer-only runtime in a
+    /// namespace a runtime has served, or for an append with a cause, so the
+    /// append gets its APPEND and TRIGGER events (and its cause) and the next
+    /// `varve run` fires its handlers; straight to the journal otherwise.
     fn direct(&self, ctx: &Context<'_>, ns: varve_log::JournalNamespace) -> anyhow::Result<Appended> {
-        if self.cause.is_none() && ns.log_info(SUBSCRIPTIONS_LOG).is_err() {
-            let answer = if self.request_given {
-                requests::append_batch_once(&ns, &self.request, self.batch)?
-            } else {
-                Appended { seqs: ns.append_batch(self.batch)?, repeated: false }
-            };
-            ns.close()?;
-            return Ok(answer);
-        }
-        let shared: Arc<dyn Namespace> = Arc::new(ns);
-        let host = match varve_runtime::namespace_host(shared.as_ref())? {
-            Some(host) => host,
-            None => varve_runtime::host_id_for_dir(&ctx.data)?,
-        };
-        let writer = RuntimeBuilder::new(shared).host(host).concurrency(0).start()?;
+        let writer = NamespaceWriter::open(Arc::new(ns), &ctx.data)?;
         let cause = self.cause.as_ref().map(Cause::parsed).transpose()?;
-        let answer = writer.append_once(&self.request, self.batch, cause);
+        // A random id matters only where an earlier attempt may have landed:
+        // through a runtime (this append may follow one that broke on its socket).
+        let request = (self.request_given || cause.is_some() || writer.through_runtime()).then_some(&self.request);
+        let answer = writer.append(self.batch, request, cause);
         writer.stop(Duration::ZERO);
-        Ok(answer?)
+        let answer = answer?;
+        writer.namespace().sync()?;
+        Ok(answer)
     }
 
     /// Sent under the request id, so the remote backend may resend it after a
     /// lost answer and it lands once.
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<Appended> {
-        let (seqs, repeated) = ns.append_batch_once(self.batch, self.request.as_str())?;
+        let cause = self.cause.as_ref().map(|c| (c.event.as_str(), c.trace.as_str()));
+        let (seqs, repeated) = ns.append_batch_caused(self.batch, self.request.as_str(), cause)?;
         Ok(Appended { seqs, repeated })
     }
 
