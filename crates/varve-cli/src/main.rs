@@ -121,6 +121,13 @@ enum Command {
     },
     /// Check every frame of a namespace's journal and report damage.
     Fsck(FsckArgs),
+    /// A versioned sorted map of text keys and values (PEDaLS): every put
+    /// or rm commits a version, every version stays readable (--at V).
+    /// Works on --store varve://… too, where several processes may update one map.
+    Map {
+        #[command(subcommand)]
+        command: MapCommand,
+    },
     /// Versioned list and BST on logs (PEDaLS): workloads and the paper's example.
     Pds {
         #[command(subcommand)]
@@ -299,6 +306,44 @@ struct BenchPdsArgs {
     /// variant's first workload) as CSV to this file, for `scripts/plot_pds.py`.
     #[arg(long)]
     series_csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum MapCommand {
+    /// Set keys: one version per KEY=VALUE, in order.
+    Put {
+        /// The map's name.
+        name: String,
+        /// KEY=VALUE pairs (the value may contain `=`).
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// Remove keys: one version per key (an absent key changes nothing).
+    Rm {
+        /// The map's name.
+        name: String,
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// One key's value, at the latest version or --at V.
+    Get {
+        /// The map's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version to read (1 = after the first update).
+        #[arg(long, value_name = "V")]
+        at: Option<u64>,
+    },
+    /// Every key and value in key order, at the latest version or --at V.
+    Ls {
+        /// The map's name.
+        name: String,
+        /// The version to read.
+        #[arg(long, value_name = "V")]
+        at: Option<u64>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -513,9 +558,9 @@ fn resolve_store(global: &GlobalArgs) -> anyhow::Result<(PathBuf, Option<varve_r
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     let journal = cli.global.journal_options();
     let (data, remote) = resolve_store(&cli.global)?;
-    if remote.is_some() && !matches!(cli.command, Command::Log { .. }) {
+    if remote.is_some() && !matches!(cli.command, Command::Log { .. } | Command::Map { .. }) {
         anyhow::bail!(
-            "this command works on an embedded store (--data DIR) only; with --store varve://… use `varve log …`, \
+            "this command works on an embedded store (--data DIR) only; with --store varve://… use `varve log …` or `varve map …`, \
              or run it on the server's host against its data directory"
         );
     }
@@ -556,6 +601,16 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
+        Command::Map { command } => {
+            use commands::map;
+            match command {
+                MapCommand::Put { name, pairs } => map::put(&ctx, name, pairs)?,
+                MapCommand::Rm { name, keys } => map::rm(&ctx, name, keys)?,
+                MapCommand::Get { name, key, at } => map::get(&ctx, name, key, *at)?,
+                MapCommand::Ls { name, at } => map::ls(&ctx, name, *at)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Pds { command } => {
             use commands::pds;
             match command {

@@ -52,6 +52,11 @@ pub(crate) const FIELDS_MAX: usize = 3;
 /// stays in the op log and is completed by the next update or reopen.
 pub const APPEND_ATTEMPTS_MAX: u32 = 8;
 
+/// How many times an update is planned again after another writer's update
+/// took its version (see [`Engine::update`]), before it gives up with
+/// [`PdsError::Contended`]. Each lost race means another update committed.
+pub const UPDATE_ATTEMPTS_MAX: u32 = 64;
+
 /// Largest `extra` accepted: a copy is `o + extra` entries and a read of a
 /// node scans at most that many, so this bounds the cost of a node visit.
 pub const EXTRA_MAX: u32 = 1024;
@@ -122,7 +127,6 @@ pub(crate) struct Engine {
     pub ops_log: String,
     link_prefix: String,
     committed: Version,
-    needs_recovery: bool,
     cache: Mutex<HashMap<Ref, CachedCopy>>,
 }
 
@@ -177,7 +181,6 @@ impl Engine {
             ops_log: format!("{prefix}.ops"),
             link_prefix: format!("{prefix}.link."),
             committed: 0,
-            needs_recovery: true,
             cache: Mutex::default(),
         };
         engine.create(&meta_log, LogConfig::unbounded())?;
@@ -321,43 +324,69 @@ impl Engine {
         }
     }
 
-    /// The op logged for an update that has not committed, if any.
-    pub fn pending_op(&self) -> Result<Option<OpEntry>> {
-        let latest = self.ns.latest(&self.ops_log)?;
-        if latest == 0 {
-            return Ok(None);
+    /// Catch up with the logs: take the committed version from the APLog
+    /// and complete the op the op log holds beyond it, if any — an
+    /// interrupted update of this process, or another writer's update in
+    /// flight (completing it writes exactly the entries its writer writes).
+    /// Returns the op log's latest seq as seen, which the next op must
+    /// follow directly.
+    ///
+    /// The op log is read before the APLog: an op is logged only once the
+    /// version before it is committed, so an op seen beyond the committed
+    /// version is exactly the next one, even while other writers move on.
+    fn catch_up(&mut self, apply: ApplyFn) -> Result<Seq> {
+        let ops_latest = self.ns.latest(&self.ops_log)?;
+        let last_op = match ops_latest {
+            0 => None,
+            seq => Some(OpEntry::decode(&self.ns.get(&self.ops_log, seq)?, &self.ops_log, seq)?),
+        };
+        self.committed = self.latest()?;
+        if let Some(op) = last_op.filter(|op| op.vs > self.committed) {
+            if op.vs != self.committed + 1 {
+                return Err(PdsError::Corrupt {
+                    log: self.ops_log.clone(),
+                    seq: ops_latest,
+                    reason: format!("pending op for version {} but {} versions are committed", op.vs, self.committed),
+                });
+            }
+            self.run(&op, None, apply)?;
         }
-        let op = OpEntry::decode(&self.ns.get(&self.ops_log, latest)?, &self.ops_log, latest)?;
-        Ok((op.vs > self.committed).then_some(op))
+        Ok(ops_latest)
     }
 
     /// Complete an interrupted update, if the op log has one.
     pub fn recover(&mut self, apply: ApplyFn) -> Result<()> {
-        self.committed = self.latest()?;
-        if let Some(op) = self.pending_op()? {
-            if op.vs != self.committed + 1 {
-                return Err(PdsError::Corrupt {
-                    log: self.ops_log.clone(),
-                    seq: self.ns.latest(&self.ops_log)?,
-                    reason: format!("pending op for version {} but {} versions are committed", op.vs, self.committed),
-                });
-            }
-            self.run(&op, false, apply)?;
-        }
-        self.needs_recovery = false;
-        Ok(())
+        self.catch_up(apply).map(|_| ())
     }
 
-    /// Run one update: plan it, log the op, append the plan, commit.
-    /// Returns the new version, or the current one if the op changes nothing.
+    /// Run one update: catch up, plan it, log the op, append the plan,
+    /// commit. Returns the new version, or the current one if the op changes
+    /// nothing.
+    ///
+    /// **Several writers** (processes sharing the structure through a
+    /// `varve serve`) are serialised by the op log: an op is logged with
+    /// `append_if` right after the op seen by [`Engine::catch_up`], so of two
+    /// writers planning the same version one logs its op and the other gets
+    /// `Conflict`, completes the winner's update and plans again on the new
+    /// version — up to [`UPDATE_ATTEMPTS_MAX`] times, then
+    /// [`PdsError::Contended`].
     pub fn update(&mut self, op: u8, a: Vec<u8>, b: Vec<u8>, apply: ApplyFn) -> Result<Version> {
-        if self.needs_recovery {
-            self.recover(apply)?;
+        let mut op = OpEntry { vs: 0, op, a, b };
+        for _ in 0..UPDATE_ATTEMPTS_MAX {
+            let ops_seen = self.catch_up(apply)?;
+            op.vs = self.committed + 1;
+            if let Some(version) = self.run(&op, Some(ops_seen + 1), apply)? {
+                return Ok(version);
+            }
         }
-        self.run(&OpEntry { vs: self.committed + 1, op, a, b }, true, apply)
+        Err(PdsError::Contended { structure: self.name.clone(), attempts: UPDATE_ATTEMPTS_MAX })
     }
 
-    fn run(&mut self, op: &OpEntry, log_op: bool, apply: ApplyFn) -> Result<Version> {
+    /// Plan `op` on the committed version and write it. With `log_op_at`,
+    /// first log the op at that seq of the op log; `None` if another
+    /// writer's op is there (nothing was written). Without, complete an op
+    /// already logged.
+    fn run(&mut self, op: &OpEntry, log_op_at: Option<Seq>, apply: ApplyFn) -> Result<Option<Version>> {
         if let Some(keep) = self.keep {
             if self.committed >= keep {
                 return Err(PdsError::RetentionFull { structure: self.name.clone(), keep });
@@ -367,13 +396,13 @@ impl Engine {
         debug_assert_eq!(op.vs, v);
         let mut txn = Txn { engine: self, v, nodes: Vec::new(), root: Slot::Stored(self.root(v - 1)?) };
         if !apply(&mut txn, op)? {
-            return Ok(self.committed);
+            return Ok(Some(self.committed));
         }
         let plan = txn.finish()?;
-        self.needs_recovery = true;
-        if log_op {
-            let latest = self.ns.latest(&self.ops_log)?;
-            self.put(&self.ops_log, latest + 1, &op.encode())?;
+        if let Some(seq) = log_op_at {
+            if !self.claim(&self.ops_log, seq, &op.encode())? {
+                return Ok(None);
+            }
         }
         for append in &plan {
             if append.create {
@@ -382,8 +411,7 @@ impl Engine {
             self.put(&append.log, append.seq, &append.bytes)?;
         }
         self.committed = v;
-        self.needs_recovery = false;
-        Ok(v)
+        Ok(Some(v))
     }
 
     fn create(&self, log: &str, config: LogConfig) -> Result<()> {
@@ -405,10 +433,23 @@ impl Engine {
     /// Idempotent append: make `bytes` the entry at `seq` of `log`, whether
     /// this call or an earlier attempt writes it.
     pub fn put(&self, log: &str, seq: Seq, bytes: &[u8]) -> Result<()> {
+        if self.claim(log, seq, bytes)? {
+            return Ok(());
+        }
+        Err(PdsError::Corrupt {
+            log: log.to_owned(),
+            seq,
+            reason: "holds another entry than the update being completed writes there".into(),
+        })
+    }
+
+    /// [`Engine::put`], except that another entry at `seq` is `Ok(false)`
+    /// (another writer's) instead of an error.
+    fn claim(&self, log: &str, seq: Seq, bytes: &[u8]) -> Result<bool> {
         let mut last = None;
         for _ in 0..APPEND_ATTEMPTS_MAX {
             match self.ns.append_if(log, seq - 1, bytes) {
-                Ok(got) if got == seq => return Ok(()),
+                Ok(got) if got == seq => return Ok(true),
                 Ok(got) => {
                     return Err(PdsError::Corrupt {
                         log: log.to_owned(),
@@ -417,15 +458,7 @@ impl Engine {
                     })
                 }
                 Err(LogError::Conflict { actual, .. }) if actual >= seq => {
-                    let existing = self.ns.get(log, seq)?;
-                    if existing[..] == bytes[..] {
-                        return Ok(());
-                    }
-                    return Err(PdsError::Corrupt {
-                        log: log.to_owned(),
-                        seq,
-                        reason: "holds another entry than the update being completed writes there".into(),
-                    });
+                    return Ok(self.ns.get(log, seq)?[..] == bytes[..]);
                 }
                 Err(LogError::Conflict { actual, .. }) => {
                     return Err(PdsError::Corrupt {

@@ -60,6 +60,16 @@ pub enum PdsError {
         requested: String,
     },
 
+    /// Other writers kept committing first: the update was planned again
+    /// `attempts` times and never logged (nothing of it was written).
+    #[error("structure {structure:?}: other writers committed first {attempts} times in a row; nothing was written, try the update again")]
+    Contended {
+        /// The structure's name.
+        structure: String,
+        /// Times the update was planned ([`crate::UPDATE_ATTEMPTS_MAX`]).
+        attempts: u32,
+    },
+
     /// A position past the end of a list.
     #[error("position {position} is out of range: the list has {len} items")]
     PositionOutOfRange {

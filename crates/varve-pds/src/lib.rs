@@ -63,7 +63,7 @@ pub mod workload;
 
 use varve_log::contract::Seq;
 
-pub use engine::{APPEND_ATTEMPTS_MAX, EXTRA_MAX, STRUCTURE_NAME_BYTES_MAX};
+pub use engine::{APPEND_ATTEMPTS_MAX, EXTRA_MAX, STRUCTURE_NAME_BYTES_MAX, UPDATE_ATTEMPTS_MAX};
 pub use error::{PdsError, Result};
 pub use key::Key;
 pub use list::VersionedList;

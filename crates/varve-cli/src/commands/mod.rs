@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod fsck;
 pub mod log;
+pub mod map;
 pub mod pds;
 pub mod runtime;
 pub mod serve;
