@@ -555,6 +555,35 @@ fn resolve_store(global: &GlobalArgs) -> anyhow::Result<(PathBuf, Option<varve_r
     })
 }
 
+fn run_serve(ctx: &commands::Context<'_>, args: &ServeArgs) -> anyhow::Result<()> {
+    let sync = match args.sync {
+        SyncArg::Always => varve_log::SyncPolicy::Always,
+        SyncArg::Group => varve_log::SyncPolicy::Group(std::time::Duration::from_millis(5)),
+        SyncArg::Never => varve_log::SyncPolicy::Never,
+    };
+    commands::serve::serve(
+        ctx,
+        &commands::serve::ServeRequest {
+            listen: args.listen,
+            token_file: args.token_file.clone(),
+            insecure: args.insecure,
+            sync,
+            connections_max: args.connections_max,
+            manifests: args.manifest.clone(),
+        },
+    )
+}
+
+fn run_map(ctx: &commands::Context<'_>, command: &MapCommand) -> anyhow::Result<()> {
+    use commands::map;
+    match command {
+        MapCommand::Put { name, pairs } => map::put(ctx, name, pairs),
+        MapCommand::Rm { name, keys } => map::rm(ctx, name, keys),
+        MapCommand::Get { name, key, at } => map::get(ctx, name, key, *at),
+        MapCommand::Ls { name, at } => map::ls(ctx, name, *at),
+    }
+}
+
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     let journal = cli.global.journal_options();
     let (data, remote) = resolve_store(&cli.global)?;
@@ -602,13 +631,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
         Command::Map { command } => {
-            use commands::map;
-            match command {
-                MapCommand::Put { name, pairs } => map::put(&ctx, name, pairs)?,
-                MapCommand::Rm { name, keys } => map::rm(&ctx, name, keys)?,
-                MapCommand::Get { name, key, at } => map::get(&ctx, name, key, *at)?,
-                MapCommand::Ls { name, at } => map::ls(&ctx, name, *at)?,
-            }
+            run_map(&ctx, command)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Pds { command } => {
@@ -629,22 +652,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
-            let sync = match args.sync {
-                SyncArg::Always => varve_log::SyncPolicy::Always,
-                SyncArg::Group => varve_log::SyncPolicy::Group(std::time::Duration::from_millis(5)),
-                SyncArg::Never => varve_log::SyncPolicy::Never,
-            };
-            commands::serve::serve(
-                &ctx,
-                &commands::serve::ServeRequest {
-                    listen: args.listen,
-                    token_file: args.token_file.clone(),
-                    insecure: args.insecure,
-                    sync,
-                    connections_max: args.connections_max,
-                    manifests: args.manifest.clone(),
-                },
-            )?;
+            run_serve(&ctx, args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { command } => {

@@ -1,4 +1,4 @@
-//! PEDaLS with several clients (the seed's "multiple clients" promise): two
+//! `PEDaLS` with several clients (the seed's "multiple clients" promise): two
 //! processes update the same sorted map through one `varve serve` at once.
 //! Each update that loses the race for a version completes the winner's and
 //! is planned again; every committed version is readable by both.

@@ -5,6 +5,7 @@
 //! through a `varve serve`: each update that loses a race completes the
 //! winner's and is planned again on the new version.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -28,6 +29,19 @@ fn open_write(ctx: &Context<'_>, name: &str) -> anyhow::Result<TextMap> {
 
 fn open_read(ctx: &Context<'_>, name: &str) -> anyhow::Result<TextMap> {
     Ok(SortedMap::open(ctx.reader()?, name, Options::default())?)
+}
+
+#[derive(Serialize)]
+struct KeyValue<'a> {
+    key: &'a str,
+    value: &'a str,
+}
+
+#[derive(Serialize)]
+struct Listing<'a> {
+    map: &'a str,
+    version: u64,
+    entries: &'a [(String, String)],
 }
 
 #[derive(Serialize)]
@@ -71,12 +85,7 @@ pub fn get(ctx: &Context<'_>, name: &str, key: &str, at: Option<u64>) -> anyhow:
         let version = at.map_or_else(|| "the latest version".to_owned(), |v| format!("version {v}"));
         anyhow::bail!("map {name} has no key {key:?} at {version}");
     };
-    #[derive(Serialize)]
-    struct Value<'a> {
-        key: &'a str,
-        value: &'a str,
-    }
-    ctx.out.answer(&Value { key, value: &value }, || value.clone())?;
+    ctx.out.answer(&KeyValue { key, value: &value }, || value.clone())?;
     Ok(())
 }
 
@@ -88,16 +97,10 @@ pub fn ls(ctx: &Context<'_>, name: &str, at: Option<u64>) -> anyhow::Result<()> 
         None => map.latest()?,
     };
     let entries: Vec<(String, String)> = if version == 0 { Vec::new() } else { map.iter(Some(version))?.collect() };
-    #[derive(Serialize)]
-    struct Listing<'a> {
-        map: &'a str,
-        version: u64,
-        entries: &'a [(String, String)],
-    }
     ctx.out.answer(&Listing { map: name, version, entries: &entries }, || {
         let mut text = format!("{name} at version {version}: {} key(s)", entries.len());
         for (key, value) in &entries {
-            text.push_str(&format!("\n{key}\t{value}"));
+            let _ = write!(text, "\n{key}\t{value}");
         }
         text
     })?;
