@@ -587,6 +587,13 @@ fn run_map(ctx: &commands::Context<'_>, command: &MapCommand) -> anyhow::Result<
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     let journal = cli.global.journal_options();
     let (data, remote) = resolve_store(&cli.global)?;
+    if remote.is_some() && matches!(cli.command, Command::Run(_)) {
+        anyhow::bail!(
+            "handlers run where their namespace is written, so `varve run` takes an embedded store: on the server's \
+             host, start it with `varve serve --manifest APP.toml` (network appends then fire the handlers), or run \
+             `varve --data DIR run APP.toml` there"
+        );
+    }
     if remote.is_some() && !matches!(cli.command, Command::Log { .. } | Command::Map { .. }) {
         anyhow::bail!(
             "this command works on an embedded store (--data DIR) only; with --store varve://… use `varve log …` or `varve map …`, \

@@ -85,6 +85,10 @@ fn network_appends_fire_the_handlers_the_server_hosts() {
     let manifest = upper_manifest(&env, "log append");
     let served = env.serve(&["--manifest", manifest.to_str().expect("utf-8")]);
 
+    let refused = remote(&env, &served, &["run", manifest.to_str().expect("utf-8")]);
+    assert!(!refused.status.success(), "varve run takes an embedded store");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("varve serve --manifest"), "{refused:?}");
+
     assert_eq!(remote_ok(&env, &served, &["--ns", "app", "log", "append", "in", "hello"]).trim(), "appended in seq 1");
     wait_until("the handler's out:1", || {
         remote(&env, &served, &["--ns", "app", "log", "get", "out", "1"]).status.success()
