@@ -202,6 +202,10 @@ fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             kw.set_item("errno", source.raw_os_error())?;
             "VarveIOError"
         }
+        e @ (LogError::Unavailable { .. }
+        | LogError::OutcomeUnknown { .. }
+        | LogError::Denied { .. }
+        | LogError::Protocol { .. }) => network_fields(e, kw)?,
         // LogError is non_exhaustive: a variant added later still arrives
         // as a VarveError with its message.
         _ => "VarveError",
@@ -231,6 +235,35 @@ fn storage_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str>
             kw.set_item("path", path.display().to_string())?;
             kw.set_item("bytes", bytes)?;
             "NoSpace"
+        }
+        _ => "VarveError",
+    })
+}
+
+/// The fields of a remote store's own errors; each names the store's URI
+/// as `target`.
+fn network_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        LogError::Unavailable { target, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("reason", reason)?;
+            "Unavailable"
+        }
+        LogError::OutcomeUnknown { target, operation, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("operation", operation)?;
+            kw.set_item("reason", reason)?;
+            "OutcomeUnknown"
+        }
+        LogError::Denied { target, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("reason", reason)?;
+            "Denied"
+        }
+        LogError::Protocol { target, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("reason", reason)?;
+            "ProtocolError"
         }
         _ => "VarveError",
     })
