@@ -8,7 +8,8 @@
 1
 b'21.5'
 
-- :func:`open` returns a :class:`Store` (a directory of namespaces).
+- :func:`open` returns a :class:`Store` (the namespaces of a directory, or
+  of a ``varve serve`` when given ``varve://HOST:PORT``).
 - :meth:`Store.namespace` returns a :class:`Namespace` (logs sharing one
   journal; batches across them are atomic).
 - :meth:`Namespace.log` returns a :class:`Log` (append, get, scan, watch).
