@@ -50,9 +50,13 @@ python: check-toolchain $(PY_DEPS)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --locked --quiet -m bindings/python/Cargo.toml
 
 # The pytest suite of the Python package, with its type checks (mypy
-# --strict and stubtest, in tests/test_typing.py).
+# --strict and stubtest, in tests/test_typing.py). tests/test_remote.py
+# serves stores with the `varve` binary built here (debug, as `cargo test`
+# builds it), found through VARVE_BIN.
+VARVE_DEBUG := $(abspath $(or $(CARGO_TARGET_DIR),target))/debug/varve
 test-python: python
-	$(PY) -m pytest -q bindings/python/tests
+	$(CARGO) build --locked -p varve-cli
+	VARVE_BIN=$(VARVE_DEBUG) $(PY) -m pytest -q bindings/python/tests
 
 # Python-vs-Rust overhead per call and batch throughput (docs/benchmarks.md).
 bench-python: python

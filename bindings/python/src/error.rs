@@ -30,6 +30,15 @@ pub enum Error {
         state: &'static str,
         message: String,
     },
+    /// A record or batch over the limits of the server at `target`: a remote
+    /// store's `TooLarge`, whose limit is the server's (set where it runs),
+    /// not `varve.open`'s. Fields as `LogError::TooLarge`'s.
+    TooLargeForServer {
+        target: String,
+        what: &'static str,
+        size: u64,
+        limit: u64,
+    },
 }
 
 impl From<RuntimeError> for Error {
@@ -64,10 +73,11 @@ pub fn invalid_argument(reason: impl Into<String>) -> Error {
     Error::Log(LogError::InvalidArgument { reason: reason.into() })
 }
 
-/// The message of a record or batch over a limit, naming the `varve.open`
-/// parameter that sets it. `what` is as `varve_log`'s `check_batch`
-/// (`rules.rs`) names the limit; another `what` keeps the Rust message.
-fn too_large_message(what: &str, size: u64, limit: u64) -> Option<String> {
+/// What is over which limit: the message's start ("record is N bytes, over
+/// the limit of L bytes") and the name of the limit (`record_bytes_max`).
+/// `what` is as `varve_log`'s `check_batch` (`rules.rs`) names the limit;
+/// another `what` has none of these.
+fn over_limit(what: &str, size: u64, limit: u64) -> Option<(String, &'static str)> {
     let (measure, parameter) = match what {
         "record" => (format!("is {size} bytes, over the limit of {limit} bytes"), "record_bytes_max"),
         "batch" => (
@@ -81,7 +91,27 @@ fn too_large_message(what: &str, size: u64, limit: u64) -> Option<String> {
         _ => return None,
     };
     let subject = if what == "record" { "record" } else { "batch" };
-    Some(format!("{subject} {measure}: split it, or raise the limit: varve.open(..., {parameter}=N)"))
+    Some((format!("{subject} {measure}"), parameter))
+}
+
+/// The message of a record or batch over a limit, naming the `varve.open`
+/// parameter that sets it; `None` keeps the Rust message.
+fn too_large_message(what: &str, size: u64, limit: u64) -> Option<String> {
+    let (over, parameter) = over_limit(what, size, limit)?;
+    Some(format!("{over}: split it, or raise the limit: varve.open(..., {parameter}=N)"))
+}
+
+/// The message of a record or batch over a server's limit, naming the
+/// option of `varve` that sets it where the server runs.
+fn too_large_for_server_message(target: &str, what: &str, size: u64, limit: u64) -> String {
+    match over_limit(what, size, limit) {
+        Some((over, parameter)) => format!(
+            "{over} of the server {target}: split it, or start the server with a higher limit (`varve --{} SIZE \
+             serve`)",
+            parameter.replace('_', "-")
+        ),
+        None => format!("{what} of {size} bytes is over the limit of {limit} bytes of the server {target}: split it"),
+    }
 }
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -98,6 +128,9 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Corrupt(reason) => reason.clone(),
         Error::Runtime(e) => e.to_string(),
         Error::State { message, .. } => message.clone(),
+        Error::TooLargeForServer { target, what, size, limit } => {
+            too_large_for_server_message(target, what, *size, *limit)
+        }
     };
     let class = match error {
         Error::Closed(what) => {
@@ -111,6 +144,12 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Log(e) => log_fields(e, &kwargs)?,
         Error::Pds(e) => pds_fields(e, &kwargs)?,
         Error::Runtime(e) => runtime_fields(e, &kwargs)?,
+        Error::TooLargeForServer { what, size, limit, .. } => {
+            kwargs.set_item("what", what)?;
+            kwargs.set_item("size", size)?;
+            kwargs.set_item("limit", limit)?;
+            "TooLarge"
+        }
         Error::State { state, .. } => {
             kwargs.set_item("state", state)?;
             if state == "stopped" {
@@ -202,6 +241,10 @@ fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             kw.set_item("errno", source.raw_os_error())?;
             "VarveIOError"
         }
+        e @ (LogError::Unavailable { .. }
+        | LogError::OutcomeUnknown { .. }
+        | LogError::Denied { .. }
+        | LogError::Protocol { .. }) => network_fields(e, kw)?,
         // LogError is non_exhaustive: a variant added later still arrives
         // as a VarveError with its message.
         _ => "VarveError",
@@ -231,6 +274,35 @@ fn storage_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str>
             kw.set_item("path", path.display().to_string())?;
             kw.set_item("bytes", bytes)?;
             "NoSpace"
+        }
+        _ => "VarveError",
+    })
+}
+
+/// The fields of a remote store's own errors; each names the store's URI
+/// as `target`.
+fn network_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        LogError::Unavailable { target, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("reason", reason)?;
+            "Unavailable"
+        }
+        LogError::OutcomeUnknown { target, operation, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("operation", operation)?;
+            kw.set_item("reason", reason)?;
+            "OutcomeUnknown"
+        }
+        LogError::Denied { target, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("reason", reason)?;
+            "Denied"
+        }
+        LogError::Protocol { target, reason } => {
+            kw.set_item("target", target)?;
+            kw.set_item("reason", reason)?;
+            "ProtocolError"
         }
         _ => "VarveError",
     })

@@ -28,6 +28,7 @@ mod error;
 mod key;
 mod log;
 mod pds;
+mod read_only;
 mod records;
 mod runtime;
 

@@ -1,12 +1,19 @@
 //! `Store`, `Namespace`, `Log`: the Log contract from Python (`records.rs` has
 //! the `Scan` and `Watch` iterators they return).
 //!
+//! **Stores.** `varve.open` takes a directory (the embedded journal) or a
+//! `varve://HOST:PORT` URI (a `varve serve`), through [`varve::open`]; every
+//! object here holds the store's namespaces as `Arc<dyn Namespace>`, so the
+//! same code serves both. What differs is [`Location`]'s to say: closing
+//! syncs an embedded journal and sends nothing to a server, and a runtime
+//! refuses a remote namespace (it must be its namespace's only writer).
+//!
 //! **Closing.** A journal namespace holds its writer lock for as long as any
 //! handle to it lives, and Python objects may outlive `store.close()`. So
-//! Python objects never hold a journal handle directly: they hold an
+//! Python objects never hold a namespace handle directly: they hold an
 //! [`NsState`], whose handle `close` takes away (waiting for calls in
 //! flight), and every later call raises `varve.Closed`. Structures and
-//! watches hold their own `Arc`s to the journal, so the namespace keeps a
+//! watches hold their own `Arc`s to the namespace, so the namespace keeps a
 //! registry of them and empties them on close too.
 //!
 //! **The GIL** is released around every call into the store
@@ -21,50 +28,93 @@ use std::time::Duration;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
+use varve::{OpenOptions, StoreUri};
 use varve_log::{
-    JournalNamespace, JournalOptions, JournalStore, Limits, LogConfig, LogError, LogInfo as RustLogInfo,
-    Namespace as _, OnFull, Record, Retention, Seq, SyncPolicy, RECORD_OVERHEAD_BYTES,
+    JournalOptions, JournalStore, Limits, LogConfig, LogError, LogInfo as RustLogInfo, Namespace as RustNamespace,
+    OnFull, Record, Retention, Seq, Store as RustStore, SyncPolicy, RECORD_OVERHEAD_BYTES,
 };
 
 use crate::error::{invalid_argument, Error, Result};
 use crate::pds::StructState;
+use crate::read_only::ReadOnlyNamespace;
 use crate::records::{Scan, Watch, WatchState};
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 // ------------------------------------------------------------------ state
 
+/// Where a store lives, as [`varve::StoreUri`] read it.
+#[derive(Clone, Debug)]
+pub(crate) enum Location {
+    /// The embedded journal in this directory.
+    Embedded(PathBuf),
+    /// A store on other hosts, by its URI: a `varve serve` (`varve://HOST:PORT`).
+    Remote(String),
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Embedded(dir) => write!(f, "{}", dir.display()),
+            Location::Remote(uri) => f.write_str(uri),
+        }
+    }
+}
+
 struct StoreState {
-    path: PathBuf,
+    location: Location,
     read_only: bool,
     /// `None` once closed.
-    store: RwLock<Option<JournalStore>>,
+    store: RwLock<Option<Arc<dyn RustStore>>>,
     namespaces: Mutex<HashMap<String, Arc<NsState>>>,
+}
+
+impl StoreState {
+    /// Run `f` on the open store; `Closed` once it is closed.
+    fn with<R>(&self, f: impl FnOnce(&dyn RustStore) -> Result<R>) -> Result<R> {
+        let guard = self.store.read().unwrap_or_else(PoisonError::into_inner);
+        let store = guard.as_ref().ok_or_else(|| Error::Closed(format!("store {}", self.location)))?;
+        f(store.as_ref())
+    }
 }
 
 pub(crate) struct NsState {
     pub name: String,
-    handle: RwLock<Option<JournalNamespace>>,
+    handle: RwLock<Option<Arc<dyn RustNamespace>>>,
     pub structures: Mutex<HashMap<String, Arc<StructState>>>,
     watches: Mutex<Vec<Weak<WatchState>>>,
-    /// Runtimes serving this namespace: stopped (and their journal handles
-    /// dropped) on close, before the handle is released.
+    /// Runtimes serving this namespace: stopped (and their handles dropped)
+    /// on close, before the handle is released.
     pub runtimes: Mutex<Vec<Weak<crate::runtime::RuntimeState>>>,
     pub read_only: bool,
-    /// The store's directory (runtimes take their host id from it, as the CLI does).
-    pub store_path: PathBuf,
+    /// Where the namespace's store is (runtimes take their host id from an
+    /// embedded store's directory, as the CLI does, and refuse a remote one).
+    pub location: Location,
 }
 
 impl NsState {
     /// Run `f` on the open namespace; `Closed` once the store is closed.
-    pub fn with<R>(&self, f: impl FnOnce(&JournalNamespace) -> Result<R>) -> Result<R> {
+    pub fn with<R>(&self, f: impl FnOnce(&Arc<dyn RustNamespace>) -> Result<R>) -> Result<R> {
         let guard = self.handle.read().unwrap_or_else(PoisonError::into_inner);
         let ns = guard.as_ref().ok_or_else(|| Error::Closed(format!("namespace {:?}", self.name)))?;
-        f(ns)
+        match (f(ns), &self.location) {
+            (Err(Error::Log(LogError::TooLarge { what, size, limit })), Location::Remote(target)) => {
+                Err(Error::TooLargeForServer { target: target.clone(), what, size, limit })
+            }
+            (result, _) => result,
+        }
     }
 
-    /// Drop every handle to the journal, then sync and release it.
+    /// A handle of its own on the open namespace (for a structure or a
+    /// runtime, which the namespace's registries drop on close).
+    pub fn handle(&self) -> Result<Arc<dyn RustNamespace>> {
+        self.with(|ns| Ok(Arc::clone(ns)))
+    }
+
+    /// Drop every handle to the namespace; an embedded one is synced first,
+    /// and released (its writer lock too) with the last handle.
     fn close(&self) -> Result<()> {
         for runtime in lock(&self.runtimes).drain(..).filter_map(|r| r.upgrade()) {
             runtime.shut_down(crate::runtime::STOP_GRACE);
@@ -76,9 +126,11 @@ impl NsState {
             watch.close();
         }
         let handle = self.handle.write().unwrap_or_else(PoisonError::into_inner).take();
-        match handle {
-            Some(ns) => Ok(ns.close()?),
-            None => Ok(()),
+        match (handle, &self.location) {
+            (Some(ns), Location::Embedded(_)) => Ok(ns.sync()?),
+            // A server's appends are as durable as its sync policy makes them;
+            // closing a client sends nothing (`Namespace.sync` asks for an fsync).
+            (Some(_) | None, _) => Ok(()),
         }
     }
 }
@@ -143,13 +195,23 @@ fn check_limits(limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-/// Open (creating it unless read-only) the store in directory `path`.
+/// The environment variable read for the token when `varve.open` is given
+/// none (as the CLI's `--token`).
+const TOKEN_ENV: &str = "VARVE_TOKEN";
+
+/// Open a store: a directory (the embedded journal, created unless
+/// read-only) or a `varve serve` on another host.
+///
+/// `uri` is a path, ``file:PATH`` or ``varve://HOST:PORT``. A server started
+/// with ``--token-file`` needs `token`, its bearer token; when `token` is
+/// None the ``VARVE_TOKEN`` environment variable is used, as the CLI does. A
+/// directory ignores the token. Opening a server checks that it answers
+/// (:class:`varve.Unavailable` if it cannot be reached); the token is
+/// checked by the first call that needs it (:class:`varve.Denied`).
 ///
 /// `sync`: ``"always"`` (fsync before every append returns; survives power
 /// loss), ``"group"`` (appends return at once and are fsynced within
 /// `group_delay` seconds; a process crash loses nothing) or ``"never"``.
-/// `read_only=True` opens without the writer lock, to read and follow
-/// another process's appends.
 ///
 /// Limits, for the appends of this open (records already stored are read
 /// whatever their size): `record_bytes_max` bytes per record,
@@ -157,12 +219,23 @@ fn check_limits(limits: &Limits) -> Result<()> {
 /// `batch_records_max` records per batch; an append over one raises
 /// :class:`varve.TooLarge`. A segment file of the journal is rolled once it
 /// would grow past `segment_bytes_max` bytes (4096 to 2 GiB).
+///
+/// `sync`, `group_delay`, the limits and `segment_bytes_max` configure the
+/// embedded journal only: with a ``varve://`` URI they are checked but do
+/// not apply, since the server's own options (``varve serve --sync …``,
+/// its limits) govern what it stores.
+///
+/// `read_only=True`: a directory is opened without the writer lock, to
+/// read and follow another process's appends; a server is sent reads only,
+/// and this store's writes raise :class:`varve.ReadOnly` before anything is
+/// sent (with a read-only token the server refuses writes as well).
 #[pyfunction]
 #[pyo3(signature = (
-    path,
+    uri,
     sync = "group",
     *,
     read_only = false,
+    token = None,
     group_delay = 0.005,
     record_bytes_max = 16_777_216,
     batch_bytes_max = 67_108_864,
@@ -172,9 +245,10 @@ fn check_limits(limits: &Limits) -> Result<()> {
 #[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
 pub fn open(
     py: Python<'_>,
-    path: PathBuf,
+    uri: PathBuf,
     sync: &str,
     read_only: bool,
+    token: Option<String>,
     group_delay: f64,
     record_bytes_max: u64,
     batch_bytes_max: u64,
@@ -184,16 +258,40 @@ pub fn open(
     let limits = Limits { record_bytes_max, batch_bytes_max, batch_records_max };
     check_limits(&limits)?;
     let sync = sync_policy(sync, group_delay)?;
-    let options = JournalOptions { sync, read_only, segment_bytes_max, limits, ..JournalOptions::default() };
-    let store = py.detach(|| JournalStore::open(&path, options)).map_err(Error::from)?;
+    let journal = JournalOptions { sync, read_only, segment_bytes_max, limits, ..JournalOptions::default() };
+    let token = token.or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
+    // `allow`, not `expect`: the update has an effect once `OpenOptions` grows
+    // a field, and the fields this open does not set must keep their defaults.
+    #[allow(clippy::needless_update, reason = "OpenOptions may gain fields; they keep their defaults here")]
+    let options = OpenOptions { journal, token, ..OpenOptions::default() };
+    let (location, store) = py.detach(|| -> Result<(Location, Arc<dyn RustStore>)> {
+        // A URI is text; a path that is not UTF-8 can only be a directory.
+        let Some(text) = uri.to_str() else {
+            return Ok((Location::Embedded(uri.clone()), Arc::new(JournalStore::open(&uri, options.journal)?)));
+        };
+        let location = match StoreUri::parse(text)? {
+            StoreUri::Embedded(dir) => Location::Embedded(dir),
+            StoreUri::Remote(uri) => Location::Remote(uri),
+            // A store elsewhere too; `varve::open` refuses it while the backend is not built.
+            StoreUri::Nats(_) => Location::Remote(text.to_owned()),
+        };
+        Ok((location, varve::open(text, &options)?))
+    })?;
     Ok(Store {
-        state: Arc::new(StoreState { path, read_only, store: RwLock::new(Some(store)), namespaces: Mutex::default() }),
+        state: Arc::new(StoreState {
+            location,
+            read_only,
+            store: RwLock::new(Some(store)),
+            namespaces: Mutex::default(),
+        }),
     })
 }
 
 // ------------------------------------------------------------------ Store
 
-/// A directory of namespaces, opened by :func:`varve.open`.
+/// A store of namespaces, opened by :func:`varve.open`: a directory (the
+/// embedded journal) or a `varve serve` (``varve://HOST:PORT``), with the
+/// same API.
 ///
 /// Use it as a context manager (``with varve.open(path) as store:``) or call
 /// :meth:`close`. Safe to share between threads. After ``close()`` every
@@ -207,44 +305,46 @@ pub struct Store {
 impl Store {
     /// Open (creating it on first write) the namespace `name`: a set of logs
     /// with one journal, the unit of atomic batches. One process may write a
-    /// namespace at a time (:class:`varve.Locked` otherwise).
+    /// namespace at a time (:class:`varve.Locked` otherwise); on a server,
+    /// the server is that process and its clients may all write.
     fn namespace(&self, py: Python<'_>, name: &str) -> PyResult<Namespace> {
-        let state = py.detach(|| -> Result<Arc<NsState>> {
-            let store = self.state.store.read().unwrap_or_else(PoisonError::into_inner);
-            let store = store.as_ref().ok_or_else(|| Error::Closed(format!("store {}", self.state.path.display())))?;
-            let mut namespaces = lock(&self.state.namespaces);
-            if let Some(ns) = namespaces.get(name) {
-                return Ok(ns.clone());
-            }
-            let handle = store.journal_namespace(name)?;
-            let ns = Arc::new(NsState {
-                name: name.to_owned(),
-                handle: RwLock::new(Some(handle)),
-                structures: Mutex::default(),
-                watches: Mutex::default(),
-                runtimes: Mutex::default(),
-                read_only: self.state.read_only,
-                store_path: self.state.path.clone(),
-            });
-            namespaces.insert(name.to_owned(), ns.clone());
-            Ok(ns)
+        let state = py.detach(|| {
+            self.state.with(|store| {
+                let mut namespaces = lock(&self.state.namespaces);
+                if let Some(ns) = namespaces.get(name) {
+                    return Ok(ns.clone());
+                }
+                let mut handle = store.namespace(name)?;
+                if self.state.read_only && matches!(self.state.location, Location::Remote(_)) {
+                    // The journal refuses a read-only handle's writes itself; a server cannot tell.
+                    handle = Arc::new(ReadOnlyNamespace::new(handle));
+                }
+                let ns = Arc::new(NsState {
+                    name: name.to_owned(),
+                    handle: RwLock::new(Some(handle)),
+                    structures: Mutex::default(),
+                    watches: Mutex::default(),
+                    runtimes: Mutex::default(),
+                    read_only: self.state.read_only,
+                    location: self.state.location.clone(),
+                });
+                namespaces.insert(name.to_owned(), ns.clone());
+                Ok(ns)
+            })
         })?;
         Ok(Namespace { state })
     }
 
     /// Names of the namespaces in this store, sorted.
     fn namespaces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        py.detach(|| -> Result<Vec<String>> {
-            let store = self.state.store.read().unwrap_or_else(PoisonError::into_inner);
-            let store = store.as_ref().ok_or_else(|| Error::Closed(format!("store {}", self.state.path.display())))?;
-            Ok(varve_log::Store::list_namespaces(store)?)
-        })
-        .map_err(Into::into)
+        py.detach(|| self.state.with(|store| Ok(store.list_namespaces()?))).map_err(Into::into)
     }
 
-    /// Sync every namespace and release the store (and its writer locks).
-    /// Objects obtained from it raise :class:`varve.Closed` afterwards.
-    /// Closing twice is harmless.
+    /// Release the store: an embedded one syncs every namespace and releases
+    /// its writer locks; a remote one closes its connections (it sends
+    /// nothing: :meth:`Namespace.sync` asks the server to fsync). Objects
+    /// obtained from it raise :class:`varve.Closed` afterwards. Closing twice
+    /// is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| -> Result<()> {
             let store = self.state.store.write().unwrap_or_else(PoisonError::into_inner).take();
@@ -267,10 +367,20 @@ impl Store {
         self.state.store.read().unwrap_or_else(PoisonError::into_inner).is_none()
     }
 
-    /// The store's directory.
+    /// The store's directory; None for a remote store (see :attr:`uri`).
     #[getter]
-    fn path(&self) -> PathBuf {
-        self.state.path.clone()
+    fn path(&self) -> Option<PathBuf> {
+        match &self.state.location {
+            Location::Embedded(dir) => Some(dir.clone()),
+            Location::Remote(_) => None,
+        }
+    }
+
+    /// Where the store is: its directory, or ``varve://HOST:PORT`` for a
+    /// `varve serve`. :func:`varve.open` opens it again from this.
+    #[getter]
+    fn uri(&self) -> String {
+        self.state.location.to_string()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -285,7 +395,7 @@ impl Store {
 
     fn __repr__(&self) -> String {
         let state = if self.closed() { " closed" } else { "" };
-        format!("<varve.Store {}{state}>", self.state.path.display())
+        format!("<varve.Store {}{state}>", self.state.location)
     }
 }
 
@@ -365,7 +475,8 @@ impl Namespace {
             self.state.with(|ns| {
                 let exists = match ns.log_info(name) {
                     Ok(info) => Some(info),
-                    Err(LogError::LogNotFound { .. }) => None,
+                    // A server creates a namespace with its first log.
+                    Err(LogError::LogNotFound { .. } | LogError::NamespaceNotFound { .. }) => None,
                     Err(e) => return Err(e.into()),
                 };
                 match exists {
@@ -427,7 +538,16 @@ impl Namespace {
     /// Every log of the namespace, in name order, as :class:`LogInfo`.
     /// Versioned structures keep their data in logs named ``pds.<name>.*``.
     fn logs(&self, py: Python<'_>) -> PyResult<Vec<LogInfo>> {
-        let infos = py.detach(|| self.state.with(|ns| Ok(ns.list_logs()?)))?;
+        let infos = py.detach(|| {
+            self.state.with(|ns| match ns.list_logs() {
+                // A server creates a namespace with its first log; until then it has none,
+                // as an embedded namespace just opened.
+                Err(LogError::NamespaceNotFound { .. }) if matches!(self.state.location, Location::Remote(_)) => {
+                    Ok(Vec::new())
+                }
+                other => Ok(other?),
+            })
+        })?;
         Ok(infos.into_iter().map(LogInfo::from).collect())
     }
 
@@ -436,7 +556,8 @@ impl Namespace {
         py.detach(|| self.state.with(|ns| Ok(ns.delete_log(name)?))).map_err(Into::into)
     }
 
-    /// Make every acknowledged append durable now, whatever the sync policy.
+    /// Make every acknowledged append durable now, whatever the sync policy
+    /// (on a remote store: the server's fsync of the namespace).
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.state.with(|ns| Ok(ns.sync()?))).map_err(Into::into)
     }

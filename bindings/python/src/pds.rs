@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use varve_log::JournalNamespace;
 use varve_pds::{Options, PdsError, Structure, Version};
 
 use crate::error::{Error, Result};
@@ -101,7 +100,7 @@ fn open_state(
     open: impl FnOnce(Arc<dyn varve_log::Namespace>, Options) -> varve_pds::Result<Kind> + Send,
 ) -> PyResult<Arc<StructState>> {
     let state = py.detach(|| -> Result<Arc<StructState>> {
-        let handle: JournalNamespace = ns.with(|h| Ok(h.clone()))?;
+        let handle = ns.handle()?;
         let mut structures = lock(&ns.structures);
         if let Some(existing) = structures.get(name) {
             if existing.label != label || existing.config != config {
@@ -116,7 +115,7 @@ fn open_state(
             }
             return Ok(existing.clone());
         }
-        let kind = open(Arc::new(handle), Options { extra: config.0, keep: config.1 })?;
+        let kind = open(handle, Options { extra: config.0, keep: config.1 })?;
         let state = Arc::new(StructState {
             name: name.to_owned(),
             label,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use varve_log::{LogError, Namespace as _, Record, Seq, SeqRange, Watch as RustWatch};
+use varve_log::{LogError, Record, Seq, SeqRange, Watch as RustWatch};
 
 use crate::duration::seconds_or_none;
 use crate::error::{Error, Result};
@@ -18,13 +18,13 @@ use crate::log::{lock, record_tuple, NsState};
 /// for a closed store (and lets `close` proceed).
 pub(crate) const WATCH_POLL: Duration = Duration::from_millis(100);
 
-/// A scan reads the journal in batches of this many records.
+/// A scan reads the store in batches of this many records (one request each on a remote store).
 pub(crate) const SCAN_BATCH_RECORDS: u64 = 256;
 
 // ------------------------------------------------------------------- Scan
 
 /// An iterator over ``(seq, record)`` pairs of a range, returned by
-/// :meth:`Log.scan`. Reads the journal in batches of 256 records. A run of
+/// :meth:`Log.scan`. Reads the store in batches of 256 records. A run of
 /// lost records raises :class:`varve.Lost` once, after the records before
 /// it; iterating again goes on after the run.
 #[pyclass(frozen, module = "varve")]

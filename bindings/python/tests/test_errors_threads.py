@@ -279,3 +279,19 @@ def test_new_error_classes():
     assert issubclass(varve.Lost, varve.Corrupt) and issubclass(varve.UnsupportedFormat, varve.VarveError)
     e = varve.NoSpace("disk full", path="/x", bytes=10)
     assert isinstance(e, OSError) and (e.path, e.bytes) == ("/x", 10)
+
+
+def test_the_remote_error_classes_carry_their_fields():
+    unavailable = varve.Unavailable("down", target="varve://h:1", reason="refused")
+    assert isinstance(unavailable, ConnectionError) and isinstance(unavailable, varve.VarveError)
+    assert (unavailable.target, unavailable.reason, unavailable.errno, str(unavailable)) == (
+        "varve://h:1", "refused", None, "down")
+    outcome = varve.OutcomeUnknown("lost", target="varve://h:1", operation="append to log t", reason="reset")
+    assert not isinstance(outcome, OSError), "code that retries connection errors must not resend a write"
+    assert (outcome.target, outcome.operation, outcome.reason) == ("varve://h:1", "append to log t", "reset")
+    denied = varve.Denied("no", target="varve://h:1", reason="forbidden")
+    assert isinstance(denied, PermissionError) and (denied.target, denied.reason) == ("varve://h:1", "forbidden")
+    protocol = varve.ProtocolError("what", target="varve://h:1", reason="not json")
+    assert (protocol.target, protocol.reason) == ("varve://h:1", "not json")
+    for name in ("Unavailable", "OutcomeUnknown", "Denied", "ProtocolError"):
+        assert name in varve.__all__ and name in varve.errors.__all__

@@ -102,6 +102,19 @@ USER_CODE = '''
             return rt.append("in", b"x")
 
 
+    def remote_latest(uri: str, token: Optional[str]) -> int:
+        try:
+            with varve.open(uri, token=token, read_only=True) as store:
+                where: str = store.uri if store.path is None else str(store.path / "sensors")
+                print(where)
+                return store.namespace("sensors").log("temperature").latest
+        except (varve.Unavailable, varve.Denied, varve.ProtocolError) as e:
+            print(e.target, e.reason)
+        except varve.OutcomeUnknown as e:
+            print(e.operation)
+        return 0
+
+
     async def follow(log: varve.Log) -> int:
         async for seq, _record in log.watch():
             return seq

@@ -389,6 +389,15 @@ impl Client {
         }
         let built = |e: http::Error| Failure::NotSent(format!("the request could not be built: {e}"));
         let sent = match &call.payload {
+            // An empty POST or PUT goes with `Content-Length: 0`. Without a body
+            // ureq sends it chunked, its closing chunk in a write of its own, and
+            // a server that answers before that chunk arrives (`POST …/sync` reads
+            // no body) must close the connection after its answer: the next
+            // request, sent on it from the pool, then breaks, and a write's
+            // answer reads as lost (`OutcomeUnknown`).
+            Payload::Empty if matches!(call.method, Method::POST | Method::PUT) => {
+                agent.run(configure(agent, builder.body(&[][..]).map_err(built)?, timeouts))
+            }
             Payload::Empty => agent.run(configure(agent, builder.body(()).map_err(built)?, timeouts)),
             Payload::Raw(bytes) => {
                 let request = builder.header(http::header::CONTENT_TYPE, "application/octet-stream").body(*bytes);
@@ -554,6 +563,28 @@ mod tests {
         let err = client.send(&append.raw(b"x")).unwrap_err();
         assert!(matches!(&err, LogError::OutcomeUnknown { .. }), "{err}");
         drop(server.join().unwrap());
+    }
+
+    #[test]
+    fn an_empty_post_says_its_length_instead_of_being_chunked() {
+        // A "server" that reads one request head and answers 204, returning the head.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0; 1];
+            while !head.ends_with(b"\r\n\r\n") && io::Read::read(&mut stream, &mut byte).unwrap() == 1 {
+                head.push(byte[0]);
+            }
+            io::Write::write_all(&mut stream, b"HTTP/1.1 204 No Content\r\n\r\n").unwrap();
+            String::from_utf8(head).unwrap().to_ascii_lowercase()
+        });
+        let client = client_for(&base);
+        client.send(&Call::new(Method::POST, "/v1/namespaces/ns/sync".into(), Effect::Read)).unwrap();
+        let head = server.join().unwrap();
+        assert!(head.starts_with("post /v1/namespaces/ns/sync "), "{head}");
+        assert!(head.contains("\r\ncontent-length: 0\r\n") && !head.contains("transfer-encoding"), "{head}");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 1
 b'21.5'
 
-- :func:`open` returns a :class:`Store` (a directory of namespaces).
+- :func:`open` returns a :class:`Store` (the namespaces of a directory, or
+  of a ``varve serve`` when given ``varve://HOST:PORT``).
 - :meth:`Store.namespace` returns a :class:`Namespace` (logs sharing one
   journal; batches across them are atomic).
 - :meth:`Namespace.log` returns a :class:`Log` (append, get, scan, watch).
@@ -46,6 +47,7 @@ from .errors import (
     Closed,
     Conflict,
     Corrupt,
+    Denied,
     Full,
     InvalidArgument,
     InvalidName,
@@ -54,13 +56,16 @@ from .errors import (
     NoSpace,
     NoSuchVersion,
     NotFound,
+    OutcomeUnknown,
     Poisoned,
     PositionOutOfRange,
+    ProtocolError,
     ReadOnly,
     RuntimeStateError,
     Stopped,
     TooLarge,
     Trimmed,
+    Unavailable,
     UnsupportedFormat,
     VarveError,
     VarveIOError,
@@ -109,6 +114,10 @@ __all__ = [
     "Poisoned",
     "Closed",
     "VarveIOError",
+    "Unavailable",
+    "OutcomeUnknown",
+    "Denied",
+    "ProtocolError",
     "RuntimeStateError",
     "Stopped",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 # the builtin is spelled `builtins.range` there.
 import builtins
 import os
+import pathlib
 from types import TracebackType
 from typing import Any, AsyncIterator, Callable, Dict, Iterator, List as _List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
@@ -53,24 +54,37 @@ KEY_INT_MIN: int
 KEY_INT_MAX: int
 
 def open(
-    path: Union[str, os.PathLike[str]],
+    uri: Union[str, os.PathLike[str]],
     sync: Literal["always", "group", "never"] = "group",
     *,
     read_only: bool = False,
+    token: Optional[str] = None,
     group_delay: float = 0.005,
     record_bytes_max: int = 16_777_216,
     batch_bytes_max: int = 67_108_864,
     batch_records_max: int = 65_536,
     segment_bytes_max: int = 67_108_864,
 ) -> Store:
-    """Open (creating it unless read-only) the store in directory ``path``.
+    """Open a store: a directory (``PATH`` or ``file:PATH``; the embedded
+    journal, created unless read-only) or a ``varve serve``
+    (``varve://HOST:PORT``).
+
+    ``token`` is the bearer token of a server started with ``--token-file``
+    (default: the ``VARVE_TOKEN`` environment variable); a directory ignores
+    it. :class:`varve.Unavailable` if the server cannot be reached.
 
     The limits apply to this open's appends (:class:`varve.TooLarge` over
     one): ``record_bytes_max`` bytes per record (default 16 MiB),
     ``batch_bytes_max`` bytes per batch, each record counting 20 bytes more
     (64 MiB), ``batch_records_max`` records per batch (65,536). A journal
     segment rolls once it would pass ``segment_bytes_max`` bytes (64 MiB;
-    4096 to 2 GiB)."""
+    4096 to 2 GiB). ``sync``, ``group_delay``, the limits and
+    ``segment_bytes_max`` configure the embedded journal only: with a
+    ``varve://`` URI the server's own options govern.
+
+    ``read_only=True``: a directory opens without the writer lock (to
+    follow another process's appends); a server is sent reads only, and
+    writes raise :class:`varve.ReadOnly` before anything is sent."""
 
 def _bench_rust(op: str, n: int, path: Union[str, os.PathLike[str]], record_bytes: int = 16, batch: int = 1000) -> float:
     """Seconds that ``n`` operations ``op`` take when looped in Rust (for varve.bench)."""
@@ -78,12 +92,17 @@ def _bench_rust(op: str, n: int, path: Union[str, os.PathLike[str]], record_byte
 # @final: a PyO3 class without `subclass` cannot be subclassed (only Runtime can).
 @final
 class Store:
-    """A directory of namespaces, opened by :func:`varve.open`; a context manager."""
+    """The namespaces of a directory or of a ``varve serve``, opened by
+    :func:`varve.open`; a context manager."""
 
     @property
     def closed(self) -> bool: ...
     @property
-    def path(self) -> str: ...
+    def path(self) -> Optional[pathlib.Path]:
+        """The store's directory; None for a remote store."""
+    @property
+    def uri(self) -> str:
+        """The directory, or ``varve://HOST:PORT``: :func:`varve.open` opens it again."""
     def namespace(self, name: str) -> Namespace: ...
     def namespaces(self) -> _List[str]: ...
     def close(self) -> None: ...

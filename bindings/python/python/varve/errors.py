@@ -5,7 +5,11 @@ each class are attributes (``e.log``, ``e.seq``, ...); ``str(e)`` is the
 message, which says what was wrong and what to do. Some classes also derive
 from the built-in exception a Python programmer would catch for the same
 thing (``InvalidName`` is a ``ValueError``, ``NotFound`` a ``LookupError``,
-``VarveIOError`` an ``OSError``).
+``VarveIOError`` an ``OSError``, ``Unavailable`` a ``ConnectionError``).
+
+Four classes are a remote store's own (``varve.open("varve://HOST:PORT")``):
+:class:`Unavailable`, :class:`OutcomeUnknown`, :class:`Denied` and
+:class:`ProtocolError`; each names the store's URI as ``target``.
 
 The extension module (``src/error.rs``) raises these with the keyword
 arguments listed in each docstring; the two must agree. The fields are also
@@ -38,6 +42,10 @@ __all__ = [
     "Poisoned",
     "Closed",
     "VarveIOError",
+    "Unavailable",
+    "OutcomeUnknown",
+    "Denied",
+    "ProtocolError",
     "RuntimeStateError",
     "Stopped",
 ]
@@ -230,6 +238,56 @@ class VarveIOError(VarveError, OSError):
 
     def __init__(self, message: str, **fields: Any) -> None:
         VarveError.__init__(self, message, **fields)
+
+
+class Unavailable(VarveError, ConnectionError):
+    """A remote store could not be reached: the connection was refused or
+    broke before the request was sent, the server is stopping, or another
+    writer holds the namespace. Nothing was done; retrying later is safe.
+    Fields: ``target`` (the store's URI, ``varve://HOST:PORT``), ``reason``
+    (what went wrong). ``errno`` (declared by ``OSError``) is None."""
+
+    target: str
+    reason: str
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        VarveError.__init__(self, message, **fields)
+
+
+class OutcomeUnknown(VarveError):
+    """A write reached a remote store but its answer was lost (the
+    connection broke, the server was killed, the timeout passed): it may or
+    may not have landed. Read the log's latest records to find out before
+    appending again. Not a ``ConnectionError``, so that code retrying those
+    does not append twice. Fields: ``target`` (the store's URI),
+    ``operation`` (what was sent, e.g. ``"append to log t"``), ``reason``."""
+
+    target: str
+    operation: str
+    reason: str
+
+
+class Denied(VarveError, PermissionError):
+    """A remote store refused the request's credentials: no token (pass
+    ``token=`` to :func:`varve.open`, or set ``VARVE_TOKEN``), an unknown one,
+    a read-only token for a write, or a token for another namespace.
+    Fields: ``target`` (the store's URI), ``reason`` (as the server said it).
+    ``errno`` (declared by ``OSError``) is None."""
+
+    target: str
+    reason: str
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        VarveError.__init__(self, message, **fields)
+
+
+class ProtocolError(VarveError):
+    """A remote store answered something this client cannot read: another
+    program on that port, an incompatible version, a stream cut short.
+    Fields: ``target`` (the store's URI), ``reason`` (what was unexpected)."""
+
+    target: str
+    reason: str
 
 
 class RuntimeStateError(VarveError, RuntimeError):

@@ -42,7 +42,7 @@ use std::time::Instant;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
-use varve_log::{LogError, Namespace as _, Seq, SeqRange};
+use varve_log::{LogError, Seq, SeqRange};
 use varve_runtime::event::parse_trace;
 use varve_runtime::trace::{trace_events, CausalGraph};
 use varve_runtime::{DeadLetter, HandlerKind, HandlerSpec, RuntimeOptions, CONCURRENCY_MAX, DEAD_LETTERS_LOG};
@@ -57,7 +57,7 @@ use self::state::{not_running, Phase};
 pub(crate) use self::state::{RuntimeState, STOP_GRACE};
 use crate::duration::{seconds, seconds_or_none};
 use crate::error::{invalid_argument, Error};
-use crate::log::{data, retention, Namespace};
+use crate::log::{data, retention, Location, Namespace};
 use crate::records::WATCH_POLL;
 
 /// The event-driven runtime over one namespace: handlers run when records
@@ -69,7 +69,9 @@ use crate::records::WATCH_POLL;
 /// :meth:`add_command`), then :meth:`start` (or ``with rt:``); append with
 /// :meth:`append` / :meth:`publish`; :meth:`stop` when done. While a runtime
 /// serves a namespace it must be its only writer: append through the
-/// runtime, not through ``Log.append``.
+/// runtime, not through ``Log.append``. So a runtime runs where its
+/// namespace lives: one over a namespace of a remote store
+/// (``varve://``) raises :class:`varve.InvalidArgument`.
 #[pyclass(frozen, subclass, module = "varve")]
 pub struct Runtime {
     state: Arc<RuntimeState>,
@@ -88,6 +90,10 @@ impl Runtime {
         socket: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let ns = Arc::clone(&namespace.state);
+        let dir = match &ns.location {
+            Location::Embedded(dir) => dir.clone(),
+            Location::Remote(uri) => return Err(remote_runtime(&ns.name, uri).into()),
+        };
         if ns.read_only {
             return Err(
                 Error::Log(LogError::ReadOnly { namespace: ns.name.clone(), operation: "start a runtime" }).into()
@@ -105,9 +111,9 @@ impl Runtime {
         let host = match host {
             Some(host) => host,
             // As the CLI does, so `varve run` and Python agree on the namespace's host.
-            None => py.detach(|| varve_runtime::host_id_for_dir(&ns.store_path)).map_err(Error::from)?,
+            None => py.detach(|| varve_runtime::host_id_for_dir(&dir)).map_err(Error::from)?,
         };
-        let options = RuntimeOptions { host, concurrency, record_reads, socket, data_dir: Some(ns.store_path.clone()) };
+        let options = RuntimeOptions { host, concurrency, record_reads, socket, data_dir: Some(dir) };
         Ok(Runtime { state: RuntimeState::new(ns, options) })
     }
 
@@ -447,6 +453,16 @@ impl Runtime {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!("<varve.Runtime namespace={:?} {}>", self.state.ns.name, self.state(py)?))
     }
+}
+
+/// Why a runtime cannot serve a namespace of a remote store.
+fn remote_runtime(namespace: &str, uri: &str) -> Error {
+    invalid_argument(format!(
+        "namespace {namespace:?} is on the server {uri}: a runtime predicts the seqs of its appends, so it must be \
+         its namespace's only writer, and handlers run where the namespace lives: on the server's host, in the \
+         process that holds it (`varve run APP.toml` there); a client appends to its logs, and the handlers there \
+         run for those records"
+    ))
 }
 
 impl Runtime {

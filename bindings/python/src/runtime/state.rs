@@ -135,7 +135,7 @@ impl RuntimeState {
             Phase::Stopped => return Err(not_running(&Phase::Stopped)),
         };
         let handlers: Vec<String> = plan.handlers.iter().map(|h| h.name.clone()).collect();
-        let ns: Arc<dyn varve_log::Namespace> = Arc::new(self.ns.with(|ns| Ok(ns.clone()))?);
+        let ns = self.ns.handle()?;
         let mut builder = RuntimeBuilder::new(ns).options(self.options.clone());
         for spec in plan.handlers {
             builder = builder.register(spec);
@@ -160,7 +160,7 @@ impl RuntimeState {
     }
 
     pub(super) fn events(&self, range: SeqRange) -> Result<Vec<StoredEvent>> {
-        self.ns.with(|ns| Ok(varve_runtime::namespace_events(ns, range)?))
+        self.ns.with(|ns| Ok(varve_runtime::namespace_events(ns.as_ref(), range)?))
     }
 }
 
