@@ -33,6 +33,7 @@ use varve_log::{
     JournalOptions, JournalStore, Limits, LogConfig, LogError, LogInfo as RustLogInfo, Namespace as RustNamespace,
     OnFull, Record, Retention, Seq, Store as RustStore, SyncPolicy, RECORD_OVERHEAD_BYTES,
 };
+use varve_runtime::NamespaceWriter;
 
 use crate::error::{invalid_argument, Error, Result};
 use crate::pds::StructState;
@@ -92,6 +93,9 @@ pub(crate) struct NsState {
     /// Where the namespace's store is (runtimes take their host id from an
     /// embedded store's directory, as the CLI does, and refuse a remote one).
     pub location: Location,
+    /// The namespace's writer in this process (embedded, writable stores),
+    /// made on the first append no runtime of this process takes.
+    writer: Mutex<Option<Arc<NamespaceWriter>>>,
 }
 
 impl NsState {
@@ -107,6 +111,63 @@ impl NsState {
         }
     }
 
+    /// Append `batch` (`append_if` with `expected_latest`, one record) the
+    /// way every surface does (`varve_runtime::writer`): through a runtime
+    /// of this process running on the namespace, so its handlers fire; else
+    /// through the namespace's writer, which records the TRIGGERs of a
+    /// namespace with subscriptions for the next runtime. A remote store
+    /// decides that on the server; a read-only one refuses.
+    pub fn append(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
+        let expected = match (expected_latest, batch) {
+            (Some(expected), [(log, value)]) => Some((expected, *log, *value)),
+            (Some(_), _) => return Err(invalid_argument("append_if appends exactly one record")),
+            (None, _) => None,
+        };
+        if let Some(runtime) = self.running_runtime() {
+            return Ok(match expected {
+                Some((expected, log, value)) => runtime.append_if_once(None, log, expected, value, None)?.seqs,
+                None => runtime.append_batch(batch)?,
+            });
+        }
+        if let (Location::Embedded(dir), false) = (&self.location, self.read_only) {
+            let writer = self.writer(dir)?;
+            let appended = match expected {
+                Some((expected, log, value)) => writer.append_if(log, expected, value, None, None)?,
+                None => writer.append(batch, None, None)?,
+            };
+            return Ok(appended.seqs);
+        }
+        self.with(|ns| match expected {
+            Some((expected, log, value)) => Ok(vec![ns.append_if(log, expected, value)?]),
+            None => Ok(ns.append_batch(batch)?),
+        })
+    }
+
+    /// The handle of a runtime of this process running on the namespace.
+    fn running_runtime(&self) -> Option<varve_runtime::RuntimeHandle> {
+        let runtimes: Vec<_> = lock(&self.runtimes).iter().filter_map(Weak::upgrade).collect();
+        runtimes.iter().find_map(|runtime| runtime.handle().ok())
+    }
+
+    fn writer(&self, dir: &std::path::Path) -> Result<Arc<NamespaceWriter>> {
+        let mut slot = lock(&self.writer);
+        if let Some(writer) = slot.as_ref() {
+            return Ok(Arc::clone(writer));
+        }
+        let writer = Arc::new(NamespaceWriter::open(self.handle()?, dir)?);
+        *slot = Some(Arc::clone(&writer));
+        Ok(writer)
+    }
+
+    /// Stop the namespace's writer (and its writer-only runtime, if it has
+    /// one): a runtime is starting here and must be the only writer, or the
+    /// store is closing.
+    pub fn release_writer(&self) {
+        if let Some(writer) = lock(&self.writer).take() {
+            writer.stop(Duration::ZERO);
+        }
+    }
+
     /// A handle of its own on the open namespace (for a structure or a
     /// runtime, which the namespace's registries drop on close).
     pub fn handle(&self) -> Result<Arc<dyn RustNamespace>> {
@@ -119,6 +180,7 @@ impl NsState {
         for runtime in lock(&self.runtimes).drain(..).filter_map(|r| r.upgrade()) {
             runtime.shut_down(crate::runtime::STOP_GRACE);
         }
+        self.release_writer();
         for structure in lock(&self.structures).drain().map(|(_, s)| s) {
             structure.close();
         }
@@ -327,6 +389,7 @@ impl Store {
                     runtimes: Mutex::default(),
                     read_only: self.state.read_only,
                     location: self.state.location.clone(),
+                    writer: Mutex::default(),
                 });
                 namespaces.insert(name.to_owned(), ns.clone());
                 Ok(ns)
@@ -522,7 +585,7 @@ impl Namespace {
         let datas = owned.iter().map(|o| data(o)).collect::<PyResult<Vec<_>>>()?;
         let entries: Vec<(&str, &[u8])> =
             names.iter().map(String::as_str).zip(datas.iter().map(Data::as_slice)).collect();
-        let seqs = py.detach(|| self.state.with(|ns| Ok(ns.append_batch(&entries)?)))?;
+        let seqs = py.detach(|| self.state.append(&entries, None))?;
         if !is_dict {
             return Ok(PyList::new(py, seqs)?.into_any());
         }
@@ -642,7 +705,7 @@ impl Log {
     fn append(&self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<u64> {
         let record = data(record)?;
         let bytes = record.as_slice();
-        py.detach(|| self.ns.with(|ns| Ok(ns.append(&self.name, bytes)?))).map_err(Into::into)
+        py.detach(|| Ok(self.ns.append(&[(&self.name, bytes)], None)?[0])).map_err(|e: Error| e.into())
     }
 
     /// Append `record` only if the log's latest seq is still `expected`;
@@ -650,7 +713,7 @@ impl Log {
     fn append_if(&self, py: Python<'_>, expected: u64, record: &Bound<'_, PyAny>) -> PyResult<u64> {
         let record = data(record)?;
         let bytes = record.as_slice();
-        py.detach(|| self.ns.with(|ns| Ok(ns.append_if(&self.name, expected, bytes)?))).map_err(Into::into)
+        py.detach(|| Ok(self.ns.append(&[(&self.name, bytes)], Some(expected))?[0])).map_err(|e: Error| e.into())
     }
 
     /// The record at `seq`. :class:`varve.NotFound` beyond the latest (or

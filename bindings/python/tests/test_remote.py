@@ -448,7 +448,7 @@ def test_a_runtime_on_a_remote_namespace_says_where_handlers_run(server):
             varve.Runtime(ns)
         message = str(refused.value)
         assert server.uri in message and "handlers run where the namespace lives" in message, message
-        assert "varve run" in message, message
+        assert "varve serve --manifest" in message, message
         with pytest.raises(varve.InvalidArgument):
             ns.runtime(concurrency=1)
         assert ns.logs() == [], "a refused runtime creates nothing"

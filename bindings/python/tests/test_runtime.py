@@ -570,3 +570,31 @@ def test_arguments_are_checked_where_they_are_passed(ns):
     rt.add_handler("h", lambda ctx: None, attempts=1000, backoff=0, backoff_max=1e9)
     with rt:
         assert rt.wait_idle(timeout=1e9)
+
+
+def test_log_append_goes_through_the_runtime_and_records_triggers_without_one(ns):
+    """`Log.append` takes the route every surface takes: through a running
+    runtime of this process (its handlers fire), else through the
+    namespace's writer, which records TRIGGERs for the next runtime."""
+    seen = []
+    first = varve.Runtime(ns, concurrency=1)
+    first.create_log("in")
+
+    @first.handler(log="in")
+    def note(ctx):
+        seen.append(bytes(ctx.record))
+
+    with first:
+        assert ns.log("in").append(b"while running") == 1
+        assert first.wait_idle(timeout=WAIT)
+        assert seen == [b"while running"], "Log.append fired the running runtime's handler"
+    # No runtime now: the namespace has subscriptions, so the append's TRIGGER is recorded.
+    assert ns.log("in").append(b"while stopped") == 2
+    assert ns.log("in").append_if(2, b"and another") == 3
+    second = varve.Runtime(ns, concurrency=1)
+    second.handler(log="in")(note)
+    with second:
+        assert second.wait_idle(timeout=WAIT)
+        triggers = [e for e in second.events() if e.kind == "TRIGGER" and e.log == "in"]
+    assert sorted(e.seq for e in triggers) == [1, 2, 3]
+    assert seen == [b"while running", b"while stopped", b"and another"], "the next runtime fired what was recorded"

@@ -460,7 +460,7 @@ fn remote_runtime(namespace: &str, uri: &str) -> Error {
     invalid_argument(format!(
         "namespace {namespace:?} is on the server {uri}: a runtime predicts the seqs of its appends, so it must be \
          its namespace's only writer, and handlers run where the namespace lives: on the server's host, in the \
-         process that holds it (`varve run APP.toml` there); a client appends to its logs, and the handlers there \
+         server itself (`varve serve --manifest APP.toml`); a client appends to its logs, and the handlers there \
          run for those records"
     ))
 }

@@ -118,7 +118,7 @@ impl RuntimeState {
     }
 
     /// The running runtime's handle (appends), or why there is none.
-    pub(super) fn handle(&self) -> Result<RuntimeHandle> {
+    pub(crate) fn handle(&self) -> Result<RuntimeHandle> {
         match &*self.lock_phase() {
             Phase::Running { handle, .. } => Ok(handle.clone()),
             phase => Err(not_running(phase)),
@@ -135,6 +135,8 @@ impl RuntimeState {
             Phase::Stopped => return Err(not_running(&Phase::Stopped)),
         };
         let handlers: Vec<String> = plan.handlers.iter().map(|h| h.name.clone()).collect();
+        // This runtime is the namespace's writer from now on.
+        self.ns.release_writer();
         let ns = self.ns.handle()?;
         let mut builder = RuntimeBuilder::new(ns).options(self.options.clone());
         for spec in plan.handlers {
