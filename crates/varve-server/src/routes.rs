@@ -291,7 +291,10 @@ pub async fn get_record(State(state): State<Shared>, params: Params) -> Result<R
 }
 
 /// `POST /v1/namespaces/NS/sync`: make every acknowledged append durable now.
-pub async fn sync(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
+pub async fn sync(State(state): State<Shared>, params: Params, request: Request) -> Result<Response, ApiError> {
+    // Read the (empty) body, so a client that sent it chunked keeps its connection.
+    let (parts, body) = request.into_parts();
+    read_body(body, &parts.headers, "sync body", JSON_OVERHEAD_BYTES).await?;
     let served = state.namespaces.for_read(params.ns())?;
     blocking(move || Ok(served.ns().sync()?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
