@@ -146,11 +146,13 @@ pub fn process_is_gone(pid: u32) -> bool {
     }
 }
 
-/// A `varve serve` process on a free loopback port, killed (SIGKILL) when
-/// dropped; `uri` is the `varve://127.0.0.1:PORT` it printed.
+/// A `varve serve` process, killed (SIGKILL) when dropped; `uri` is the
+/// `varve://HOST:PORT` (or, with TLS, `varves://HOST:PORT`) it printed.
 pub struct Served {
     pub child: Child,
     pub uri: String,
+    /// What it wrote on stderr so far (its logs; echoed to the test's stderr too).
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Drop for Served {
@@ -161,9 +163,27 @@ impl Drop for Served {
 }
 
 impl Served {
-    /// `http://127.0.0.1:PORT`, for curl.
+    /// `http://HOST:PORT`, or `https://HOST:PORT` with TLS, for curl.
     pub fn http(&self) -> String {
-        self.uri.replacen("varve://", "http://", 1)
+        match self.uri.strip_prefix("varves://") {
+            Some(authority) => format!("https://{authority}"),
+            None => self.uri.replacen("varve://", "http://", 1),
+        }
+    }
+
+    /// `HOST:PORT`.
+    pub fn authority(&self) -> &str {
+        self.uri.split_once("://").map_or(self.uri.as_str(), |(_, authority)| authority)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.authority().rsplit_once(':').and_then(|(_, port)| port.parse().ok()).expect("a port in the URI")
+    }
+
+    /// Whether its stderr has shown `text` so far.
+    pub fn logged(&self, text: &str) -> bool {
+        self.log.lock().expect("log lock").contains(text)
     }
 }
 
@@ -171,29 +191,54 @@ impl Env {
     /// Start `varve --data DIR serve --listen 127.0.0.1:0 EXTRA…` and wait
     /// for the line that says where it listens.
     pub fn serve(&self, extra: &[&str]) -> Served {
+        self.try_serve_at("127.0.0.1:0", extra).unwrap_or_else(|log| panic!("varve serve did not start: {log}"))
+    }
+
+    /// Start `varve --data DIR serve --listen LISTEN EXTRA…` and wait for the
+    /// line that says where it listens; `Err` with its stderr if it exits
+    /// first (the port is taken, a flag is wrong).
+    pub fn try_serve_at(&self, listen: &str, extra: &[&str]) -> Result<Served, String> {
         use std::io::BufRead as _;
-        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        let mut args = vec!["serve", "--listen", listen];
         args.extend_from_slice(extra);
         let mut child = self
             .command(&args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start varve serve");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (log_for_thread, (done_tx, done_rx)) = (std::sync::Arc::clone(&log), std::sync::mpsc::channel());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("varve serve: {line}");
+                let mut log = log_for_thread.lock().expect("log lock");
+                log.push_str(&line);
+                log.push('\n');
+            }
+            let _ = done_tx.send(());
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
             let _ = std::io::BufReader::new(stdout).read_line(&mut line);
             let _ = tx.send(line);
         });
-        let line = rx.recv_timeout(WAIT).expect("varve serve printed where it listens");
-        let uri = line
-            .split_whitespace()
-            .find(|word| word.starts_with("varve://"))
-            .unwrap_or_else(|| panic!("no URI in {line:?}"))
-            .to_owned();
-        Served { child, uri }
+        let line = rx.recv_timeout(WAIT).expect("varve serve printed where it listens, or exited");
+        let Some(uri) =
+            line.split_whitespace().find(|word| word.starts_with("varve://") || word.starts_with("varves://"))
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            // Its stderr ends with it: wait for the last of it.
+            let _ = done_rx.recv_timeout(WAIT);
+            let log = log.lock().expect("log lock").clone();
+            return Err(format!("no URI in {line:?}; stderr: {log}"));
+        };
+        Ok(Served { child, uri: uri.to_owned(), log })
     }
 }
