@@ -118,6 +118,9 @@ impl Server {
         // Certificates first: a bad file is reported before anything is opened.
         let tls = options.tls.as_ref().map(tls::acceptor).transpose()?;
         let namespaces = Namespaces::new(options.data.clone(), options.journal)?;
+        // Tokio (mio) sets SO_REUSEADDR: a server restarted after a crash
+        // binds its port at once, though the last one's connections linger
+        // in TIME_WAIT (crates/varve-cli/tests/serve_kill.rs relies on it).
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: options.listen, source })?;

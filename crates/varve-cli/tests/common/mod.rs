@@ -242,3 +242,112 @@ impl Env {
         Ok(Served { child, uri: uri.to_owned(), log })
     }
 }
+
+/// Whether a plain `varve serve` at `authority` (`HOST:PORT`) answers
+/// `GET /healthz` with 200 within a second or two.
+pub fn healthz_ok(authority: &str) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(addr) = authority.parse::<std::net::SocketAddr>() else { return false };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    answer.starts_with(b"HTTP/1.1 200")
+}
+
+/// A loopback port to listen on again and again across restarts: below the
+/// range the kernel hands out to outgoing connections, so that no client
+/// socket takes it while the server is down (nor connects to itself on it,
+/// which TCP allows when source and destination port are equal), and free
+/// when chosen. Randomized apart from any test seed, so that concurrent runs
+/// do not collide.
+pub fn fixed_loopback_port() -> u16 {
+    let ephemeral_first: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000_u16, ephemeral_first.max(10_001));
+    let mut state = u64::from(std::process::id())
+        ^ u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos());
+    for _ in 0..1000 {
+        // xorshift: enough to spread the tries.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let port = low + u16::try_from(state % u64::from(high - low)).expect("in range");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{high}")
+}
+
+/// Every record of each of `logs` in `ns`, checked to be dense from seq 1.
+pub fn scan_logs(
+    ns: &dyn varve_log::Namespace,
+    logs: &[&str],
+) -> std::collections::HashMap<String, Vec<varve_log::Record>> {
+    let mut stored = std::collections::HashMap::new();
+    for log in logs {
+        let records: Vec<varve_log::Record> =
+            ns.scan(log, varve_log::SeqRange::ALL).expect("scan").map(|r| r.expect("a record")).collect();
+        let dense = records.iter().zip(1..).all(|(record, seq)| record.seq == seq);
+        assert!(dense, "log {log} is not dense from seq 1");
+        stored.insert((*log).to_owned(), records);
+    }
+    stored
+}
+
+/// Check what is stored against what clients were acknowledged, as
+/// `(log, seq, payload)`, payloads being unique: each acknowledged record
+/// is stored at its seq, no payload is stored twice, and nothing is stored
+/// that no client was told of.
+pub fn check_acknowledged<'a>(
+    stored: &std::collections::HashMap<String, Vec<varve_log::Record>>,
+    acknowledged: impl IntoIterator<Item = (&'a str, u64, &'a [u8])>,
+) -> Result<(), String> {
+    let mut place_of: std::collections::HashMap<&[u8], (&str, u64)> = std::collections::HashMap::new();
+    for (log, records) in stored {
+        for record in records {
+            if let Some(first) = place_of.insert(&record.value, (log, record.seq)) {
+                return Err(format!("{:?} is stored twice: {first:?} and ({log}, {})", record.value, record.seq));
+            }
+        }
+    }
+    let mut count = 0;
+    for (log, seq, payload) in acknowledged {
+        count += 1;
+        let found = place_of.get(payload);
+        if found != Some(&(log, seq)) {
+            let payload = String::from_utf8_lossy(payload);
+            return Err(format!("{payload:?} was acknowledged at ({log}, {seq}) and is stored at {found:?}"));
+        }
+    }
+    if place_of.len() == count {
+        Ok(())
+    } else {
+        Err(format!("{} records are stored, {count} were acknowledged", place_of.len()))
+    }
+}
+
+/// Check that a watch of `log` passed on exactly its stored records, in order.
+pub fn check_watched(
+    log: &str,
+    watched: &[varve_log::Record],
+    stored: &std::collections::HashMap<String, Vec<varve_log::Record>>,
+) -> Result<(), String> {
+    let expected = &stored[log];
+    let seqs = |records: &[varve_log::Record]| records.iter().map(|r| r.seq).collect::<Vec<_>>();
+    if watched.len() != expected.len() || watched.iter().zip(expected).any(|(got, want)| got != want) {
+        return Err(format!(
+            "the watch of {log} passed on seqs {:?}, the log holds {:?}",
+            seqs(watched),
+            seqs(expected)
+        ));
+    }
+    Ok(())
+}
