@@ -191,6 +191,7 @@ impl Server {
                     None => serve_connection(&builder, router, stream, watcher, peer).await,
                     Some(acceptor) => match tls::handshake(acceptor, stream, handshake_timeout).await {
                         Ok(stream) => serve_connection(&builder, router, stream, watcher, peer).await,
+                        Err(error @ tls::HandshakeError::ClosedSilently) => tracing::debug!(%peer, %error),
                         Err(error) => tracing::warn!(%peer, %error, "TLS handshake failed"),
                     },
                 }

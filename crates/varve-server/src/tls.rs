@@ -108,6 +108,10 @@ pub(crate) enum HandshakeError {
     /// The client sent plain HTTP; it was told to use TLS.
     #[error("the client spoke plain HTTP to the TLS port (answered 400 tls_required)")]
     PlainHttp,
+    /// The client closed the connection without sending a byte (a TCP
+    /// health check, a port scan): no failed client, nothing to warn about.
+    #[error("the client closed the connection before its handshake")]
+    ClosedSilently,
     /// The handshake took longer than the deadline.
     #[error("the TLS handshake took longer than {0:?}")]
     TimedOut(Duration),
@@ -126,7 +130,10 @@ pub(crate) async fn handshake(
     let handshake = async move {
         let mut first = [0_u8; 1];
         let peeked = stream.peek(&mut first).await.map_err(HandshakeError::Failed)?;
-        if peeked == 1 && first[0] != TLS_HANDSHAKE_RECORD {
+        if peeked == 0 {
+            return Err(HandshakeError::ClosedSilently);
+        }
+        if first[0] != TLS_HANDSHAKE_RECORD {
             answer_plain_http(stream).await;
             return Err(HandshakeError::PlainHttp);
         }
