@@ -260,6 +260,9 @@ fn check_limits(limits: &Limits) -> Result<()> {
 /// The environment variable read for the token when `varve.open` is given
 /// none (as the CLI's `--token`).
 const TOKEN_ENV: &str = "VARVE_TOKEN";
+/// The environment variable read for `tls_ca` when `varve.open` is given
+/// none (as the CLI's `--tls-ca`).
+const TLS_CA_ENV: &str = "VARVE_TLS_CA";
 
 /// Open a store: a directory (the embedded journal, created unless
 /// read-only) or a `varve serve` on another host.
@@ -270,6 +273,12 @@ const TOKEN_ENV: &str = "VARVE_TOKEN";
 /// directory ignores the token. Opening a server checks that it answers
 /// (:class:`varve.Unavailable` if it cannot be reached); the token is
 /// checked by the first call that needs it (:class:`varve.Denied`).
+///
+/// ``varves://HOST:PORT`` is a server started with ``--tls-cert/--tls-key``
+/// (HTTPS). Its certificate must chain to a public root or to `tls_ca`, a
+/// PEM file of the CA that signed it (default: the ``VARVE_TLS_CA``
+/// environment variable); an untrusted certificate raises
+/// :class:`varve.Unavailable`.
 ///
 /// `sync`: ``"always"`` (fsync before every append returns; survives power
 /// loss), ``"group"`` (appends return at once and are fsynced within
@@ -298,6 +307,7 @@ const TOKEN_ENV: &str = "VARVE_TOKEN";
     *,
     read_only = false,
     token = None,
+    tls_ca = None,
     group_delay = 0.005,
     record_bytes_max = 16_777_216,
     batch_bytes_max = 67_108_864,
@@ -311,6 +321,7 @@ pub fn open(
     sync: &str,
     read_only: bool,
     token: Option<String>,
+    tls_ca: Option<PathBuf>,
     group_delay: f64,
     record_bytes_max: u64,
     batch_bytes_max: u64,
@@ -322,10 +333,8 @@ pub fn open(
     let sync = sync_policy(sync, group_delay)?;
     let journal = JournalOptions { sync, read_only, segment_bytes_max, limits, ..JournalOptions::default() };
     let token = token.or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()));
-    // `allow`, not `expect`: the update has an effect once `OpenOptions` grows
-    // a field, and the fields this open does not set must keep their defaults.
-    #[allow(clippy::needless_update, reason = "OpenOptions may gain fields; they keep their defaults here")]
-    let options = OpenOptions { journal, token, ..OpenOptions::default() };
+    let tls_ca = tls_ca.or_else(|| std::env::var_os(TLS_CA_ENV).filter(|p| !p.is_empty()).map(PathBuf::from));
+    let options = OpenOptions { journal, token, tls_ca };
     let (location, store) = py.detach(|| -> Result<(Location, Arc<dyn RustStore>)> {
         // A URI is text; a path that is not UTF-8 can only be a directory.
         let Some(text) = uri.to_str() else {

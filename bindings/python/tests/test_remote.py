@@ -117,12 +117,13 @@ def serve(varve_bin, tmp_path, monkeypatch):
     monkeypatch.delenv("VARVE_TOKEN", raising=False)
     servers = []
 
-    def start(*global_args, token_file=None):
+    def start(*global_args, token_file=None, serve_args=()):
         data = tmp_path / f"served-{len(servers)}"
         log_path = tmp_path / f"serve-{len(servers)}.log"
         argv = [str(varve_bin), "--data", str(data), *global_args, "serve", "--listen", "127.0.0.1:0"]
         if token_file is not None:
             argv += ["--token-file", str(token_file)]
+        argv += list(serve_args)
         with open(log_path, "wb") as log:
             process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log)
         server = Server(process, "", data)
@@ -131,7 +132,7 @@ def serve(varve_bin, tmp_path, monkeypatch):
         prefix = "varve serve: listening on "
         assert line.startswith(prefix), line
         server.uri = line[len(prefix):].split(" ", 1)[0]
-        assert server.uri.startswith("varve://127.0.0.1:"), line
+        assert server.uri.startswith(("varve://127.0.0.1:", "varves://127.0.0.1:")), line
         return server
 
     yield start
@@ -498,3 +499,33 @@ def test_the_http_guides_python_example_runs(serve, tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=WAIT_SECONDS)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "b'22.3'\n1 b'22.3'\n"
+
+
+def make_certificates(directory):
+    """A CA and a server certificate for 127.0.0.1 it signed, with openssl."""
+    run = lambda *argv: subprocess.run(argv, cwd=directory, check=True, capture_output=True)  # noqa: E731
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    run("openssl", "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=varve test CA")
+    run("openssl", "req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    (directory / "ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run(
+        "openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "server.pem", "-days", "2", "-extfile", "ext",
+    )
+    return directory / "ca.pem", directory / "server.pem", directory / "server.key"
+
+
+def test_a_server_with_tls_is_opened_as_varves_with_its_ca(serve, tmp_path, monkeypatch):
+    ca, cert, key = make_certificates(tmp_path)
+    server = serve(serve_args=("--tls-cert", str(cert), "--tls-key", str(key)))
+    assert server.uri.startswith("varves://"), server.uri
+    monkeypatch.delenv("VARVE_TLS_CA", raising=False)
+    with pytest.raises(varve.Unavailable) as untrusted:
+        varve.open(server.uri).namespace("app").log("t").append(b"x")
+    assert "not trusted" in str(untrusted.value), untrusted.value
+    with varve.open(server.uri, tls_ca=ca) as store:
+        log = store.namespace("app").log("t")
+        assert log.append(b"over TLS") == 1
+    monkeypatch.setenv("VARVE_TLS_CA", str(ca))
+    with varve.open(server.uri) as store:
+        assert store.namespace("app").log("t").get(1) == b"over TLS"

@@ -54,13 +54,19 @@ struct GlobalArgs {
     #[arg(long, global = true, value_name = "DIR", default_value = "./varve-data", env = "VARVE_DATA")]
     data: PathBuf,
     /// The store to work on: a directory or file:DIR (the embedded journal,
-    /// as --data), or varve://HOST:PORT (a `varve serve`). The log commands
-    /// work on every store; the others need an embedded one.
+    /// as --data), varve://HOST:PORT (a `varve serve`), or varves://HOST:PORT
+    /// (one started with --tls-cert). The log commands work on every store;
+    /// the others need an embedded one.
     #[arg(long, global = true, value_name = "URI", env = "VARVE_STORE")]
     store: Option<String>,
     /// The bearer token for a `varve serve` started with --token-file.
     #[arg(long, global = true, value_name = "TOKEN", env = "VARVE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A PEM file of CA certificates to trust for a varves:// store, besides
+    /// the usual public roots: the private CA that signed the server's
+    /// certificate, or that certificate itself if it is self-signed.
+    #[arg(long, global = true, value_name = "FILE", env = "VARVE_TLS_CA")]
+    tls_ca: Option<PathBuf>,
     /// The namespace to work in. Inside a runtime handler, VARVE_NAMESPACE is the default.
     #[arg(long, global = true, value_name = "NAME", default_value = "default", env = "VARVE_NAMESPACE")]
     ns: String,
@@ -155,8 +161,8 @@ enum Command {
     },
     /// Serve the namespaces of --data over HTTP (docs/http.md): every Log
     /// operation, watches as Server-Sent Events, tokens, /metrics. Clients
-    /// reach it as --store varve://HOST:PORT. SIGTERM or Ctrl-C stops it
-    /// gracefully.
+    /// reach it as --store varve://HOST:PORT, or varves://HOST:PORT with
+    /// --tls-cert. SIGTERM or Ctrl-C stops it gracefully.
     Serve(ServeArgs),
     /// Measure performance against the machine's own baselines.
     Bench {
@@ -190,6 +196,13 @@ struct ServeArgs {
     /// Allow listening on a non-loopback address without --token-file.
     #[arg(long)]
     insecure: bool,
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2) with this PEM certificate chain,
+    /// leaf first; needs --tls-key. Clients then use varves://HOST:PORT.
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// When an append is acknowledged: `always` (fsynced; concurrent appends
     /// share an fsync), `group` (fsynced within 5 ms), `never` (by the OS).
     #[arg(long, value_enum, default_value = "always")]
@@ -202,6 +215,14 @@ struct ServeArgs {
     /// one namespace each.
     #[arg(long, value_name = "APP.toml")]
     manifest: Vec<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The TLS files, when both flags are given (clap requires one with the other).
+    fn tls(&self) -> Option<varve_server::TlsFiles> {
+        let (cert, key) = self.tls_cert.clone().zip(self.tls_key.clone())?;
+        Some(varve_server::TlsFiles { cert, key })
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -544,7 +565,10 @@ fn resolve_store(global: &GlobalArgs) -> anyhow::Result<(PathBuf, Option<varve_r
         None => (global.data.clone(), None),
         Some(varve::StoreUri::Embedded(dir)) => (dir, None),
         Some(varve::StoreUri::Remote(uri)) => {
-            let options = varve_remote::RemoteOptions::from_uri(&uri, global.token.clone())?;
+            let options = varve_remote::RemoteOptions {
+                tls_ca: global.tls_ca.clone(),
+                ..varve_remote::RemoteOptions::from_uri(&uri, global.token.clone())?
+            };
             (global.data.clone(), Some(varve_remote::RemoteStore::connect(options)?))
         }
         Some(varve::StoreUri::Nats(_)) => {
@@ -567,6 +591,7 @@ fn run_serve(ctx: &commands::Context<'_>, args: &ServeArgs) -> anyhow::Result<()
             listen: args.listen,
             token_file: args.token_file.clone(),
             insecure: args.insecure,
+            tls: args.tls(),
             sync,
             connections_max: args.connections_max,
             manifests: args.manifest.clone(),

@@ -13,6 +13,9 @@
 //! - **timed out**: no answer within the timeout; like a lost answer, but
 //!   never sent again: the server is there, and slow.
 //! - **garbled**: an answer came that is not HTTP this client reads.
+//! - **rejected**: the TLS handshake failed in a way a resend cannot mend
+//!   (a certificate that is not trusted, a server without TLS); nothing
+//!   was sent (`crate::tls`).
 //!
 //! When `ureq`'s error does not say which, the failure is "answer lost":
 //! this crate never claims that nothing was done unless that is true.
@@ -22,11 +25,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 use ureq::http::{self, Method, Response};
+use ureq::tls::TlsConfig;
 use ureq::{Agent, Body, BodyReader, Timeout};
 use varve_log::{LogError, Result};
 
 use crate::errors::error_from_answer;
 use crate::lines::RECORD_BYTES_MAX;
+use crate::tls;
 use crate::uri::{Endpoint, RemoteOptions};
 
 /// Most sends of a request that is safe to resend after a connection
@@ -169,6 +174,9 @@ pub(crate) enum Failure {
     Garbled(String),
     /// The server answered with an error.
     Refused(LogError),
+    /// Nothing was sent, and a resend would fail the same way: the TLS
+    /// handshake failed for good (see `crate::tls`).
+    Rejected(String),
 }
 
 impl Failure {
@@ -215,6 +223,8 @@ pub(crate) struct StreamTimeouts {
 /// The server, as every namespace of one store talks to it.
 pub(crate) struct Client {
     agent: Agent,
+    /// The TLS settings of every agent (used only for `https://`).
+    tls: TlsConfig,
     base_url: String,
     target: String,
     authorization: Option<String>,
@@ -229,7 +239,8 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client for `options`; checks the address and the token, sends nothing.
+    /// A client for `options`; checks the address and the token, and reads
+    /// the CA file of a TLS one; sends nothing.
     pub(crate) fn new(options: RemoteOptions) -> Result<Client> {
         let endpoint = Endpoint::from_base(&options.base)?;
         if let Some(token) = &options.token {
@@ -242,8 +253,10 @@ impl Client {
         if options.timeout.is_zero() {
             return Err(LogError::InvalidArgument { reason: "the request timeout must be above zero".into() });
         }
+        let tls = if endpoint.tls() { tls::config(options.tls_ca.as_deref())? } else { TlsConfig::default() };
         Ok(Client {
-            agent: new_agent(options.timeout, None),
+            agent: new_agent(options.timeout, None, &tls),
+            tls,
             base_url: endpoint.base_url(),
             target: endpoint.target(),
             authorization: options.token.map(|token| format!("Bearer {token}")),
@@ -259,7 +272,7 @@ impl Client {
     /// A new agent of its own for a watch, whose long-lived connection can
     /// then be shut down (`Agent::shutdown`) without touching the shared pool.
     pub(crate) fn watch_agent(&self, read_timeout: Duration) -> Agent {
-        new_agent(self.timeout, Some(StreamTimeouts { answer: self.timeout, read: read_timeout }))
+        new_agent(self.timeout, Some(StreamTimeouts { answer: self.timeout, read: read_timeout }), &self.tls)
     }
 
     /// Send `call`, resending it as its effect allows, and read its answer whole.
@@ -303,6 +316,7 @@ impl Client {
         let target = self.target.clone();
         match (failure, effect) {
             (Failure::Refused(error), _) => error,
+            (Failure::Rejected(reason), _) => LogError::Unavailable { target, reason },
             (Failure::Garbled(reason), Effect::Read) => LogError::Protocol { target, reason },
             (Failure::NotSent(reason) | Failure::AnswerLost(reason) | Failure::TimedOut(reason), Effect::Read) => {
                 LogError::Unavailable { target, reason }
@@ -430,11 +444,13 @@ fn configure<S: ureq::AsSendBody>(
 }
 
 /// An agent whose requests each take at most `timeout`, or that streams
-/// with `streaming`'s timeouts. Non-2xx answers are answers, not errors, so
-/// that their JSON error bodies can be read. No proxy: `varve://` addresses
-/// are reached directly, whatever `HTTP_PROXY` says.
-fn new_agent(timeout: Duration, streaming: Option<StreamTimeouts>) -> Agent {
+/// with `streaming`'s timeouts, and that makes TLS connections with `tls`.
+/// Non-2xx answers are answers, not errors, so that their JSON error bodies
+/// can be read. No proxy: `varve://` addresses are reached directly,
+/// whatever `HTTP_PROXY` says.
+fn new_agent(timeout: Duration, streaming: Option<StreamTimeouts>, tls: &TlsConfig) -> Agent {
     let builder = Agent::config_builder()
+        .tls_config(tls.clone())
         .http_status_as_error(false)
         .proxy(None)
         .max_idle_connections(IDLE_CONNECTIONS_MAX)
@@ -454,6 +470,9 @@ fn new_agent(timeout: Duration, streaming: Option<StreamTimeouts>) -> Agent {
 /// server read the request, and so does any error this does not know.
 pub(crate) fn classify(error: ureq::Error) -> Failure {
     use std::io::ErrorKind;
+    if let Some(failure) = tls::handshake_failure(&error) {
+        return failure;
+    }
     let reason = error.to_string();
     match error {
         ureq::Error::Io(e)
@@ -477,7 +496,8 @@ pub(crate) fn classify(error: ureq::Error) -> Failure {
         | ureq::Error::InvalidProxyUrl
         | ureq::Error::ConnectProxyFailed(_)
         | ureq::Error::TlsRequired
-        | ureq::Error::Tls(_) => Failure::NotSent(reason),
+        | ureq::Error::Tls(_)
+        | ureq::Error::Rustls(_) => Failure::NotSent(reason),
         ureq::Error::Timeout(_) => Failure::TimedOut(reason),
         ureq::Error::Protocol(_) | ureq::Error::LargeResponseHeader(..) => Failure::Garbled(reason),
         _ => Failure::AnswerLost(reason),

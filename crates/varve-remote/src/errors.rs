@@ -115,6 +115,9 @@ fn typed_error(target: &str, fields: &Fields<'_>) -> Result<LogError, String> {
         "unauthorized" | "forbidden" => LogError::Denied { target: target.to_owned(), reason: f.message() },
         "no_space" => LogError::NoSpace { path: PathBuf::from(f.text("path")?), bytes: f.number("bytes")? },
         "unavailable" => LogError::Unavailable { target: target.to_owned(), reason: f.message() },
+        // Plain HTTP sent to a `varve serve --tls-cert` port: this client
+        // speaks the wrong protocol for it; the message says to use varves://.
+        "tls_required" => LogError::Protocol { target: target.to_owned(), reason: f.message() },
         // Not in the table (which answers a held writer lock with `unavailable`),
         // but a server may say it: the path is the server's.
         "locked" => LogError::Locked { path: PathBuf::from(f.text("path")?) },
@@ -287,6 +290,10 @@ mod tests {
         let e = answer(503, &json!({"error": "unavailable", "message": "the server is stopping"}));
         assert!(
             matches!(e, LogError::Unavailable { target, reason } if target == TARGET && reason == "the server is stopping")
+        );
+        let e = answer(400, &json!({"error": "tls_required", "message": "this port serves TLS: use varves://"}));
+        assert!(
+            matches!(&e, LogError::Protocol { target, reason } if target == TARGET && reason.ends_with("varves://"))
         );
     }
 

@@ -2,13 +2,15 @@
 //!
 //! [`RemoteStore`] and [`RemoteNamespace`] implement `varve_log`'s
 //! [`Store`](varve_log::Store) and [`Namespace`](varve_log::Namespace) by
-//! sending each operation to a `varve serve` over HTTP/1.1, as
-//! `docs/http.md` specifies, so a layer written against the contract works
+//! sending each operation to a `varve serve` over HTTP/1.1 (over TLS for
+//! `varves://`), as `docs/http.md` specifies, so a layer written against the contract works
 //! unchanged on a server's namespaces. The client is blocking (`ureq`), keeps
 //! one pool of keep-alive connections per store, streams scans line by line,
 //! and reads watches (Server-Sent Events) on a thread of their own that
-//! reconnects by itself. A store URI is `varve://HOST:PORT`. The Log
-//! contract is `varve_log::contract`; the wire, `docs/http.md`.
+//! reconnects by itself. A store URI is `varve://HOST:PORT`, or
+//! `varves://HOST:PORT` for a server started with `--tls-cert` (trusting
+//! Mozilla's roots and [`RemoteOptions::tls_ca`]). The Log contract is
+//! `varve_log::contract`; the wire, `docs/http.md`.
 //!
 //! ```no_run
 //! use varve_log::{LogConfig, Namespace, SeqRange, Store};
@@ -36,14 +38,16 @@
 //! "Errors"). Four variants are the network's own, each naming the store's
 //! URI as its `target`:
 //!
-//! - `Unavailable`: the server could not be reached, or said it is stopping.
-//!   Nothing was done.
+//! - `Unavailable`: the server could not be reached, said it is stopping,
+//!   or (`varves://`) its certificate is not trusted or it does not speak
+//!   TLS. Nothing was done.
 //! - `OutcomeUnknown`: a write was sent, and its answer was lost (the
 //!   connection broke, the server was killed, the timeout passed). It may or
 //!   may not have landed.
 //! - `Denied`: the token is missing, unknown, read-only, or for another namespace.
 //! - `Protocol`: the answer is not what `varve serve` sends (another program
-//!   on that port, an incompatible version, a stream cut short).
+//!   on that port, an incompatible version, a stream cut short), or the
+//!   server serves TLS and the URI says `varve://` (`tls_required`).
 //!
 //! ## What is sent again
 //!
@@ -88,6 +92,7 @@ mod namespace;
 mod scan;
 mod sse;
 mod store;
+mod tls;
 mod uri;
 mod watch;
 mod wire;

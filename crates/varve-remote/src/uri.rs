@@ -1,21 +1,24 @@
 //! Where a remote store is: [`RemoteOptions`], the `varve://HOST:PORT` store
-//! URI it is usually made from, and the [`Endpoint`] both are checked into.
+//! URI it is usually made from (`varves://HOST:PORT` for TLS, as `rediss://`
+//! and `wss://` are), and the [`Endpoint`] both are checked into.
 //!
 //! A store's URI is also the `target` that every remote error names
 //! (`LogError::Unavailable { target, .. }` and its siblings), and
 //! `varve://HOST:PORT/NAMESPACE/LOG` names one log in messages.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use varve_log::{LogError, Result};
 
-/// How to reach a `varve serve`: its address, the token to send, and how long
-/// one request may take.
+/// How to reach a `varve serve`: its address, the token to send, the
+/// certificates to trust, and how long one request may take.
 #[derive(Clone)]
 pub struct RemoteOptions {
-    /// The server's HTTP address, `http://HOST:PORT` (e.g. `http://127.0.0.1:7070`),
-    /// with or without a trailing `/`. Plain HTTP only: TLS is a proxy's job.
+    /// The server's address, `http://HOST:PORT` (e.g. `http://127.0.0.1:7070`)
+    /// or, for a server started with `--tls-cert`, `https://HOST:PORT`; with
+    /// or without a trailing `/`.
     pub base: String,
     /// Sent as `Authorization: Bearer TOKEN` on every request when set; needed
     /// when the server runs with `--token-file`.
@@ -25,31 +28,46 @@ pub struct RemoteOptions {
     /// each wait for more bytes instead. Default
     /// [`RemoteOptions::TIMEOUT_DEFAULT`].
     pub timeout: Duration,
+    /// A PEM file of CA certificates to trust for `https://`, besides
+    /// Mozilla's roots (which every TLS connection trusts): the CA that
+    /// signed the server's certificate when it is a private one, or the
+    /// certificate itself when it is self-signed. Read when the client is
+    /// made; unused for `http://`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl RemoteOptions {
     /// The default per-request timeout: 30 s.
     pub const TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
-    /// Options for the server at `base` (`http://HOST:PORT`), without a token,
-    /// with the default timeout.
+    /// Options for the server at `base` (`http://HOST:PORT` or
+    /// `https://HOST:PORT`), without a token or an extra CA, with the
+    /// default timeout.
     #[must_use]
     pub fn new(base: impl Into<String>) -> RemoteOptions {
-        RemoteOptions { base: base.into(), token: None, timeout: Self::TIMEOUT_DEFAULT }
+        RemoteOptions { base: base.into(), token: None, timeout: Self::TIMEOUT_DEFAULT, tls_ca: None }
     }
 
-    /// Options for the store URI `varve://HOST:PORT` (a trailing `/` is
-    /// allowed), with `token` and the default timeout.
+    /// Options for the store URI `varve://HOST:PORT`, or `varves://HOST:PORT`
+    /// for TLS (a trailing `/` is allowed), with `token` and the default
+    /// timeout.
     ///
     /// Any other scheme, a missing port, or a path is `InvalidArgument`
     /// saying the expected form.
     pub fn from_uri(uri: &str, token: Option<String>) -> Result<RemoteOptions> {
         let invalid = || LogError::InvalidArgument {
-            reason: format!("{uri:?} is not a store URI of the form varve://HOST:PORT (e.g. varve://127.0.0.1:7070)"),
+            reason: format!(
+                "{uri:?} is not a store URI of the form varve://HOST:PORT, or varves://HOST:PORT for TLS \
+                 (e.g. varve://127.0.0.1:7070)"
+            ),
         };
-        let rest = uri.strip_prefix(STORE_SCHEME).ok_or_else(invalid)?;
+        let (tls, rest) = match uri.strip_prefix(TLS_STORE_SCHEME) {
+            Some(rest) => (true, rest),
+            None => (false, uri.strip_prefix(STORE_SCHEME).ok_or_else(invalid)?),
+        };
         let authority = parse_authority(rest).ok_or_else(invalid)?;
-        Ok(RemoteOptions { token, ..RemoteOptions::new(format!("{HTTP_SCHEME}{authority}")) })
+        let endpoint = Endpoint { tls, authority: authority.to_owned() };
+        Ok(RemoteOptions { token, ..RemoteOptions::new(endpoint.base_url()) })
     }
 }
 
@@ -60,43 +78,60 @@ impl fmt::Debug for RemoteOptions {
             .field("base", &self.base)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
+            .field("tls_ca", &self.tls_ca)
             .finish()
     }
 }
 
 const STORE_SCHEME: &str = "varve://";
+const TLS_STORE_SCHEME: &str = "varves://";
 const HTTP_SCHEME: &str = "http://";
+const HTTPS_SCHEME: &str = "https://";
 
-/// A checked server address: `HOST:PORT`, the same for the HTTP base and
-/// the `varve://` URI.
+/// A checked server address: `HOST:PORT` and whether it is reached over
+/// TLS, the same for the HTTP base (`http://` or `https://`) and the store
+/// URI (`varve://` or `varves://`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Endpoint {
+    tls: bool,
     authority: String,
 }
 
 impl Endpoint {
-    /// Check an HTTP base, `http://HOST:PORT` with an optional trailing `/`.
+    /// Check an HTTP base, `http://HOST:PORT` or `https://HOST:PORT`, with
+    /// an optional trailing `/`.
     pub(crate) fn from_base(base: &str) -> Result<Endpoint> {
-        let invalid = || {
-            LogError::InvalidArgument {
+        let invalid = || LogError::InvalidArgument {
             reason: format!(
-                "{base:?} is not a server address of the form http://HOST:PORT (e.g. http://127.0.0.1:7070; plain HTTP only)"
+                "{base:?} is not a server address of the form http://HOST:PORT or https://HOST:PORT \
+                 (e.g. http://127.0.0.1:7070)"
             ),
-        }
         };
-        let rest = base.strip_prefix(HTTP_SCHEME).ok_or_else(invalid)?;
+        let (tls, rest) = match base.strip_prefix(HTTPS_SCHEME) {
+            Some(rest) => (true, rest),
+            None => (false, base.strip_prefix(HTTP_SCHEME).ok_or_else(invalid)?),
+        };
         let authority = parse_authority(rest).ok_or_else(invalid)?;
-        Ok(Endpoint { authority: authority.to_owned() })
+        Ok(Endpoint { tls, authority: authority.to_owned() })
     }
 
-    /// `http://HOST:PORT`, without a trailing `/`: request paths start with one.
+    /// Whether the server is reached over TLS.
+    pub(crate) fn tls(&self) -> bool {
+        self.tls
+    }
+
+    /// `http://HOST:PORT` or `https://HOST:PORT`, without a trailing `/`:
+    /// request paths start with one.
     pub(crate) fn base_url(&self) -> String {
-        format!("{HTTP_SCHEME}{}", self.authority)
+        let scheme = if self.tls { HTTPS_SCHEME } else { HTTP_SCHEME };
+        format!("{scheme}{}", self.authority)
     }
 
-    /// `varve://HOST:PORT`: the `target` of every error about this store.
+    /// `varve://HOST:PORT` or `varves://HOST:PORT`: the `target` of every
+    /// error about this store.
     pub(crate) fn target(&self) -> String {
-        format!("{STORE_SCHEME}{}", self.authority)
+        let scheme = if self.tls { TLS_STORE_SCHEME } else { STORE_SCHEME };
+        format!("{scheme}{}", self.authority)
     }
 }
 
@@ -129,6 +164,9 @@ mod tests {
         assert_eq!(options.base, "http://db.example-1.net:80");
         assert_eq!(options.token.as_deref(), Some("s3cr3t"));
         assert_eq!(RemoteOptions::from_uri("varve://[::1]:7070", None).unwrap().base, "http://[::1]:7070");
+        let options = RemoteOptions::from_uri("varves://db.example.net:7443/", None).unwrap();
+        assert_eq!(options.base, "https://db.example.net:7443");
+        assert!(options.tls_ca.is_none());
     }
 
     #[test]
@@ -147,6 +185,10 @@ mod tests {
             "varve://user@host:7070",
             "varve://[]:7070",
             "varve://[::1:7070",
+            "varves://",
+            "varves://host",
+            "varves://host:7070/ns",
+            "varvess://host:7070",
             "http://127.0.0.1:7070",
             "https://127.0.0.1:7070",
             "VARVE://host:7070",
@@ -154,7 +196,7 @@ mod tests {
         ] {
             let err = RemoteOptions::from_uri(bad, None).unwrap_err();
             let LogError::InvalidArgument { reason } = &err else { panic!("{bad:?}: {err}") };
-            assert!(reason.contains("varve://HOST:PORT"), "{bad:?}: {reason}");
+            assert!(reason.contains("varve://HOST:PORT") && reason.contains("varves://"), "{bad:?}: {reason}");
         }
     }
 
@@ -163,7 +205,12 @@ mod tests {
         let endpoint = Endpoint::from_base("http://127.0.0.1:7070/").unwrap();
         assert_eq!(endpoint.base_url(), "http://127.0.0.1:7070");
         assert_eq!(endpoint.target(), "varve://127.0.0.1:7070");
-        for bad in ["127.0.0.1:7070", "https://127.0.0.1:7070", "http://127.0.0.1", "http://h:1/v1"] {
+        assert!(!endpoint.tls());
+        let endpoint = Endpoint::from_base("https://localhost:7443").unwrap();
+        assert_eq!(endpoint.base_url(), "https://localhost:7443");
+        assert_eq!(endpoint.target(), "varves://localhost:7443");
+        assert!(endpoint.tls());
+        for bad in ["127.0.0.1:7070", "varves://127.0.0.1:7070", "http://127.0.0.1", "http://h:1/v1", "https://h"] {
             assert!(matches!(Endpoint::from_base(bad), Err(LogError::InvalidArgument { .. })), "{bad:?}");
         }
     }

@@ -2,14 +2,14 @@
 //!
 //! A server holds a data directory and is the single writer of every
 //! namespace in it; any number of clients read and append through it over
-//! HTTP/1.1 or HTTP/2 (`docs/http.md` is the API). The remote backend
-//! (`varve-remote`) is its Rust client, so every layer above the Log runs
-//! unchanged against a server.
+//! HTTP/1.1 or HTTP/2, plain or over TLS (`docs/http.md` is the API). The
+//! remote backend (`varve-remote`) is its Rust client, so every layer above
+//! the Log runs unchanged against a server.
 //!
 //! Layers, outermost first: [`listener`] (accepting connections, timeouts,
-//! graceful shutdown) → [`app`] (routes, metrics, tokens) → [`routes`] and
-//! [`stream`] (the operations) → [`namespaces`] (the open journals) →
-//! `varve_log`.
+//! graceful shutdown) and [`tls`] (HTTPS) → [`app`] (routes, metrics,
+//! tokens) → [`routes`] and [`stream`] (the operations) → [`namespaces`]
+//! (the open journals) → `varve_log`.
 //!
 //! ```no_run
 //! use varve_server::{ServeOptions, Server};
@@ -31,8 +31,10 @@ pub mod metrics;
 pub mod namespaces;
 pub mod routes;
 pub mod stream;
+pub mod tls;
 pub mod tokens;
 pub mod wire;
 
 pub use listener::{ServeError, ServeOptions, Server};
+pub use tls::TlsFiles;
 pub use tokens::{Access, Tokens};

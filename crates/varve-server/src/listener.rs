@@ -1,8 +1,9 @@
-//! Accepting connections: HTTP/1.1 and HTTP/2 on one port, a bound on open
-//! connections, a deadline for a request's head (a client that trickles
-//! its headers is cut off), and graceful shutdown: stop accepting, let
-//! in-flight requests finish (appends are never cut mid-way), end watches,
-//! then close the namespaces, which releases their writer locks.
+//! Accepting connections: HTTP/1.1 and HTTP/2 on one port, plain or over
+//! TLS (`crate::tls`), a bound on open connections, a deadline for a
+//! request's head (a client that trickles its headers is cut off) and for a
+//! TLS handshake, and graceful shutdown: stop accepting, let in-flight
+//! requests finish (appends are never cut mid-way), end watches, then close
+//! the namespaces, which releases their writer locks.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,15 +14,18 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use varve_log::{JournalOptions, LogError, SyncPolicy};
 use varve_runtime::manifest::{Builtins, Manifest};
 
 use crate::app::{self, AppState};
 use crate::metrics::Metrics;
 use crate::namespaces::Namespaces;
+use crate::tls::{self, TlsFiles};
 use crate::tokens::Tokens;
 
 /// How a server runs.
@@ -38,9 +42,12 @@ pub struct ServeOptions {
     pub tokens: Tokens,
     /// Listen on a non-loopback address without tokens.
     pub insecure: bool,
+    /// Serve HTTPS with this certificate and key; `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
     /// Most client connections open at once; more are closed as they arrive.
     pub connections_max: usize,
-    /// How long a client may take to send a request's head.
+    /// How long a client may take to send a request's head, and to complete
+    /// a TLS handshake.
     pub header_timeout: Duration,
     /// How long shutdown waits for in-flight requests before it closes them.
     pub shutdown_grace: Duration,
@@ -61,6 +68,7 @@ impl ServeOptions {
             journal: JournalOptions { sync: SyncPolicy::Always, ..JournalOptions::default() },
             tokens: Tokens::default(),
             insecure: false,
+            tls: None,
             connections_max: 10_000,
             header_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
@@ -88,6 +96,14 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// A TLS certificate or key file could not be read or used.
+    #[error("TLS: {}: {reason}", path.display())]
+    Tls {
+        /// The file at fault (the certificate when the pair does not match).
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The data directory could not be opened.
     #[error(transparent)]
     Store(#[from] LogError),
@@ -101,6 +117,7 @@ pub struct Server {
     listener: TcpListener,
     state: Arc<AppState>,
     options: ServeOptions,
+    tls: Option<TlsAcceptor>,
 }
 
 impl Server {
@@ -109,8 +126,13 @@ impl Server {
         if !options.listen.ip().is_loopback() && options.tokens.is_empty() && !options.insecure {
             return Err(ServeError::Insecure { addr: options.listen });
         }
+        // Certificates first: a bad file is reported before anything is opened.
+        let tls = options.tls.as_ref().map(tls::acceptor).transpose()?;
         let namespaces = Namespaces::new(options.data.clone(), options.journal, &options.manifests, &options.builtins)
             .map_err(|e| ServeError::Start(e.to_string()))?;
+        // Tokio (mio) sets SO_REUSEADDR: a server restarted after a crash
+        // binds its port at once, though the last one's connections linger
+        // in TIME_WAIT (crates/varve-cli/tests/serve_kill.rs relies on it).
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: options.listen, source })?;
@@ -121,9 +143,9 @@ impl Server {
             tokens: options.tokens.clone(),
             metrics: Metrics::new(),
             stopping: AtomicBool::new(false),
-            uri: format!("varve://{local}"),
+            uri: format!("{}://{local}", if tls.is_some() { "varves" } else { "varve" }),
         });
-        Ok(Server { listener, state, options })
+        Ok(Server { listener, state, options, tls })
     }
 
     /// The address the server listens on.
@@ -131,7 +153,7 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// The store URI clients use: `varve://HOST:PORT`.
+    /// The store URI clients use: `varve://HOST:PORT`, or `varves://HOST:PORT` with TLS.
     #[must_use]
     pub fn uri(&self) -> &str {
         &self.state.uri
@@ -139,11 +161,12 @@ impl Server {
 
     /// Serve until `shutdown` completes, then stop gracefully.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-        let Server { listener, state, options } = self;
+        let Server { listener, state, options, tls } = self;
         let router = app::router(Arc::clone(&state));
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout);
         builder.http2().timer(TokioTimer::new()).keep_alive_interval(Some(Duration::from_secs(30)));
+        let builder = Arc::new(builder);
         let graceful = GracefulShutdown::new();
         let open = Arc::new(AtomicUsize::new(0));
         tokio::pin!(shutdown);
@@ -166,16 +189,23 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(router.clone()))
-                .into_owned();
-            let connection = graceful.watch(connection);
-            let (open, state) = (Arc::clone(&open), Arc::clone(&state));
+            // Subscribed now, so that a shutdown that begins during a TLS
+            // handshake still reaches the connection, and waits for it.
+            let watcher = graceful.watcher();
+            let (open, state, builder, router) =
+                (Arc::clone(&open), Arc::clone(&state), Arc::clone(&builder), router.clone());
+            let tls = tls.clone();
+            let handshake_timeout = options.header_timeout;
             open.fetch_add(1, Ordering::Relaxed);
             state.metrics.open_connections.inc();
             tokio::spawn(async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%peer, %error, "connection ended with an error");
+                match tls {
+                    None => serve_connection(&builder, router, stream, watcher, peer).await,
+                    Some(acceptor) => match tls::handshake(acceptor, stream, handshake_timeout).await {
+                        Ok(stream) => serve_connection(&builder, router, stream, watcher, peer).await,
+                        Err(error @ tls::HandshakeError::ClosedSilently) => tracing::debug!(%peer, %error),
+                        Err(error) => tracing::warn!(%peer, %error, "TLS handshake failed"),
+                    },
                 }
                 open.fetch_sub(1, Ordering::Relaxed);
                 state.metrics.open_connections.dec();
@@ -191,5 +221,23 @@ impl Server {
         // here drops the server's hold, and the last one releases the lock.
         state.namespaces.close_all();
         Ok(())
+    }
+}
+
+/// Serve HTTP/1.1 or HTTP/2 (told apart by the HTTP/2 preface) on one
+/// connection until it ends, or until a graceful shutdown ends it.
+async fn serve_connection<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    router: axum::Router,
+    io: I,
+    watcher: Watcher,
+    peer: SocketAddr,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let connection =
+        builder.serve_connection_with_upgrades(TokioIo::new(io), TowerToHyperService::new(router)).into_owned();
+    if let Err(error) = watcher.watch(connection).await {
+        tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }

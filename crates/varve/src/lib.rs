@@ -6,9 +6,11 @@
 //! |---|---|
 //! | `PATH` or `file:PATH` | the embedded journal in that directory (the default, `./varve-data`) |
 //! | `varve://HOST:PORT` | a `varve serve` on another host ([`varve_remote`]) |
+//! | `varves://HOST:PORT` | the same over TLS (`varve serve --tls-cert`); [`OpenOptions::tls_ca`] adds a CA to trust |
 //! | `nats://HOST:PORT[,HOST:PORT…]` | reserved for the `NATS JetStream` backend (not built yet) |
 //!
-//! A log on a server is named `varve://HOST:PORT/NAMESPACE/LOG` ([`log_uri`]).
+//! A log on a server is named `varve://HOST:PORT/NAMESPACE/LOG` ([`log_uri`]),
+//! or `varves://…` over TLS.
 //!
 //! ```no_run
 //! let store = varve::open("varve://127.0.0.1:7070", &varve::OpenOptions::default())?;
@@ -29,7 +31,7 @@ use varve_remote::{RemoteOptions, RemoteStore};
 pub enum StoreUri {
     /// The embedded journal in this directory.
     Embedded(PathBuf),
-    /// A `varve serve`: the `varve://HOST:PORT` URI.
+    /// A `varve serve`: the `varve://HOST:PORT` URI, or `varves://HOST:PORT` over TLS.
     Remote(String),
     /// A `NATS JetStream` cluster: its `HOST:PORT` seeds.
     Nats(Vec<String>),
@@ -45,7 +47,7 @@ impl StoreUri {
             }
             return Ok(StoreUri::Embedded(PathBuf::from(path)));
         }
-        if text.starts_with("varve://") {
+        if text.starts_with("varve://") || text.starts_with("varves://") {
             // Checked here, so a bad URI fails before any connection is tried.
             RemoteOptions::from_uri(text, None)?;
             return Ok(StoreUri::Remote(text.trim_end_matches('/').to_owned()));
@@ -63,7 +65,10 @@ impl StoreUri {
         if let Some((scheme, _)) = text.split_once("://") {
             return Err(invalid(
                 text,
-                &format!("unknown scheme {scheme:?}: use a path, file:PATH, varve://HOST:PORT or nats://HOST:PORT"),
+                &format!(
+                    "unknown scheme {scheme:?}: use a path, file:PATH, varve://HOST:PORT, varves://HOST:PORT (TLS) \
+                     or nats://HOST:PORT"
+                ),
             ));
         }
         if text.is_empty() {
@@ -84,6 +89,10 @@ pub struct OpenOptions {
     pub journal: JournalOptions,
     /// The bearer token for a `varve serve` started with `--token-file`.
     pub token: Option<String>,
+    /// A PEM file of CA certificates to trust for a `varves://` server,
+    /// besides Mozilla's roots: its private CA, or its self-signed
+    /// certificate (`RemoteOptions::tls_ca`).
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Open the store `uri` names.
@@ -91,7 +100,11 @@ pub fn open(uri: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     match StoreUri::parse(uri)? {
         StoreUri::Embedded(dir) => Ok(Arc::new(JournalStore::open(dir, options.journal)?)),
         StoreUri::Remote(uri) => {
-            Ok(Arc::new(RemoteStore::connect(RemoteOptions::from_uri(&uri, options.token.clone())?)?))
+            let remote = RemoteOptions {
+                tls_ca: options.tls_ca.clone(),
+                ..RemoteOptions::from_uri(&uri, options.token.clone())?
+            };
+            Ok(Arc::new(RemoteStore::connect(remote)?))
         }
         StoreUri::Nats(_) => {
             Err(invalid(uri, "the NATS JetStream backend is not built yet; use a directory or varve://HOST:PORT"))
@@ -99,7 +112,8 @@ pub fn open(uri: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
     }
 }
 
-/// The URI that names one log of a served store: `varve://HOST:PORT/NAMESPACE/LOG`.
+/// The URI that names one log of a served store: `varve://HOST:PORT/NAMESPACE/LOG`
+/// (or `varves://…`).
 #[must_use]
 pub fn log_uri(store: &str, namespace: &str, log: &str) -> String {
     format!("{}/{namespace}/{log}", store.trim_end_matches('/'))
@@ -119,10 +133,16 @@ mod tests {
             Some(StoreUri::Remote("varve://127.0.0.1:7070".into()))
         );
         assert_eq!(
+            StoreUri::parse("varves://localhost:7443").ok(),
+            Some(StoreUri::Remote("varves://localhost:7443".into()))
+        );
+        assert_eq!(
             StoreUri::parse("nats://a:4222,b:4222").ok(),
             Some(StoreUri::Nats(vec!["a:4222".into(), "b:4222".into()]))
         );
-        for bad in ["", "file:", "varve://host", "varve://h:1/ns", "nats://a", "http://x:1", "s3://bucket"] {
+        for bad in
+            ["", "file:", "varve://host", "varve://h:1/ns", "varves://h", "nats://a", "http://x:1", "s3://bucket"]
+        {
             assert!(matches!(StoreUri::parse(bad), Err(LogError::InvalidArgument { .. })), "{bad:?}");
         }
         assert_eq!(log_uri("varve://h:1", "app", "t"), "varve://h:1/app/t");

@@ -59,6 +59,7 @@ def open(
     *,
     read_only: bool = False,
     token: Optional[str] = None,
+    tls_ca: Union[str, os.PathLike[str], None] = None,
     group_delay: float = 0.005,
     record_bytes_max: int = 16_777_216,
     batch_bytes_max: int = 67_108_864,
@@ -72,6 +73,9 @@ def open(
     ``token`` is the bearer token of a server started with ``--token-file``
     (default: the ``VARVE_TOKEN`` environment variable); a directory ignores
     it. :class:`varve.Unavailable` if the server cannot be reached.
+    ``varves://HOST:PORT`` is a server with TLS; ``tls_ca`` (default: the
+    ``VARVE_TLS_CA`` environment variable) is a PEM file of the CA that signed
+    its certificate, when that is not a public one.
 
     The limits apply to this open's appends (:class:`varve.TooLarge` over
     one): ``record_bytes_max`` bytes per record (default 16 MiB),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use varve_log::SyncPolicy;
 use varve_runtime::Manifest;
-use varve_server::{ServeOptions, Server, Tokens};
+use varve_server::{ServeOptions, Server, TlsFiles, Tokens};
 
 use super::Context;
 
@@ -19,6 +19,8 @@ pub struct ServeRequest {
     pub listen: SocketAddr,
     pub token_file: Option<PathBuf>,
     pub insecure: bool,
+    /// Serve HTTPS with these files (`--tls-cert`, `--tls-key`).
+    pub tls: Option<TlsFiles>,
     pub sync: SyncPolicy,
     pub connections_max: usize,
     /// Apps whose runtimes the server hosts.
@@ -38,6 +40,7 @@ pub fn serve(ctx: &Context<'_>, request: &ServeRequest) -> anyhow::Result<()> {
     let mut options = ServeOptions::new(request.listen, ctx.data.clone());
     options.journal = varve_log::JournalOptions { sync: request.sync, read_only: false, ..ctx.journal };
     options.insecure = request.insecure;
+    options.tls.clone_from(&request.tls);
     options.connections_max = request.connections_max;
     if let Some(path) = &request.token_file {
         options.tokens = Tokens::read(path)?;

@@ -146,11 +146,13 @@ pub fn process_is_gone(pid: u32) -> bool {
     }
 }
 
-/// A `varve serve` process on a free loopback port, killed (SIGKILL) when
-/// dropped; `uri` is the `varve://127.0.0.1:PORT` it printed.
+/// A `varve serve` process, killed (SIGKILL) when dropped; `uri` is the
+/// `varve://HOST:PORT` (or, with TLS, `varves://HOST:PORT`) it printed.
 pub struct Served {
     pub child: Child,
     pub uri: String,
+    /// What it wrote on stderr so far (its logs; echoed to the test's stderr too).
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Drop for Served {
@@ -161,9 +163,27 @@ impl Drop for Served {
 }
 
 impl Served {
-    /// `http://127.0.0.1:PORT`, for curl.
+    /// `http://HOST:PORT`, or `https://HOST:PORT` with TLS, for curl.
     pub fn http(&self) -> String {
-        self.uri.replacen("varve://", "http://", 1)
+        match self.uri.strip_prefix("varves://") {
+            Some(authority) => format!("https://{authority}"),
+            None => self.uri.replacen("varve://", "http://", 1),
+        }
+    }
+
+    /// `HOST:PORT`.
+    pub fn authority(&self) -> &str {
+        self.uri.split_once("://").map_or(self.uri.as_str(), |(_, authority)| authority)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.authority().rsplit_once(':').and_then(|(_, port)| port.parse().ok()).expect("a port in the URI")
+    }
+
+    /// Whether its stderr has shown `text` so far.
+    pub fn logged(&self, text: &str) -> bool {
+        self.log.lock().expect("log lock").contains(text)
     }
 }
 
@@ -171,29 +191,163 @@ impl Env {
     /// Start `varve --data DIR serve --listen 127.0.0.1:0 EXTRA…` and wait
     /// for the line that says where it listens.
     pub fn serve(&self, extra: &[&str]) -> Served {
+        self.try_serve_at("127.0.0.1:0", extra).unwrap_or_else(|log| panic!("varve serve did not start: {log}"))
+    }
+
+    /// Start `varve --data DIR serve --listen LISTEN EXTRA…` and wait for the
+    /// line that says where it listens; `Err` with its stderr if it exits
+    /// first (the port is taken, a flag is wrong).
+    pub fn try_serve_at(&self, listen: &str, extra: &[&str]) -> Result<Served, String> {
         use std::io::BufRead as _;
-        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        let mut args = vec!["serve", "--listen", listen];
         args.extend_from_slice(extra);
         let mut child = self
             .command(&args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start varve serve");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (log_for_thread, (done_tx, done_rx)) = (std::sync::Arc::clone(&log), std::sync::mpsc::channel());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("varve serve: {line}");
+                let mut log = log_for_thread.lock().expect("log lock");
+                log.push_str(&line);
+                log.push('\n');
+            }
+            let _ = done_tx.send(());
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
             let _ = std::io::BufReader::new(stdout).read_line(&mut line);
             let _ = tx.send(line);
         });
-        let line = rx.recv_timeout(WAIT).expect("varve serve printed where it listens");
-        let uri = line
-            .split_whitespace()
-            .find(|word| word.starts_with("varve://"))
-            .unwrap_or_else(|| panic!("no URI in {line:?}"))
-            .to_owned();
-        Served { child, uri }
+        let line = rx.recv_timeout(WAIT).expect("varve serve printed where it listens, or exited");
+        let Some(uri) =
+            line.split_whitespace().find(|word| word.starts_with("varve://") || word.starts_with("varves://"))
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            // Its stderr ends with it: wait for the last of it.
+            let _ = done_rx.recv_timeout(WAIT);
+            let log = log.lock().expect("log lock").clone();
+            return Err(format!("no URI in {line:?}; stderr: {log}"));
+        };
+        Ok(Served { child, uri: uri.to_owned(), log })
     }
+}
+
+/// Whether a plain `varve serve` at `authority` (`HOST:PORT`) answers
+/// `GET /healthz` with 200 within a second or two.
+pub fn healthz_ok(authority: &str) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(addr) = authority.parse::<std::net::SocketAddr>() else { return false };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    answer.starts_with(b"HTTP/1.1 200")
+}
+
+/// A loopback port to listen on again and again across restarts: below the
+/// range the kernel hands out to outgoing connections, so that no client
+/// socket takes it while the server is down (nor connects to itself on it,
+/// which TCP allows when source and destination port are equal), and free
+/// when chosen. Randomized apart from any test seed, so that concurrent runs
+/// do not collide.
+pub fn fixed_loopback_port() -> u16 {
+    let ephemeral_first: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000_u16, ephemeral_first.max(10_001));
+    let mut state = u64::from(std::process::id())
+        ^ u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos());
+    for _ in 0..1000 {
+        // xorshift: enough to spread the tries.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let port = low + u16::try_from(state % u64::from(high - low)).expect("in range");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{high}")
+}
+
+/// Every record of each of `logs` in `ns`, checked to be dense from seq 1.
+pub fn scan_logs(
+    ns: &dyn varve_log::Namespace,
+    logs: &[&str],
+) -> std::collections::HashMap<String, Vec<varve_log::Record>> {
+    let mut stored = std::collections::HashMap::new();
+    for log in logs {
+        let records: Vec<varve_log::Record> =
+            ns.scan(log, varve_log::SeqRange::ALL).expect("scan").map(|r| r.expect("a record")).collect();
+        let dense = records.iter().zip(1..).all(|(record, seq)| record.seq == seq);
+        assert!(dense, "log {log} is not dense from seq 1");
+        stored.insert((*log).to_owned(), records);
+    }
+    stored
+}
+
+/// Check what is stored against what clients were acknowledged, as
+/// `(log, seq, payload)`, payloads being unique: each acknowledged record
+/// is stored at its seq, no payload is stored twice, and nothing is stored
+/// that no client was told of.
+pub fn check_acknowledged<'a>(
+    stored: &std::collections::HashMap<String, Vec<varve_log::Record>>,
+    acknowledged: impl IntoIterator<Item = (&'a str, u64, &'a [u8])>,
+) -> Result<(), String> {
+    let mut place_of: std::collections::HashMap<&[u8], (&str, u64)> = std::collections::HashMap::new();
+    for (log, records) in stored {
+        for record in records {
+            if let Some(first) = place_of.insert(&record.value, (log, record.seq)) {
+                return Err(format!("{:?} is stored twice: {first:?} and ({log}, {})", record.value, record.seq));
+            }
+        }
+    }
+    let mut count = 0;
+    for (log, seq, payload) in acknowledged {
+        count += 1;
+        let found = place_of.get(payload);
+        if found != Some(&(log, seq)) {
+            let payload = String::from_utf8_lossy(payload);
+            return Err(format!("{payload:?} was acknowledged at ({log}, {seq}) and is stored at {found:?}"));
+        }
+    }
+    if place_of.len() == count {
+        Ok(())
+    } else {
+        Err(format!("{} records are stored, {count} were acknowledged", place_of.len()))
+    }
+}
+
+/// Check that a watch of `log` passed on exactly its stored records, in order.
+pub fn check_watched(
+    log: &str,
+    watched: &[varve_log::Record],
+    stored: &std::collections::HashMap<String, Vec<varve_log::Record>>,
+) -> Result<(), String> {
+    let expected = &stored[log];
+    let seqs = |records: &[varve_log::Record]| records.iter().map(|r| r.seq).collect::<Vec<_>>();
+    if watched.len() != expected.len() || watched.iter().zip(expected).any(|(got, want)| got != want) {
+        return Err(format!(
+            "the watch of {log} passed on seqs {:?}, the log holds {:?}",
+            seqs(watched),
+            seqs(expected)
+        ));
+    }
+    Ok(())
 }
