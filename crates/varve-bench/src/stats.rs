@@ -1,5 +1,5 @@
 //! The statistics every benchmark here reports: medians across trials,
-//! percentiles of latency samples, rates.
+//! percentiles of latency samples, rates, and the load the machine was under.
 
 use std::time::Duration;
 
@@ -59,6 +59,16 @@ pub fn rate(count: u64, elapsed: Duration) -> f64 {
 #[must_use]
 pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The machine's load average over 1, 5 and 15 minutes (`/proc/loadavg`),
+/// reported beside figures taken on a shared machine; `None` where it
+/// cannot be read.
+#[must_use]
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
 }
 
 #[cfg(test)]
