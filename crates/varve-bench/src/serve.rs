@@ -24,7 +24,8 @@
 //! `Group(5 ms)`; `--sync always` (acknowledged once fsynced; concurrent
 //! appends share an fsync) beside `sync_interval: always` and `Always`.
 //! Records are 100 bytes. Every append figure starts from an empty log
-//! (a new log, a new embedded namespace, a purged stream).
+//! (a new log in the server's and in the embedded namespace, each of
+//! which grows through the run; a purged stream).
 //!
 //! A figure is the median of the trials; within a trial the three systems
 //! run one after another, in an order that rotates from trial to trial, so
@@ -67,7 +68,8 @@ pub struct ServeBenchOptions {
     pub nats_server: Option<PathBuf>,
     /// Short runs and one trial: a smoke run of seconds, not figures to publish.
     pub quick: bool,
-    /// Run only one part: `append`, `get` or `watch`.
+    /// Run only one part: `append` (both shapes), `append-single`,
+    /// `append-batch`, `get` or `watch`.
     pub only: Option<String>,
 }
 
@@ -210,9 +212,10 @@ enum System {
 /// What a run holds open for one durability: the servers and a counter
 /// that names each measurement's fresh log.
 struct Systems<'a> {
-    durability: Durability,
-    base: &'a Path,
     served: VarveServer,
+    /// The embedded journal, one namespace for the whole durability as the
+    /// server has, so both append to a new log in a namespace that grows.
+    embedded: Arc<dyn Namespace>,
     jetstream: Option<JetStream<'a>>,
     /// Kept alive while `jetstream` publishes to it.
     _nats: Option<NatsServer>,
@@ -237,14 +240,11 @@ impl Systems<'_> {
                 })
             }
             System::Embedded => {
-                let dir = fresh_dir(self.base, "embedded")?;
-                let options = JournalOptions { sync: self.durability.policy(), ..JournalOptions::default() };
-                let ns: Arc<dyn Namespace> = Arc::new(JournalNamespace::open(&dir, NAMESPACE, options)?);
-                ns.create_log("a", LogConfig::unbounded())?;
-                let rate = append_rate(clients, batch, budget, "a", &|_| Ok(Arc::clone(&ns)))?;
-                drop(ns);
-                std::fs::remove_dir_all(&dir).ok();
-                Ok(rate)
+                self.logs_made += 1;
+                let log = format!("a{}", self.logs_made);
+                self.embedded.create_log(&log, LogConfig::unbounded())?;
+                let ns = &self.embedded;
+                append_rate(clients, batch, budget, &log, &|_| Ok(Arc::clone(ns)))
             }
             System::JetStream => match &self.jetstream {
                 Some(jetstream) => jetstream.publish_rate(clients, batch, budget),
@@ -289,11 +289,17 @@ pub fn run(options: &ServeBenchOptions) -> Result<ServeReport> {
         None => None,
     };
     let wanted = |part: &str| options.only.as_deref().is_none_or(|only| only == part);
+    let shapes: Vec<usize> = match options.only.as_deref() {
+        None | Some("append") => vec![1, BATCH_RECORDS],
+        Some("append-single") => vec![1],
+        Some("append-batch") => vec![BATCH_RECORDS],
+        Some(_) => Vec::new(),
+    };
     let mut rows = Vec::new();
-    if wanted("append") {
+    if !shapes.is_empty() {
         for durability in [Durability::Group, Durability::Always] {
             let nats = options.nats_server.as_deref().zip(runtime.as_ref());
-            append_rows(options, &base, &sizes, durability, nats, &mut rows)?;
+            append_rows(options, &base, &sizes, durability, nats, &shapes, &mut rows)?;
         }
     }
     if wanted("get") {
@@ -328,6 +334,7 @@ fn append_rows<'a>(
     sizes: &Sizes,
     durability: Durability,
     nats: Option<(&Path, &'a tokio::runtime::Runtime)>,
+    shapes: &[usize],
     rows: &mut Vec<Row>,
 ) -> Result<()> {
     let served = start_served(options, base, durability)?;
@@ -341,13 +348,16 @@ fn append_rows<'a>(
         }
         None => (None, None),
     };
-    let mut systems = Systems { durability, base, served, jetstream, _nats: nats_process, logs_made: 0 };
+    let embedded_dir = fresh_dir(base, &format!("embedded-{}", durability.flag()))?;
+    let embedded_options = JournalOptions { sync: durability.policy(), ..JournalOptions::default() };
+    let embedded = Arc::new(JournalNamespace::open(&embedded_dir, NAMESPACE, embedded_options)?);
+    let mut systems = Systems { served, embedded, jetstream, _nats: nats_process, logs_made: 0 };
     let systems_measured: Vec<System> = if systems.jetstream.is_some() {
         vec![System::Served, System::Embedded, System::JetStream]
     } else {
         vec![System::Served, System::Embedded]
     };
-    for batch in [1, BATCH_RECORDS] {
+    for &batch in shapes {
         for clients in CLIENTS {
             let mut figures: [Vec<f64>; 3] = Default::default();
             for trial in 0..sizes.trials {
@@ -383,9 +393,11 @@ fn append_rows<'a>(
             rows.push(row);
         }
     }
-    if durability == Durability::Group {
+    if durability == Durability::Group && shapes.contains(&1) {
         rows.push(identified_row(&mut systems, sizes)?);
     }
+    drop(systems);
+    std::fs::remove_dir_all(&embedded_dir).ok();
     Ok(())
 }
 

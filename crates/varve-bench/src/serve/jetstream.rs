@@ -31,6 +31,11 @@ const SUBJECT: &str = "bench";
 /// Longest wait for JetStream to answer its first API request after the
 /// server starts listening (it may still be recovering its store).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for an ack. With `sync_interval: always` the server fsyncs
+/// each message in turn, so 64 clients × 100 pipelined publishes take
+/// seconds to acknowledge: the client's default (5 s) is too short for
+/// that queue, and an ack that times out would end the benchmark.
+const ACK_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn failed(what: &str, error: impl std::fmt::Display) -> BenchError {
     BenchError::External(format!("JetStream: {what}: {error}"))
@@ -85,7 +90,9 @@ impl<'a> JetStream<'a> {
             for _ in 0..clients {
                 let (barrier, value, addr) = (Arc::clone(&barrier), value.clone(), self.addr.clone());
                 tasks.push(tokio::spawn(async move {
-                    let context = async_nats::connect(addr).await.map(jetstream::new);
+                    let context = async_nats::connect(addr)
+                        .await
+                        .map(|client| jetstream::ContextBuilder::new().timeout(ACK_TIMEOUT).build(client));
                     // Every task reaches the barrier, failed or not, so none waits forever.
                     barrier.wait().await;
                     let context = context.map_err(|e| failed("connecting", e))?;
