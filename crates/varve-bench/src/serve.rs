@@ -44,11 +44,13 @@ use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, Store, S
 use varve_remote::{RemoteOptions, RemoteStore};
 
 use self::jetstream::JetStream;
-use self::measure::{append_rate, fill, get_latency, payload, threaded_rate, watch_latency, FanOut, BATCH_RECORDS};
+use self::measure::{
+    append_rate, fill, get_latency, payload, threaded_rate, watch_latency, FanOut, Throughput, BATCH_RECORDS,
+};
 use self::processes::{nats_server_version, NatsServer, VarveServer};
-use crate::stats::{load_average, median, median_each};
+use crate::stats::{load_average, median, median_each, process_cpu};
 use crate::table::{ratio_cell, Align, Table};
-use crate::{fresh_dir, IoContext, Result};
+use crate::{fresh_dir, BenchError, IoContext, Result};
 
 /// The namespace every figure uses, on every system.
 const NAMESPACE: &str = "bench";
@@ -163,6 +165,13 @@ pub struct Row {
     /// JetStream's figure at the same durability, same run; `None` where
     /// there is none or no `nats-server` was given.
     pub jetstream: Option<f64>,
+    /// CPU time of the `varve serve` process per record (µs; user +
+    /// system, all threads), the median of the trials: how much of the
+    /// machine the server itself needs, which a busy machine disturbs less
+    /// than wall time. `None` where not measured.
+    pub serve_cpu_us: Option<f64>,
+    /// The same for the `nats-server` process.
+    pub jetstream_cpu_us: Option<f64>,
     /// For rates higher is better; for latencies lower is better.
     pub higher_is_better: bool,
     /// The goals this figure is held to (none for reference figures).
@@ -171,7 +180,18 @@ pub struct Row {
 
 impl Row {
     fn new(key: String, what: String, unit: &'static str, serve: f64, higher_is_better: bool) -> Row {
-        Row { key, what, unit, serve, embedded: None, jetstream: None, higher_is_better, goals: Vec::new() }
+        Row {
+            key,
+            what,
+            unit,
+            serve,
+            embedded: None,
+            jetstream: None,
+            serve_cpu_us: None,
+            jetstream_cpu_us: None,
+            higher_is_better,
+            goals: Vec::new(),
+        }
     }
 
     fn goal(mut self, text: &str, met: bool) -> Row {
@@ -217,8 +237,8 @@ struct Systems<'a> {
     /// server has, so both append to a new log in a namespace that grows.
     embedded: Arc<dyn Namespace>,
     jetstream: Option<JetStream<'a>>,
-    /// Kept alive while `jetstream` publishes to it.
-    _nats: Option<NatsServer>,
+    /// The server `jetstream` publishes to.
+    nats: Option<NatsServer>,
     logs_made: usize,
 }
 
@@ -227,8 +247,30 @@ impl Systems<'_> {
         Ok(RemoteStore::connect(RemoteOptions::from_uri(&self.served.uri, None)?)?)
     }
 
-    /// Appends/s of `clients` clients, `batch` records per request, on `system`.
-    fn append_rate(&mut self, system: System, clients: usize, batch: usize, budget: Duration) -> Result<f64> {
+    /// Appends/s of `clients` clients, `batch` records per request, on
+    /// `system`, and the CPU time its server process took per record (µs)
+    /// where there is one.
+    fn append_rate(
+        &mut self,
+        system: System,
+        clients: usize,
+        batch: usize,
+        budget: Duration,
+    ) -> Result<(f64, Option<f64>)> {
+        let pid = match system {
+            System::Served => Some(self.served.pid()),
+            System::JetStream => self.nats.as_ref().map(NatsServer::pid),
+            System::Embedded => None,
+        };
+        let cpu_before = pid.and_then(process_cpu);
+        let done = self.throughput(system, clients, batch, budget)?;
+        let cpu = cpu_before.zip(pid.and_then(process_cpu)).map(|(before, after)| after.saturating_sub(before));
+        #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+        let cpu_us = cpu.map(|cpu| cpu.as_secs_f64() * 1e6 / done.records.max(1) as f64);
+        Ok((done.rate(), cpu_us))
+    }
+
+    fn throughput(&mut self, system: System, clients: usize, batch: usize, budget: Duration) -> Result<Throughput> {
         match system {
             System::Served => {
                 self.logs_made += 1;
@@ -248,7 +290,7 @@ impl Systems<'_> {
             }
             System::JetStream => match &self.jetstream {
                 Some(jetstream) => jetstream.publish_rate(clients, batch, budget),
-                None => Ok(f64::NAN),
+                None => Err(BenchError::Check("JetStream measured without a nats-server".into())),
             },
         }
     }
@@ -351,7 +393,7 @@ fn append_rows<'a>(
     let embedded_dir = fresh_dir(base, &format!("embedded-{}", durability.flag()))?;
     let embedded_options = JournalOptions { sync: durability.policy(), ..JournalOptions::default() };
     let embedded = Arc::new(JournalNamespace::open(&embedded_dir, NAMESPACE, embedded_options)?);
-    let mut systems = Systems { served, embedded, jetstream, _nats: nats_process, logs_made: 0 };
+    let mut systems = Systems { served, embedded, jetstream, nats: nats_process, logs_made: 0 };
     let systems_measured: Vec<System> = if systems.jetstream.is_some() {
         vec![System::Served, System::Embedded, System::JetStream]
     } else {
@@ -360,15 +402,21 @@ fn append_rows<'a>(
     for &batch in shapes {
         for clients in CLIENTS {
             let mut figures: [Vec<f64>; 3] = Default::default();
+            let mut cpu: [Vec<f64>; 3] = Default::default();
             for trial in 0..sizes.trials {
                 // Rotate which system goes first, so none always runs on a warmer (or busier) machine.
                 for k in 0..systems_measured.len() {
                     let system = systems_measured[(trial + k) % systems_measured.len()];
-                    let rate = systems.append_rate(system, clients, batch, sizes.append_budget)?;
+                    let (rate, cpu_us) = systems.append_rate(system, clients, batch, sizes.append_budget)?;
                     figures[system as usize].push(rate);
+                    cpu[system as usize].extend(cpu_us);
                 }
             }
             let [served, embedded, jetstream] = figures.map(median);
+            let cpu_of = |system: System| {
+                let samples = &cpu[system as usize];
+                (!samples.is_empty()).then(|| median(samples.clone()))
+            };
             let shape = if batch == 1 { "1 record/request".to_owned() } else { format!("{batch} records/request") };
             eprintln!(
                 "  append, {clients:>2} client(s), {shape:<19} --sync {:<6}: served {served:>9.0}/s  embedded {embedded:>9.0}/s  JetStream {}",
@@ -383,8 +431,10 @@ fn append_rows<'a>(
                 true,
             );
             row.embedded = Some(embedded);
+            row.serve_cpu_us = cpu_of(System::Served);
             if systems.jetstream.is_some() {
                 row.jetstream = Some(jetstream);
+                row.jetstream_cpu_us = cpu_of(System::JetStream);
                 row = row.goal("≥ 1.5× JetStream", served >= 1.5 * jetstream);
             }
             if clients == 16 && batch > 1 && durability == Durability::Group {
@@ -419,7 +469,7 @@ fn identified_row(systems: &mut Systems<'_>, sizes: &Sizes) -> Result<Row> {
     let uri = &systems.served.uri;
     let mut rates = Vec::new();
     for trial in 0..sizes.trials {
-        rates.push(threaded_rate(
+        let done = threaded_rate(
             CLIENTS,
             sizes.append_budget,
             &|index| {
@@ -430,7 +480,8 @@ fn identified_row(systems: &mut Systems<'_>, sizes: &Sizes) -> Result<Row> {
                 ns.append_batch_once(&[(log.as_str(), &value[..])], &id)?;
                 Ok(1)
             },
-        )?);
+        )?;
+        rates.push(done.rate());
     }
     let rate = median(rates);
     eprintln!("  identified append (Varve-Request-Id), {CLIENTS} clients, 1 record/request, --sync group: {rate:.0}/s");
@@ -453,10 +504,15 @@ fn get_rows(options: &ServeBenchOptions, base: &Path, sizes: &Sizes, rows: &mut 
         ns.create_log("g", LogConfig::unbounded())?;
         fill(ns, "g", sizes.get_records)?;
     }
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
     for trial in 0..sizes.trials {
         let seed = trial as u64;
+        let cpu_before = process_cpu(served.pid());
         ours.push(get_latency(remote.as_ref(), "g", sizes.get_records, sizes.get_samples, sizes.get_warmup, seed)?);
+        if let (Some(before), Some(after)) = (cpu_before, process_cpu(served.pid())) {
+            #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+            cpu.push(after.saturating_sub(before).as_secs_f64() * 1e6 / (sizes.get_samples + sizes.get_warmup) as f64);
+        }
         theirs.push(get_latency(&embedded, "g", sizes.get_records, sizes.get_samples, sizes.get_warmup, seed)?);
     }
     let (ours, theirs) = (median_each(&ours), median_each(&theirs));
@@ -480,6 +536,7 @@ fn get_rows(options: &ServeBenchOptions, base: &Path, sizes: &Sizes, rows: &mut 
             false,
         );
         row.embedded = Some(theirs[index] / 1e3);
+        row.serve_cpu_us = (!cpu.is_empty()).then(|| median(cpu.clone()));
         if index == 0 {
             row = row.goal("p50 ≤ 100 µs", ours[0] <= 100e3);
         }
@@ -561,6 +618,7 @@ impl ServeReport {
             ("served / embedded", Align::Right),
             ("JetStream", Align::Right),
             ("served / JetStream", Align::Right),
+            ("server CPU per record: varve / nats", Align::Right),
             ("goals", Align::Left),
         ]);
         for row in &self.rows {
@@ -577,6 +635,11 @@ impl ServeReport {
                 .iter()
                 .map(|goal| format!("{}: {}", goal.text, if goal.met { "met" } else { "**missed**" }))
                 .collect();
+            let cpu = |us: Option<f64>| us.map_or_else(|| "—".to_owned(), |us| format!("{us:.2} µs"));
+            let cpu = match (row.serve_cpu_us, row.jetstream_cpu_us) {
+                (None, None) => "—".to_owned(),
+                (ours, theirs) => format!("{} / {}", cpu(ours), cpu(theirs)),
+            };
             table.row(vec![
                 row.what.clone(),
                 number(row.serve, row.unit),
@@ -584,6 +647,7 @@ impl ServeReport {
                 embedded_ratio,
                 jetstream,
                 jetstream_ratio,
+                cpu,
                 goals.join("; "),
             ]);
         }

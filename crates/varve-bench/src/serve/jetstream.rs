@@ -21,8 +21,7 @@ use bytes::Bytes;
 use tokio::runtime::Runtime;
 use tokio::sync::Barrier;
 
-use super::measure::payload;
-use crate::stats::rate;
+use super::measure::{payload, Throughput};
 use crate::{BenchError, Result};
 
 /// The stream, and the one subject its messages are published on.
@@ -77,11 +76,11 @@ impl<'a> JetStream<'a> {
         Ok(JetStream { runtime, addr: addr.to_owned(), stream })
     }
 
-    /// Records (acknowledged publishes) per second by `clients` clients,
+    /// Records (acknowledged publishes) by `clients` clients,
     /// each with a connection of its own, for about `budget`: one publish
     /// at a time when `batch` is 1, else `batch` pipelined. The stream is
     /// purged first, so every measurement starts from an empty one.
-    pub(super) fn publish_rate(&self, clients: usize, batch: usize, budget: Duration) -> Result<f64> {
+    pub(super) fn publish_rate(&self, clients: usize, batch: usize, budget: Duration) -> Result<Throughput> {
         self.runtime.block_on(async {
             self.stream.purge().await.map_err(|e| failed("purging the stream", e))?;
             let barrier = Arc::new(Barrier::new(clients + 1));
@@ -119,7 +118,7 @@ impl<'a> JetStream<'a> {
             for task in tasks {
                 total += task.await.map_err(|e| failed("a client task", e))??;
             }
-            Ok(rate(total, started.elapsed()))
+            Ok(Throughput { records: total, elapsed: started.elapsed() })
         })
     }
 }

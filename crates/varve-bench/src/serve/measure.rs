@@ -33,19 +33,35 @@ fn check_failed(what: impl Into<String>) -> BenchError {
     BenchError::Check(what.into())
 }
 
-/// Records per second done by `clients` threads for about `budget`.
+/// What a run of concurrent clients did.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Throughput {
+    /// Records done.
+    pub(super) records: u64,
+    /// From the start to the last client's end.
+    pub(super) elapsed: Duration,
+}
+
+impl Throughput {
+    /// Records per second.
+    pub(super) fn rate(self) -> f64 {
+        rate(self.records, self.elapsed)
+    }
+}
+
+/// Records done by `clients` threads for about `budget`.
 ///
 /// Each thread first runs `setup(index)` (connecting, say); then all start
 /// together and call `op(state, n)` (`n` counts its calls from 0), which
-/// returns how many records it did, until `budget` has passed. The rate is
-/// all records over the time from the start to the last thread's end, so
-/// the last operations in flight are counted with the time they took.
+/// returns how many records it did, until `budget` has passed. The time
+/// runs from the start to the last thread's end, so the last operations in
+/// flight are counted with the time they took.
 pub(super) fn threaded_rate<C>(
     clients: usize,
     budget: Duration,
     setup: &(dyn Fn(usize) -> Result<C> + Sync),
     op: &(dyn Fn(&mut C, u64) -> Result<u64> + Sync),
-) -> Result<f64> {
+) -> Result<Throughput> {
     let barrier = Barrier::new(clients + 1);
     let (total, elapsed) = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..clients)
@@ -77,10 +93,10 @@ pub(super) fn threaded_rate<C>(
         }
         Ok((total, started.elapsed()))
     })?;
-    Ok(rate(total, elapsed))
+    Ok(Throughput { records: total, elapsed })
 }
 
-/// Appends/s to `log` by `clients` threads, each appending through the
+/// Appends to `log` by `clients` threads, each appending through the
 /// namespace `connect(index)` gives it: one record per call when `batch`
 /// is 1, else `append_batch` of `batch` records.
 pub(super) fn append_rate(
@@ -89,7 +105,7 @@ pub(super) fn append_rate(
     budget: Duration,
     log: &str,
     connect: &(dyn Fn(usize) -> Result<Arc<dyn Namespace>> + Sync),
-) -> Result<f64> {
+) -> Result<Throughput> {
     let value = payload(0);
     let records: Vec<(&str, &[u8])> = vec![(log, &value[..]); batch];
     threaded_rate(clients, budget, connect, &|ns, _| {

@@ -137,6 +137,13 @@ impl NatsServer {
     }
 }
 
+impl NatsServer {
+    /// The server's process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for NatsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
