@@ -44,9 +44,7 @@ use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, Store, S
 use varve_remote::{RemoteOptions, RemoteStore};
 
 use self::jetstream::JetStream;
-use self::measure::{
-    append_rate, fill, get_latency, payload, threaded_rate, watch_latency, FanOut, Throughput, BATCH_RECORDS,
-};
+use self::measure::{append_rate, fill, get_latency, payload, threaded_rate, watch_latency, FanOut, BATCH_RECORDS};
 use self::processes::{nats_server_version, NatsServer, VarveServer};
 use crate::stats::{load_average, median, median_each, process_cpu};
 use crate::table::{ratio_cell, Align, Table};
@@ -229,24 +227,31 @@ enum System {
     JetStream,
 }
 
-/// What a run holds open for one durability: the servers and a counter
-/// that names each measurement's fresh log.
+/// What the append figures of one durability run on. Every measurement
+/// starts from an empty store that is deleted after it — a new `varve
+/// serve` with an empty data directory, a new embedded namespace, a purged
+/// stream — so each starts alike, and the scratch disk holds one
+/// measurement's records at a time (a 2 s run of 64 embedded clients
+/// writes about a gigabyte).
 struct Systems<'a> {
-    served: VarveServer,
-    /// The embedded journal, one namespace for the whole durability as the
-    /// server has, so both append to a new log in a namespace that grows.
-    embedded: Arc<dyn Namespace>,
+    program: &'a Path,
+    base: &'a Path,
+    durability: Durability,
     jetstream: Option<JetStream<'a>>,
     /// The server `jetstream` publishes to.
     nats: Option<NatsServer>,
-    logs_made: usize,
+}
+
+/// CPU time a process takes during `work`; `None` without a process or when
+/// `/proc` cannot be read.
+fn with_cpu<T>(pid: Option<u32>, work: impl FnOnce() -> Result<T>) -> Result<(T, Option<Duration>)> {
+    let before = pid.and_then(process_cpu);
+    let done = work()?;
+    let cpu = before.zip(pid.and_then(process_cpu)).map(|(before, after)| after.saturating_sub(before));
+    Ok((done, cpu))
 }
 
 impl Systems<'_> {
-    fn remote(&self) -> Result<RemoteStore> {
-        Ok(RemoteStore::connect(RemoteOptions::from_uri(&self.served.uri, None)?)?)
-    }
-
     /// Appends/s of `clients` clients, `batch` records per request, on
     /// `system`, and the CPU time its server process took per record (µs)
     /// where there is one.
@@ -257,42 +262,42 @@ impl Systems<'_> {
         batch: usize,
         budget: Duration,
     ) -> Result<(f64, Option<f64>)> {
-        let pid = match system {
-            System::Served => Some(self.served.pid()),
-            System::JetStream => self.nats.as_ref().map(NatsServer::pid),
-            System::Embedded => None,
+        let (done, cpu) = match system {
+            System::Served => {
+                let dir = fresh_dir(self.base, "served")?;
+                let served = VarveServer::start(self.program, &dir, self.durability.flag())?;
+                let uri = &served.uri;
+                let store = RemoteStore::connect(RemoteOptions::from_uri(uri, None)?)?;
+                store.namespace(NAMESPACE)?.create_log("a", LogConfig::unbounded())?;
+                let measured = with_cpu(Some(served.pid()), || {
+                    append_rate(clients, batch, budget, "a", &|_| {
+                        Ok(RemoteStore::connect(RemoteOptions::from_uri(uri, None)?)?.namespace(NAMESPACE)?)
+                    })
+                })?;
+                drop(served);
+                std::fs::remove_dir_all(&dir).ok();
+                measured
+            }
+            System::Embedded => {
+                let dir = fresh_dir(self.base, "embedded")?;
+                let options = JournalOptions { sync: self.durability.policy(), ..JournalOptions::default() };
+                let ns: Arc<dyn Namespace> = Arc::new(JournalNamespace::open(&dir, NAMESPACE, options)?);
+                ns.create_log("a", LogConfig::unbounded())?;
+                let done = append_rate(clients, batch, budget, "a", &|_| Ok(Arc::clone(&ns)))?;
+                drop(ns);
+                std::fs::remove_dir_all(&dir).ok();
+                (done, None)
+            }
+            System::JetStream => match &self.jetstream {
+                Some(jetstream) => with_cpu(self.nats.as_ref().map(NatsServer::pid), || {
+                    jetstream.publish_rate(clients, batch, budget)
+                })?,
+                None => return Err(BenchError::Check("JetStream measured without a nats-server".into())),
+            },
         };
-        let cpu_before = pid.and_then(process_cpu);
-        let done = self.throughput(system, clients, batch, budget)?;
-        let cpu = cpu_before.zip(pid.and_then(process_cpu)).map(|(before, after)| after.saturating_sub(before));
         #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
         let cpu_us = cpu.map(|cpu| cpu.as_secs_f64() * 1e6 / done.records.max(1) as f64);
         Ok((done.rate(), cpu_us))
-    }
-
-    fn throughput(&mut self, system: System, clients: usize, batch: usize, budget: Duration) -> Result<Throughput> {
-        match system {
-            System::Served => {
-                self.logs_made += 1;
-                let log = format!("a{}", self.logs_made);
-                self.remote()?.namespace(NAMESPACE)?.create_log(&log, LogConfig::unbounded())?;
-                let uri = &self.served.uri;
-                append_rate(clients, batch, budget, &log, &|_| {
-                    Ok(RemoteStore::connect(RemoteOptions::from_uri(uri, None)?)?.namespace(NAMESPACE)?)
-                })
-            }
-            System::Embedded => {
-                self.logs_made += 1;
-                let log = format!("a{}", self.logs_made);
-                self.embedded.create_log(&log, LogConfig::unbounded())?;
-                let ns = &self.embedded;
-                append_rate(clients, batch, budget, &log, &|_| Ok(Arc::clone(ns)))
-            }
-            System::JetStream => match &self.jetstream {
-                Some(jetstream) => jetstream.publish_rate(clients, batch, budget),
-                None => Err(BenchError::Check("JetStream measured without a nats-server".into())),
-            },
-        }
     }
 }
 
@@ -338,19 +343,24 @@ pub fn run(options: &ServeBenchOptions) -> Result<ServeReport> {
         Some(_) => Vec::new(),
     };
     let mut rows = Vec::new();
-    if !shapes.is_empty() {
-        for durability in [Durability::Group, Durability::Always] {
-            let nats = options.nats_server.as_deref().zip(runtime.as_ref());
-            append_rows(options, &base, &sizes, durability, nats, &shapes, &mut rows)?;
+    let measured = (|| -> Result<()> {
+        if !shapes.is_empty() {
+            for durability in [Durability::Group, Durability::Always] {
+                let nats = options.nats_server.as_deref().zip(runtime.as_ref());
+                append_rows(options, &base, &sizes, durability, nats, &shapes, &mut rows)?;
+            }
         }
-    }
-    if wanted("get") {
-        get_rows(options, &base, &sizes, &mut rows)?;
-    }
-    if wanted("watch") {
-        watch_rows(options, &base, &sizes, &mut rows)?;
-    }
+        if wanted("get") {
+            get_rows(options, &base, &sizes, &mut rows)?;
+        }
+        if wanted("watch") {
+            watch_rows(options, &base, &sizes, &mut rows)?;
+        }
+        Ok(())
+    })();
+    // The scratch data goes, whether the run finished or not: it can be gigabytes.
     std::fs::remove_dir_all(&base).ok();
+    measured?;
     Ok(ServeReport {
         command: "varve bench serve",
         quick: options.quick,
@@ -379,7 +389,6 @@ fn append_rows<'a>(
     shapes: &[usize],
     rows: &mut Vec<Row>,
 ) -> Result<()> {
-    let served = start_served(options, base, durability)?;
     let (nats_process, jetstream) = match nats {
         Some((program, runtime)) => {
             let dir = fresh_dir(base, &format!("nats-{}", durability.flag()))?;
@@ -390,10 +399,8 @@ fn append_rows<'a>(
         }
         None => (None, None),
     };
-    let embedded_dir = fresh_dir(base, &format!("embedded-{}", durability.flag()))?;
-    let embedded_options = JournalOptions { sync: durability.policy(), ..JournalOptions::default() };
-    let embedded = Arc::new(JournalNamespace::open(&embedded_dir, NAMESPACE, embedded_options)?);
-    let mut systems = Systems { served, embedded, jetstream, nats: nats_process, logs_made: 0 };
+    eprintln!("  a new varve serve --sync {} and embedded namespace for each measurement", durability.flag());
+    let mut systems = Systems { program: &options.varve_program, base, durability, jetstream, nats: nats_process };
     let systems_measured: Vec<System> = if systems.jetstream.is_some() {
         vec![System::Served, System::Embedded, System::JetStream]
     } else {
@@ -444,10 +451,8 @@ fn append_rows<'a>(
         }
     }
     if durability == Durability::Group && shapes.contains(&1) {
-        rows.push(identified_row(&mut systems, sizes)?);
+        rows.push(identified_row(options, base, sizes)?);
     }
-    drop(systems);
-    std::fs::remove_dir_all(&embedded_dir).ok();
     Ok(())
 }
 
@@ -460,13 +465,15 @@ fn durability_nats(durability: Durability) -> &'static str {
 
 /// Appends with a request id (`Varve-Request-Id`), which the server runs
 /// one at a time per namespace: 16 clients, one record per request.
-fn identified_row(systems: &mut Systems<'_>, sizes: &Sizes) -> Result<Row> {
+fn identified_row(options: &ServeBenchOptions, base: &Path, sizes: &Sizes) -> Result<Row> {
     const CLIENTS: usize = 16;
-    systems.logs_made += 1;
-    let log = format!("a{}", systems.logs_made);
-    systems.remote()?.namespace(NAMESPACE)?.create_log(&log, LogConfig::unbounded())?;
+    let served = start_served(options, base, Durability::Group)?;
+    let log = "a";
+    RemoteStore::connect(RemoteOptions::from_uri(&served.uri, None)?)?
+        .namespace(NAMESPACE)?
+        .create_log(log, LogConfig::unbounded())?;
     let value = payload(0);
-    let uri = &systems.served.uri;
+    let uri = &served.uri;
     let mut rates = Vec::new();
     for trial in 0..sizes.trials {
         let done = threaded_rate(
@@ -477,7 +484,7 @@ fn identified_row(systems: &mut Systems<'_>, sizes: &Sizes) -> Result<Row> {
             },
             &|(index, ns), call| {
                 let id = format!("t{trial}-c{index}-{call}");
-                ns.append_batch_once(&[(log.as_str(), &value[..])], &id)?;
+                ns.append_batch_once(&[(log, &value[..])], &id)?;
                 Ok(1)
             },
         )?;
