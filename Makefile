@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-pds bench-part bench-runtime fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-pds bench-part bench-runtime bench-serve nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -62,7 +62,7 @@ test-python: python
 bench-python: python
 	$(PY) -m varve.bench
 
-# QUICK=1 with bench, bench-pds or bench-runtime: small sizes and one trial,
+# QUICK=1 with bench, bench-pds, bench-runtime or bench-serve: small sizes and one trial,
 # a smoke run of the same code (seconds), not figures to publish; bench-pds
 # then writes its CSVs and charts under target/bench/pds-quick, not docs/.
 QUICK ?=
@@ -76,6 +76,28 @@ bench: build
 # (about a minute; scratch stores under target/bench, deleted after).
 bench-runtime: build
 	$(VARVE) bench runtime --dir target/bench $(if $(QUICK),--quick)
+
+# nats-server (JetStream), pinned, built from source with `go install` into
+# .tools/bin (git-ignored): bench-serve measures Varve beside it, and the
+# JetStream backend's tests run it, so keep this path. Needs Go (the module
+# proxy); skipped when .tools/bin/nats-server already reports the version.
+NATS_SERVER_VERSION := 2.15.2
+NATS_SERVER := .tools/bin/nats-server
+nats-server:
+	@if $(NATS_SERVER) --version 2>/dev/null | grep -qx 'nats-server: v$(NATS_SERVER_VERSION)'; then \
+		echo "$(NATS_SERVER) is v$(NATS_SERVER_VERSION)"; \
+	else \
+		command -v go >/dev/null || { echo "error: go not found: install Go (https://go.dev/dl) to build nats-server" >&2; exit 1; }; \
+		echo "installing nats-server v$(NATS_SERVER_VERSION) into $(NATS_SERVER)"; \
+		GOBIN=$(abspath .tools/bin) go install github.com/nats-io/nats-server/v2@v$(NATS_SERVER_VERSION); \
+	fi
+
+# varve serve on loopback (issue 11): appends/s with 1, 16 and 64 clients,
+# get p50/p99, watch fan-out to 100 watchers, each beside the embedded
+# journal and a JetStream server in the same run (about 6 minutes; scratch
+# data under target/bench, deleted after).
+bench-serve: build nats-server
+	$(VARVE) bench serve --dir target/bench --nats-server $(NATS_SERVER) $(if $(QUICK),--quick)
 
 # The PEDaLS evaluation (Figures 4-6): table, CSVs and PNG charts into docs/
 # (several minutes). The charts need matplotlib, installed into .venv here.

@@ -4,8 +4,8 @@
 //! the same run on the same machine (STYLE.md, "Performance habits": the
 //! machines are noisy, so medians and ratios, never one absolute time).
 //! The `varve bench …` commands map their arguments onto these functions
-//! and print the reports; `make bench`, `make bench-pds` and
-//! `make bench-runtime` run those commands.
+//! and print the reports; `make bench`, `make bench-pds`, `make bench-runtime`
+//! and `make bench-serve` run those commands.
 //!
 //! - [`log`]: the Log's append throughput, `get` latency and open time,
 //!   beside plain-file baselines (`varve bench log`).
@@ -13,8 +13,11 @@
 //!   ephemeral structures and the memory backend (`varve bench pds`).
 //! - [`runtime`]: trigger latency, events per second, event-recording
 //!   overhead and publish throughput (`varve bench runtime`).
+//! - [`serve`]: `varve serve` on loopback (appends with 1–64 clients,
+//!   `get`, watch fan-out) beside the embedded journal and a JetStream
+//!   server (`varve bench serve`).
 //! - [`stats`] and [`table`]: the medians, percentiles and Markdown tables
-//!   all three share.
+//!   they share.
 //!
 //! PART's comparison with other maps is a criterion suite of its own
 //! (`crates/varve-part/benches`, `make bench-part`).
@@ -36,6 +39,7 @@
 pub mod log;
 pub mod pds;
 pub mod runtime;
+pub mod serve;
 pub mod stats;
 pub mod table;
 
@@ -67,6 +71,10 @@ pub enum BenchError {
     /// or a wait for it ran out.
     #[error("{0}")]
     Check(String),
+    /// A program measured beside Varve (`varve serve`, `nats-server`) could
+    /// not be started, or failed while it was measured.
+    #[error("{0}")]
+    External(String),
 }
 
 /// Shorthand for benchmark results.

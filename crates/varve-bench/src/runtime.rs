@@ -41,7 +41,7 @@ use serde::Serialize;
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, Store, SyncPolicy};
 use varve_runtime::{HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder, RuntimeOptions, EVENTS_LOG};
 
-use crate::stats::{median, median_each, nanos, p50_p99};
+use crate::stats::{load_average, median, median_each, nanos, p50_p99};
 use crate::table::{ratio_cell, Align, Table};
 use crate::{fresh_dir, BenchError, IoContext, Result};
 
@@ -198,12 +198,6 @@ pub struct RuntimeReport {
     pub load_after: Option<[f64; 3]>,
     /// One row per figure.
     pub rows: Vec<Row>,
-}
-
-fn load_average() -> Option<[f64; 3]> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
-    Some([it.next()??, it.next()??, it.next()??])
 }
 
 fn group() -> SyncPolicy {

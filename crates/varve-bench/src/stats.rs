@@ -1,5 +1,5 @@
 //! The statistics every benchmark here reports: medians across trials,
-//! percentiles of latency samples, rates.
+//! percentiles of latency samples, rates, and the load the machine was under.
 
 use std::time::Duration;
 
@@ -61,6 +61,32 @@ pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// The machine's load average over 1, 5 and 15 minutes (`/proc/loadavg`),
+/// reported beside figures taken on a shared machine; `None` where it
+/// cannot be read.
+#[must_use]
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// CPU time (user + system) process `pid` has used so far, all its
+/// threads, those that ended included, from `/proc/PID/stat`; `None` where
+/// it cannot be read. Its resolution is a clock tick, 10 ms (Linux's
+/// `USER_HZ` is 100 on every architecture it reports to user space in).
+#[must_use]
+pub fn process_cpu(pid: u32) -> Option<Duration> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "PID (comm) S ppid …": the command may hold spaces and parentheses, so
+    // fields are counted after the last ')'; utime and stime are fields 14
+    // and 15 of the line, 12th and 13th after it.
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let ticks = fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +103,15 @@ mod tests {
         assert!((p50 - 51.0).abs() < f64::EPSILON && (p99 - 99.0).abs() < f64::EPSILON);
         let [a, b] = median_each(&[[1.0, 10.0], [3.0, 30.0], [2.0, 20.0]]);
         assert!((a - 2.0).abs() < f64::EPSILON && (b - 20.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu() {
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(30) {
+            std::hint::black_box(0);
+        }
+        assert!(process_cpu(std::process::id()).is_some_and(|cpu| cpu > Duration::ZERO));
+        assert!(process_cpu(u32::MAX).is_none());
     }
 }

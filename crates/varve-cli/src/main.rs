@@ -294,6 +294,28 @@ enum BenchCommand {
     /// events recorded per second, event-recording overhead and topic
     /// publish throughput, each beside a baseline measured in the same run.
     Runtime(BenchRuntimeArgs),
+    /// `varve serve` on loopback: appends/s with 1, 16 and 64 clients, get
+    /// p50/p99, watch fan-out to 100 watchers, beside the embedded journal
+    /// and (with --nats-server) a JetStream server, all in the same run.
+    Serve(BenchServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchServeArgs {
+    /// Directory for the servers' scratch data, on the disk to measure (deleted after).
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// Short runs, one trial: a smoke run, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// A nats-server binary (`make nats-server` installs one in
+    /// .tools/bin): measure JetStream beside Varve. Without it the JetStream
+    /// figures are skipped, and the report says so.
+    #[arg(long, value_name = "PATH")]
+    nats_server: Option<PathBuf>,
+    /// Run only one part (append-single, append-batch: one shape of appends).
+    #[arg(long, value_parser = ["append", "append-single", "append-batch", "get", "watch"])]
+    only: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -688,21 +710,23 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { command } => {
-            use commands::bench;
-            match command {
-                BenchCommand::Log(args) => bench::log(&args.dir, args.quick, args.open_mib, args.only.as_deref())?,
-                BenchCommand::Pds(args) => bench::pds(
-                    args.workloads,
-                    args.ops,
-                    args.dir.as_deref(),
-                    args.csv.as_deref(),
-                    args.series_csv.as_deref(),
-                )?,
-                BenchCommand::Runtime(args) => {
-                    bench::runtime(&args.dir, args.quick, args.only.as_deref(), cli.global.json)?;
-                }
-            }
+            run_bench(command, cli.global.json)?;
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `bench log|pds|runtime|serve`.
+fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
+    use commands::bench;
+    match command {
+        BenchCommand::Log(args) => bench::log(&args.dir, args.quick, args.open_mib, args.only.as_deref()),
+        BenchCommand::Pds(args) => {
+            bench::pds(args.workloads, args.ops, args.dir.as_deref(), args.csv.as_deref(), args.series_csv.as_deref())
+        }
+        BenchCommand::Runtime(args) => bench::runtime(&args.dir, args.quick, args.only.as_deref(), json),
+        BenchCommand::Serve(args) => {
+            bench::serve(&args.dir, args.quick, args.nats_server.as_deref(), args.only.as_deref(), json)
         }
     }
 }

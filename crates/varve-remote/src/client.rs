@@ -26,6 +26,8 @@ use std::time::Duration;
 use serde::Serialize;
 use ureq::http::{self, Method, Response};
 use ureq::tls::TlsConfig;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 use ureq::{Agent, Body, BodyReader, Timeout};
 use varve_log::{LogError, Result};
 
@@ -462,7 +464,48 @@ fn new_agent(timeout: Duration, streaming: Option<StreamTimeouts>, tls: &TlsConf
         None => builder.timeout_global(Some(timeout)),
         Some(timeouts) => builder.timeout_recv_response(Some(timeouts.answer)).timeout_per_read(Some(timeouts.read)),
     };
-    Agent::new_with_config(builder.build())
+    Agent::with_parts(builder.build(), DefaultConnector::default(), LiteralResolver(DefaultResolver::default()))
+}
+
+/// `ureq`'s resolver, except that an IP address in the URI is used as it is.
+///
+/// `ureq` resolves the URI's host on every request, before it looks for a
+/// pooled connection, and when the request has a timeout (every request
+/// here does) its default resolver does so on a thread it spawns for the
+/// purpose, so that the lookup can be abandoned — also for an IP address,
+/// which needs no lookup. That thread is created and ended per request: on
+/// loopback it doubled the time of a `get` (`docs/benchmarks.md`, "varve
+/// serve"). Host names still go to the default resolver, timeout and all.
+/// (`ureq`'s resolver API is outside its semver promise: an update of
+/// `ureq` may need this adapted.)
+#[derive(Debug)]
+struct LiteralResolver(DefaultResolver);
+
+impl Resolver for LiteralResolver {
+    fn resolve(
+        &self,
+        uri: &http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri.authority().and_then(|authority| {
+            let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+            let ip = host.parse::<std::net::IpAddr>().ok()?;
+            let port = authority.port_u16().or_else(|| match uri.scheme_str() {
+                Some("https") => Some(443),
+                _ => Some(80),
+            })?;
+            Some(std::net::SocketAddr::new(ip, port))
+        });
+        match literal {
+            Some(addr) => {
+                let mut addrs = self.empty();
+                addrs.push(addr);
+                Ok(addrs)
+            }
+            None => self.0.resolve(uri, config, timeout),
+        }
+    }
 }
 
 /// Which failure a `ureq` error is. Only errors raised before a connection
@@ -516,6 +559,20 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
+
+    #[test]
+    fn ip_addresses_are_not_looked_up() {
+        let resolver = LiteralResolver(DefaultResolver::default());
+        let config = ureq::config::Config::default();
+        let resolve = |uri: &str| {
+            let uri: http::Uri = uri.parse().unwrap();
+            resolver.resolve(&uri, &config, NextTimeout::default()).unwrap().to_vec()
+        };
+        assert_eq!(resolve("http://127.0.0.1:7070/healthz"), ["127.0.0.1:7070".parse().unwrap()]);
+        assert_eq!(resolve("http://[::1]:7070/x"), ["[::1]:7070".parse().unwrap()]);
+        assert_eq!(resolve("http://127.0.0.1/x"), ["127.0.0.1:80".parse().unwrap()]);
+        assert!(resolve("http://localhost:7070/x").iter().all(|addr| addr.port() == 7070 && addr.ip().is_loopback()));
+    }
 
     #[test]
     fn backoff_doubles_up_to_its_cap() {

@@ -1,13 +1,13 @@
-//! `varve bench log|pds|runtime`: the arguments mapped onto the benchmarks
+//! `varve bench log|pds|runtime|serve`: the arguments mapped onto the benchmarks
 //! of `varve-bench`, which measure (progress on stderr); the reports
 //! printed here — a Markdown table on stdout, `bench runtime --json` one
-//! JSON object — and `bench pds`'s CSV files written.
+//! JSON object, as `bench serve --json` — and `bench pds`'s CSV files written.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use varve_bench::{log, pds, runtime};
+use varve_bench::{log, pds, runtime, serve};
 
 use crate::output;
 
@@ -51,6 +51,25 @@ pub fn runtime(dir: &Path, quick: bool, only: Option<&str>, json: bool) -> anyho
         only: only.map(str::to_owned),
     };
     let report = runtime::run(&options)?;
+    print(&if json { format!("{}\n", report.to_json()) } else { report.to_markdown() })
+}
+
+/// `varve bench serve`: this binary is the `varve serve` measured.
+pub fn serve(
+    dir: &Path,
+    quick: bool,
+    nats_server: Option<&Path>,
+    only: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let options = serve::ServeBenchOptions {
+        dir: dir.to_owned(),
+        varve_program: std::env::current_exe().context("finding the varve binary")?,
+        nats_server: nats_server.map(Path::to_owned),
+        quick,
+        only: only.map(str::to_owned),
+    };
+    let report = serve::run(&options)?;
     print(&if json { format!("{}\n", report.to_json()) } else { report.to_markdown() })
 }
 
