@@ -1,0 +1,1 @@
+//! A local `nats-server` cluster on loopback (written by a helper).
