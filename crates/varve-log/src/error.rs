@@ -179,7 +179,7 @@ pub enum LogError {
     /// A remote store could not be reached (connection refused or reset
     /// before the request was sent, the server stopping, a namespace that
     /// another writer holds). Nothing was done; retrying later is safe.
-    #[error("{target} is unavailable: {reason}; check that `varve serve` runs there and the address is right, then retry (nothing was done)")]
+    #[error("{target} is unavailable: {reason}; check that the server runs there and the address is right, then retry (nothing was done)")]
     Unavailable {
         /// The store or server, as its URI (`varve://127.0.0.1:7070`).
         target: String,

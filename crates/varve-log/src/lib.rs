@@ -36,7 +36,7 @@ mod error;
 pub mod journal;
 mod memory;
 mod notify;
-mod rules;
+pub mod rules;
 
 pub use contract::{
     validate_name, Limits, LogConfig, LogInfo, Namespace, OnFull, Record, Retention, Scan, Seq, SeqRange, Store,

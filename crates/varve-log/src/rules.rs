@@ -10,7 +10,7 @@ use crate::error::{LogError, Result};
 pub const RECORD_OVERHEAD_BYTES: u64 = 20;
 
 /// Reject empty, oversized or malformed batches before anything is written.
-pub(crate) fn check_batch(limits: &Limits, batch: &[(&str, &[u8])]) -> Result<()> {
+pub fn check_batch(limits: &Limits, batch: &[(&str, &[u8])]) -> Result<()> {
     if batch.is_empty() {
         return Err(LogError::InvalidArgument { reason: "a batch must hold at least one record".into() });
     }
@@ -37,9 +37,11 @@ pub(crate) fn check_batch(limits: &Limits, batch: &[(&str, &[u8])]) -> Result<()
 
 /// What a backend knows of a log a batch appends to.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct LogBounds {
-    pub(crate) latest: Seq,
-    pub(crate) retention: Retention,
+pub struct LogBounds {
+    /// Its latest seq (0 when empty).
+    pub latest: Seq,
+    /// Its retention.
+    pub retention: Retention,
 }
 
 /// The seq each record of `batch` gets, in batch order, keyed by the
@@ -48,7 +50,7 @@ pub(crate) struct LogBounds {
 /// backends use, so a refused batch changes nothing and every backend refuses
 /// it with the same error: unknown logs (in batch order), then, for
 /// `append_if`, a conflict, then room (`Full`), each in batch order.
-pub(crate) fn assign_seqs<'b, K: Copy + PartialEq>(
+pub fn assign_seqs<'b, K: Copy + PartialEq>(
     batch: &[(&'b str, &[u8])],
     expected_latest: Option<Seq>,
     mut lookup: impl FnMut(&'b str) -> Result<(K, LogBounds)>,
@@ -77,13 +79,13 @@ pub(crate) fn assign_seqs<'b, K: Copy + PartialEq>(
 }
 
 /// Validate a `create_log` request's name and config.
-pub(crate) fn check_create(log: &str, config: &LogConfig) -> Result<()> {
+pub fn check_create(log: &str, config: &LogConfig) -> Result<()> {
     validate_name(log, config.system)?;
     config.validate()
 }
 
 /// An existing log with `existing` config asked to be created with `requested`.
-pub(crate) fn check_recreate(log: &str, existing: &LogConfig, requested: &LogConfig) -> Result<()> {
+pub fn check_recreate(log: &str, existing: &LogConfig, requested: &LogConfig) -> Result<()> {
     if existing == requested {
         Ok(())
     } else {
@@ -97,7 +99,7 @@ pub(crate) fn check_recreate(log: &str, existing: &LogConfig, requested: &LogCon
 
 /// Can `incoming` more records be appended to a log whose latest seq is
 /// `latest`? `Refuse` logs never trim, so they hold exactly `latest` records.
-pub(crate) fn check_room(log: &str, retention: Retention, latest: Seq, incoming: u64) -> Result<()> {
+pub fn check_room(log: &str, retention: Retention, latest: Seq, incoming: u64) -> Result<()> {
     match retention {
         Retention::Keep { k, on_full: OnFull::Refuse } if latest + incoming > k => {
             Err(LogError::Full { log: log.to_owned(), keep: k })
@@ -107,7 +109,8 @@ pub(crate) fn check_room(log: &str, retention: Retention, latest: Seq, incoming:
 }
 
 /// The oldest seq a log with this retention keeps once its latest is `latest`.
-pub(crate) fn earliest_kept(retention: Retention, latest: Seq) -> Seq {
+#[must_use]
+pub fn earliest_kept(retention: Retention, latest: Seq) -> Seq {
     match retention {
         _ if latest == 0 => 0,
         Retention::Keep { k, on_full: OnFull::Overwrite } => latest.saturating_sub(k - 1).max(1),
@@ -116,7 +119,7 @@ pub(crate) fn earliest_kept(retention: Retention, latest: Seq) -> Seq {
 }
 
 /// Is `seq` readable in a log with these bounds? The error says why not.
-pub(crate) fn check_readable(log: &str, seq: Seq, earliest: Seq, latest: Seq) -> Result<()> {
+pub fn check_readable(log: &str, seq: Seq, earliest: Seq, latest: Seq) -> Result<()> {
     if seq == 0 || seq > latest {
         Err(LogError::SeqNotFound { log: log.to_owned(), seq, latest })
     } else if seq < earliest {
@@ -128,7 +131,7 @@ pub(crate) fn check_readable(log: &str, seq: Seq, earliest: Seq, latest: Seq) ->
 
 /// Clip a scan range to `[earliest, latest]`; a start below `earliest` (on a
 /// log that has trimmed) is `Trimmed`. Returns `None` for an empty result.
-pub(crate) fn clip_scan(log: &str, first: Seq, last: Seq, earliest: Seq, latest: Seq) -> Result<Option<(Seq, Seq)>> {
+pub fn clip_scan(log: &str, first: Seq, last: Seq, earliest: Seq, latest: Seq) -> Result<Option<(Seq, Seq)>> {
     if first > last {
         return Err(LogError::InvalidArgument {
             reason: format!("scan range starts at {first}, after its end {last}"),

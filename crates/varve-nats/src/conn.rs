@@ -1,0 +1,295 @@
+//! [`Conn`]: one NATS connection, the runtime that drives it, and the
+//! `JetStream` API requests the backend sends, with their failures told apart
+//! (nothing sent, answer lost, refused) so callers can say what happened.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_nats::header::HeaderMap;
+use async_nats::{Client, ConnectOptions, Message, RequestErrorKind};
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use varve_log::{LogError, Result};
+
+use crate::options::NatsOptions;
+
+/// Worker threads of each store's runtime: the client's I/O needs little.
+const RUNTIME_THREADS: usize = 2;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// It never reached a server that could act on it (not connected, no
+    /// responders: no stream leader, or `JetStream` off): nothing happened.
+    NotSent(String),
+    /// It was sent but no answer came in time: it may have taken effect.
+    Lost(String),
+    /// `JetStream` answered with an error.
+    Api(ApiError),
+}
+
+/// An error answer of the `JetStream` API.
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct ApiError {
+    /// The HTTP-like status (400, 404, 503 …).
+    #[serde(default)]
+    pub(crate) code: u16,
+    /// `JetStream`'s own error number (10071 = wrong last sequence …).
+    #[serde(default)]
+    pub(crate) err_code: u32,
+    #[serde(default)]
+    pub(crate) description: String,
+}
+
+/// `JetStream`'s error numbers the backend acts on.
+pub(crate) mod err_code {
+    /// The stream does not exist.
+    pub(crate) const STREAM_NOT_FOUND: u32 = 10059;
+    /// Wrong last sequence: an expected-sequence check failed.
+    pub(crate) const WRONG_LAST_SEQUENCE: u32 = 10071;
+    /// Wrong last sequence while another write to the subject is in flight.
+    pub(crate) const WRONG_LAST_SEQUENCE_CONSTANT: u32 = 10164;
+    /// The stream already exists with another configuration.
+    pub(crate) const STREAM_NAME_IN_USE: u32 = 10058;
+    /// Insufficient resources, or the cluster has no leader for the request.
+    pub(crate) const CLUSTER_NOT_AVAILABLE: u32 = 10008;
+    /// A message exceeds the stream's or the server's size limit.
+    pub(crate) const MESSAGE_TOO_LARGE: u32 = 10054;
+}
+
+impl Failure {
+    /// The answer of a sent request that may have changed something.
+    pub(crate) fn into_log_error(self, target: &str, operation: &str) -> LogError {
+        match self {
+            Failure::NotSent(reason) => LogError::Unavailable { target: target.to_owned(), reason },
+            Failure::Lost(reason) => {
+                LogError::OutcomeUnknown { target: target.to_owned(), operation: operation.to_owned(), reason }
+            }
+            Failure::Api(error) => error.into_log_error(target, operation),
+        }
+    }
+}
+
+impl ApiError {
+    pub(crate) fn into_log_error(self, target: &str, operation: &str) -> LogError {
+        if self.code == 503 || self.err_code == err_code::CLUSTER_NOT_AVAILABLE {
+            return LogError::Unavailable {
+                target: target.to_owned(),
+                reason: format!("JetStream could not {operation}: {} (no leader yet?)", self.description),
+            };
+        }
+        LogError::Protocol {
+            target: target.to_owned(),
+            reason: format!("JetStream refused to {operation}: {} (error {})", self.description, self.err_code),
+        }
+    }
+}
+
+/// An API answer: the value, or `error`.
+#[derive(Deserialize)]
+struct Answer<T> {
+    error: Option<ApiError>,
+    #[serde(flatten)]
+    value: Option<T>,
+}
+
+/// A connection to a NATS cluster with `JetStream`, and its runtime.
+pub(crate) struct Conn {
+    runtime: tokio::runtime::Runtime,
+    pub(crate) client: Client,
+    /// `$JS.API` or `$JS.<domain>.API`.
+    api_prefix: String,
+    pub(crate) options: NatsOptions,
+    pub(crate) target: String,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").field("target", &self.target).finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// Connect to `options.servers` and check that `JetStream` answers.
+    pub(crate) fn connect(options: NatsOptions) -> Result<Conn> {
+        let target = options.target();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS)
+            .thread_name("varve-nats")
+            .enable_all()
+            .build()
+            .map_err(|e| LogError::Unavailable {
+                target: target.clone(),
+                reason: format!("cannot start a runtime: {e}"),
+            })?;
+        let urls: Vec<String> = options.servers.iter().map(|s| format!("nats://{s}")).collect();
+        let connect = ConnectOptions::new()
+            .name("varve")
+            .connection_timeout(options.request_timeout)
+            .request_timeout(Some(options.request_timeout))
+            .connect(urls);
+        let client = runtime.block_on(connect).map_err(|e| LogError::Unavailable {
+            target: target.clone(),
+            reason: format!("cannot connect ({e}); is nats-server running there (`varve nats up` starts one)?"),
+        })?;
+        let api_prefix = match &options.domain {
+            Some(domain) => format!("$JS.{domain}.API"),
+            None => "$JS.API".to_owned(),
+        };
+        let conn = Conn { runtime, client, api_prefix, options, target };
+        conn.check_jetstream()?;
+        Ok(conn)
+    }
+
+    /// `$JS.API.INFO` answers only where `JetStream` is on.
+    fn check_jetstream(&self) -> Result<()> {
+        #[derive(Deserialize)]
+        struct AccountInfo {}
+        match self.block_on(self.api::<AccountInfo>("INFO", &serde_json::json!({}))) {
+            Ok(_) => Ok(()),
+            Err(Failure::NotSent(reason) | Failure::Lost(reason)) => Err(LogError::Unavailable {
+                target: self.target.clone(),
+                reason: format!(
+                    "JetStream does not answer ({reason}): start nats-server with JetStream on (-js, or a jetstream \
+                     block in its config){}",
+                    self.options.domain.as_deref().map(|d| format!(", in domain {d:?}")).unwrap_or_default()
+                ),
+            }),
+            Err(Failure::Api(error)) => Err(error.into_log_error(&self.target, "read the account's JetStream info")),
+        }
+    }
+
+    /// Run `future` to completion on this connection's runtime, also when
+    /// called from inside another tokio runtime (then on a scoped thread).
+    pub(crate) fn block_on<F: Future + Send>(&self, future: F) -> F::Output
+    where
+        F::Output: Send,
+    {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|scope| {
+                let handle = scope.spawn(|| self.runtime.block_on(future));
+                match handle.join() {
+                    Ok(output) => output,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            })
+        } else {
+            self.runtime.block_on(future)
+        }
+    }
+
+    /// The subject of `JetStream` API call `op` (`STREAM.INFO.NAME` …).
+    pub(crate) fn api_subject(&self, op: &str) -> String {
+        format!("{}.{op}", self.api_prefix)
+    }
+
+    /// Send a request and wait for its answer.
+    pub(crate) async fn request(
+        &self,
+        subject: String,
+        headers: Option<HeaderMap>,
+        payload: Bytes,
+    ) -> Result<Message, Failure> {
+        let request = async_nats::Request::new().payload(payload);
+        let request = match headers {
+            Some(headers) => request.headers(headers),
+            None => request,
+        };
+        match self.client.send_request(subject, request).await {
+            Ok(message) => {
+                if message.status.is_some_and(|s| s.as_u16() == 503) {
+                    return Err(Failure::NotSent("no server answers for it (no responders)".into()));
+                }
+                Ok(message)
+            }
+            Err(error) => Err(match error.kind() {
+                RequestErrorKind::NoResponders => Failure::NotSent("no server answers for it (no responders)".into()),
+                RequestErrorKind::TimedOut => {
+                    Failure::Lost(format!("no answer within {:?}", self.options.request_timeout))
+                }
+                RequestErrorKind::MaxPayloadExceeded => Failure::Api(ApiError {
+                    code: 413,
+                    err_code: err_code::MESSAGE_TOO_LARGE,
+                    description: error.to_string(),
+                }),
+                _ => Failure::NotSent(error.to_string()),
+            }),
+        }
+    }
+
+    /// Call `JetStream` API `op` with a JSON body and read its JSON answer.
+    pub(crate) async fn api<T: DeserializeOwned>(&self, op: &str, body: &impl Serialize) -> Result<T, Failure> {
+        let payload =
+            serde_json::to_vec(body).map_err(|e| Failure::NotSent(format!("cannot encode the request: {e}")))?;
+        let message = self.request(self.api_subject(op), None, payload.into()).await?;
+        parse_answer(&message.payload)
+    }
+
+    /// Send `count` direct-get requests' worth of messages: a batch direct
+    /// get (`batch`/`multi_last`) answers with several messages and an
+    /// end-of-batch status; collect them until it, or until the timeout.
+    pub(crate) async fn direct_batch(&self, stream: &str, body: &serde_json::Value) -> Result<Vec<Message>, Failure> {
+        let inbox = self.client.new_inbox();
+        let mut subscriber = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| Failure::NotSent(format!("cannot subscribe: {e}")))?;
+        let payload =
+            serde_json::to_vec(body).map_err(|e| Failure::NotSent(format!("cannot encode the request: {e}")))?;
+        self.client
+            .publish_with_reply(self.api_subject(&format!("DIRECT.GET.{stream}")), inbox, payload.into())
+            .await
+            .map_err(|e| Failure::NotSent(format!("cannot send: {e}")))?;
+        let mut messages = Vec::new();
+        let timeout = self.options.request_timeout;
+        loop {
+            let next = tokio::time::timeout(timeout, subscriber.next()).await;
+            let Ok(Some(message)) = next else {
+                return if messages.is_empty() {
+                    Err(Failure::Lost(format!("no answer within {timeout:?}")))
+                } else {
+                    Err(Failure::Lost(format!("the batch stopped after {} messages", messages.len())))
+                };
+            };
+            match message.status.map(|s| s.as_u16()) {
+                // End of batch, or nothing at all.
+                Some(204 | 404) => return Ok(messages),
+                Some(503) => return Err(Failure::NotSent("no server answers for it (no responders)".into())),
+                Some(408) => return Err(Failure::Api(api_error_of_status(&message))),
+                _ => messages.push(message),
+            }
+        }
+    }
+}
+
+fn api_error_of_status(message: &Message) -> ApiError {
+    ApiError {
+        code: message.status.map_or(0, |s| s.as_u16()),
+        err_code: 0,
+        description: message.description.clone().unwrap_or_default(),
+    }
+}
+
+/// A `JetStream` API answer: `{"error": …}` or the value.
+pub(crate) fn parse_answer<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Failure> {
+    let answer: Answer<T> = serde_json::from_slice(payload).map_err(|e| {
+        Failure::Api(ApiError {
+            code: 0,
+            err_code: 0,
+            description: format!("unreadable answer ({e}): {}", String::from_utf8_lossy(payload)),
+        })
+    })?;
+    match (answer.error, answer.value) {
+        (Some(error), _) => Err(Failure::Api(error)),
+        (None, Some(value)) => Ok(value),
+        (None, None) => Err(Failure::Api(ApiError { code: 0, err_code: 0, description: "an empty answer".into() })),
+    }
+}
+
+/// A short pause before the next attempt, growing with `attempt`.
+pub(crate) fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((10u64 << attempt.min(6)).min(500))
+}

@@ -1,0 +1,477 @@
+//! [`NatsNamespace`]: a namespace as one `JetStream` stream, and the
+//! per-log state this client keeps of it.
+//!
+//! Invariants (docs/nats.md):
+//! - a log exists while its configuration subject holds a message;
+//! - its records are the messages of its data subject, in stream order,
+//!   each with header `Varve-Seq`; those seqs are dense from 1, because
+//!   every append is published with `Nats-Expected-Last-Subject-Sequence`
+//!   set to the stream sequence of the log's latest record (0 when empty);
+//! - this client's cached `latest` never goes back (a replica may answer
+//!   with an older state; the cache keeps the newest seen).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_nats::header::HeaderMap;
+use bytes::Bytes;
+use serde::Deserialize;
+use varve_log::rules::{self, earliest_kept};
+use varve_log::{LogConfig, LogError, LogInfo, Namespace, Result, Scan, Seq, SeqRange, Watch};
+
+use crate::conn::{err_code, Conn, Failure};
+use crate::names::Layout;
+use crate::scan::NatsScan;
+use crate::stored::{ConfigJson, Stored};
+use crate::watch::NatsWatch;
+
+/// Most seq → stream-sequence anchors kept per log (hints for `get`).
+const ANCHORS_MAX: usize = 4096;
+
+/// Most probes one lookup of a record by seq may take (each halves the
+/// range, so 64 covers any stream).
+const PROBES_MAX: u32 = 128;
+
+/// What this client knows of one log.
+#[derive(Clone, Debug)]
+pub(crate) struct LogState {
+    pub(crate) config: LogConfig,
+    /// The stream sequence of the configuration message: a log deleted and
+    /// created again has a new one, and the stale state is dropped.
+    pub(crate) config_sseq: u64,
+    pub(crate) latest: Seq,
+    /// The stream sequence of the last message of the log's data subject:
+    /// record `latest`, or 0 when the subject is empty (the value every
+    /// append's compare-and-set expects).
+    pub(crate) latest_sseq: u64,
+    /// Known positions of records: seq → stream sequence.
+    anchors: BTreeMap<Seq, u64>,
+}
+
+impl LogState {
+    pub(crate) fn earliest(&self) -> Seq {
+        earliest_kept(self.config.retention, self.latest)
+    }
+
+    pub(crate) fn info(&self, name: &str) -> LogInfo {
+        LogInfo { name: name.to_owned(), config: self.config, earliest: self.earliest(), latest: self.latest }
+    }
+}
+
+/// The shared part of a namespace handle.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) name: String,
+    pub(crate) layout: Layout,
+    logs: Mutex<HashMap<String, LogState>>,
+    pub(crate) limits: varve_log::Limits,
+}
+
+/// A namespace of a NATS store. Cheap to clone; clones share the
+/// connection and the cached state of the logs.
+#[derive(Clone, Debug)]
+pub struct NatsNamespace {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Deserialize)]
+struct StreamInfoJson {}
+
+/// `STREAM.INFO` with `subjects_filter`: the matching subjects and their counts.
+#[derive(Deserialize)]
+struct SubjectsInfo {
+    #[serde(default)]
+    state: SubjectsState,
+}
+#[derive(Deserialize, Default)]
+struct SubjectsState {
+    #[serde(default)]
+    subjects: Option<HashMap<String, u64>>,
+}
+
+impl NatsNamespace {
+    pub(crate) fn new(conn: Arc<Conn>, name: &str, limits: varve_log::Limits) -> NatsNamespace {
+        NatsNamespace {
+            inner: Arc::new(Inner {
+                conn,
+                name: name.to_owned(),
+                layout: Layout::new(name),
+                logs: Mutex::new(HashMap::new()),
+                limits,
+            }),
+        }
+    }
+
+    /// The stream that holds this namespace.
+    #[must_use]
+    pub fn stream_name(&self) -> &str {
+        &self.inner.layout.stream
+    }
+}
+
+impl Inner {
+    pub(crate) fn target(&self) -> &str {
+        &self.conn.target
+    }
+
+    pub(crate) fn cache(&self) -> MutexGuard<'_, HashMap<String, LogState>> {
+        self.logs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn not_found(&self, log: &str) -> LogError {
+        LogError::LogNotFound { namespace: self.name.clone(), log: log.to_owned() }
+    }
+
+    /// Create the namespace's stream if it does not exist yet.
+    fn ensure_stream(&self) -> Result<()> {
+        let options = &self.conn.options;
+        let mut config = serde_json::json!({
+            "name": self.layout.stream,
+            "subjects": [self.layout.stream_subjects()],
+            "retention": "limits",
+            "storage": "file",
+            "num_replicas": options.replicas,
+            "discard": "old",
+            "allow_direct": true,
+            "allow_atomic": true,
+            "duplicate_window": 120_000_000_000_u64,
+        });
+        if !options.tags.is_empty() {
+            config["placement"] = serde_json::json!({ "tags": options.tags });
+        }
+        let op = format!("STREAM.CREATE.{}", self.layout.stream);
+        match self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &config)) {
+            Ok(_) => Ok(()),
+            // It exists already, created by another client with other options.
+            Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NAME_IN_USE => Ok(()),
+            Err(failure) => Err(failure.into_log_error(
+                self.target(),
+                &format!("create stream {} for namespace {:?}", self.layout.stream, self.name),
+            )),
+        }
+    }
+
+    /// Whether the namespace's stream exists (asked of the leader).
+    fn stream_exists(&self) -> Result<bool> {
+        let op = format!("STREAM.INFO.{}", self.layout.stream);
+        match self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &serde_json::json!({}))) {
+            Ok(_) => Ok(true),
+            Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => Ok(false),
+            Err(failure) => Err(failure.into_log_error(self.target(), "read the namespace's stream info")),
+        }
+    }
+
+    /// A direct get (any replica answers): `None` when no message matches.
+    pub(crate) async fn direct(&self, body: serde_json::Value) -> Result<Option<Stored>, Failure> {
+        let subject = self.conn.api_subject(&format!("DIRECT.GET.{}", self.layout.stream));
+        let message = self.conn.request(subject, None, serde_json::to_vec(&body).unwrap_or_default().into()).await?;
+        direct_answer(message)
+    }
+
+    /// The last message of `subject`, from any replica.
+    pub(crate) async fn direct_last(&self, subject: &str) -> Result<Option<Stored>, Failure> {
+        let api = self.conn.api_subject(&format!("DIRECT.GET.{}.{subject}", self.layout.stream));
+        let message = self.conn.request(api, None, Bytes::new()).await?;
+        direct_answer(message)
+    }
+
+    /// The first message of `subject` at stream sequence `from` or later.
+    pub(crate) async fn direct_next(&self, subject: &str, from: u64) -> Result<Option<Stored>, Failure> {
+        self.direct(serde_json::json!({ "seq": from.max(1), "next_by_subj": subject })).await
+    }
+
+    /// Read a log's configuration and latest record from the servers, and
+    /// merge them into the cache (which never goes back).
+    pub(crate) fn refresh(&self, log: &str) -> Result<LogState> {
+        let (config_subject, data_subject) = (self.layout.config(log), self.layout.data(log));
+        let (config, last) = self.conn.block_on(async {
+            let config = self.direct_last(&config_subject);
+            let last = self.direct_last(&data_subject);
+            futures_util::future::join(config, last).await
+        });
+        let map = |failure: Failure| failure.into_log_error(self.target(), &format!("read log {log:?}"));
+        let config = match config {
+            Ok(config) => config,
+            // No stream: no log.
+            Err(Failure::NotSent(_)) if !self.stream_exists()? => None,
+            Err(failure) => return Err(map(failure)),
+        };
+        let Some(config_message) = config else {
+            self.cache().remove(log);
+            return Err(self.not_found(log));
+        };
+        let parsed: ConfigJson = serde_json::from_slice(&config_message.value).map_err(|e| LogError::Protocol {
+            target: self.target().to_owned(),
+            reason: format!("log {log:?} has an unreadable configuration message ({e})"),
+        })?;
+        let last = last.map_err(map)?;
+        // Records written before the configuration belong to a deleted log
+        // of the same name whose purge has not reached this replica.
+        let (latest, latest_sseq) = match last {
+            Some(record) if record.sseq > config_message.sseq => (record.seq, record.sseq),
+            Some(orphan) => (0, orphan.sseq),
+            None => (0, 0),
+        };
+        let mut cache = self.cache();
+        let state = cache.entry(log.to_owned()).or_insert_with(|| LogState {
+            config: parsed.config(),
+            config_sseq: config_message.sseq,
+            latest,
+            latest_sseq,
+            anchors: BTreeMap::new(),
+        });
+        if state.config_sseq != config_message.sseq {
+            *state = LogState {
+                config: parsed.config(),
+                config_sseq: config_message.sseq,
+                latest,
+                latest_sseq,
+                anchors: BTreeMap::new(),
+            };
+        } else if latest > state.latest || (latest == state.latest && latest_sseq > state.latest_sseq) {
+            state.latest = latest;
+            state.latest_sseq = latest_sseq;
+        }
+        if latest > 0 {
+            state.anchors.insert(latest, latest_sseq);
+        }
+        Ok(state.clone())
+    }
+
+    /// The cached state of `log`, read from the servers if not cached.
+    pub(crate) fn state(&self, log: &str) -> Result<LogState> {
+        if let Some(state) = self.cache().get(log) {
+            return Ok(state.clone());
+        }
+        self.refresh(log)
+    }
+
+    /// Record that `log`'s record `seq` is at stream sequence `sseq`.
+    pub(crate) fn learn(&self, log: &str, config_sseq: u64, seq: Seq, stream_seq: u64) {
+        let mut cache = self.cache();
+        let Some(state) = cache.get_mut(log) else { return };
+        if state.config_sseq != config_sseq {
+            return;
+        }
+        if seq > state.latest {
+            state.latest = seq;
+            state.latest_sseq = stream_seq;
+        }
+        if state.anchors.len() >= ANCHORS_MAX {
+            state.anchors.pop_first();
+        }
+        state.anchors.insert(seq, stream_seq);
+    }
+
+    /// Forget what is cached of `log` (after a conflict).
+    pub(crate) fn forget(&self, log: &str) {
+        self.cache().remove(log);
+    }
+
+    /// Record `seq` of `log`, which must exist (`seq` in `[earliest,
+    /// latest]` of `state`): found from the anchors, by probing the stream.
+    pub(crate) fn locate(&self, log: &str, state: &LogState, seq: Seq) -> Result<Stored> {
+        let subject = self.layout.data(log);
+        let map = |failure: Failure| failure.into_log_error(self.target(), &format!("read log {log:?} seq {seq}"));
+        // Bounds on its stream sequence: every record of the log has its own
+        // stream sequence, in seq order, after the configuration message.
+        let mut low = state.config_sseq + seq;
+        let mut high = state.latest_sseq.saturating_sub(state.latest - seq);
+        let exact = {
+            let cache = self.cache();
+            let anchors = cache.get(log).filter(|s| s.config_sseq == state.config_sseq).map(|s| &s.anchors);
+            if let Some(anchors) = anchors {
+                if let Some((&below, &at)) = anchors.range(..=seq).next_back() {
+                    low = low.max(at + (seq - below));
+                }
+                if let Some((&above, &at)) = anchors.range(seq..).next() {
+                    high = high.min(at.saturating_sub(above - seq));
+                }
+                anchors.get(&seq).copied()
+            } else {
+                None
+            }
+        };
+        if let Some(sseq) = exact {
+            if let Some(found) = self.conn.block_on(self.direct(serde_json::json!({ "seq": sseq }))).map_err(map)? {
+                if found.subject == subject && found.seq == seq {
+                    return Ok(found);
+                }
+            }
+        }
+        for probe_count in 0..PROBES_MAX {
+            if low > high {
+                break;
+            }
+            // Alternate a probe at the lower bound (right at once when the
+            // log is dense in the stream) with one in the middle.
+            let probe = if probe_count % 2 == 0 { low } else { low + (high - low) / 2 };
+            let Some(found) = self.conn.block_on(self.direct_next(&subject, probe)).map_err(map)? else {
+                high = probe.saturating_sub(1);
+                continue;
+            };
+            if found.seq > 0 {
+                self.learn(log, state.config_sseq, found.seq, found.sseq);
+            }
+            match found.seq.cmp(&seq) {
+                std::cmp::Ordering::Equal => return Ok(found),
+                std::cmp::Ordering::Less => low = found.sseq + (seq - found.seq),
+                std::cmp::Ordering::Greater => high = high.min(probe.saturating_sub(1)),
+            }
+        }
+        // Not where it must be: trimmed or deleted meanwhile.
+        let now = self.refresh(log)?;
+        rules::check_readable(log, seq, now.earliest(), now.latest)?;
+        Err(LogError::Protocol {
+            target: self.target().to_owned(),
+            reason: format!("log {log:?} seq {seq} is not in stream {} where it must be", self.layout.stream),
+        })
+    }
+
+    /// Purge the records of an overwrite log that its retention no longer
+    /// keeps (they are already invisible: reads stop at `earliest`).
+    pub(crate) fn trim(&self, log: &str, keep: u64) -> Result<()> {
+        let op = format!("STREAM.PURGE.{}", self.layout.stream);
+        let body = serde_json::json!({ "filter": self.layout.data(log), "keep": keep });
+        self.conn
+            .block_on(self.conn.api::<serde_json::Value>(&op, &body))
+            .map(drop)
+            .map_err(|f| f.into_log_error(self.target(), &format!("trim log {log:?}")))
+    }
+}
+
+/// A direct get's answer: the message, or `None` for "404 no message".
+fn direct_answer(message: async_nats::Message) -> Result<Option<Stored>, Failure> {
+    match message.status.map(|s| s.as_u16()) {
+        None | Some(200) => Stored::from_direct(message).map(Some),
+        Some(404) => Ok(None),
+        Some(code) => Err(Failure::Api(crate::conn::ApiError {
+            code,
+            err_code: 0,
+            description: message.description.unwrap_or_default(),
+        })),
+    }
+}
+
+impl Namespace for NatsNamespace {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn create_log(&self, log: &str, config: LogConfig) -> Result<()> {
+        rules::check_create(log, &config)?;
+        let inner = &self.inner;
+        match inner.refresh(log) {
+            Ok(existing) => return rules::check_recreate(log, &existing.config, &config),
+            Err(LogError::LogNotFound { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        inner.ensure_stream()?;
+        let subject = inner.layout.config(log);
+        let mut headers = HeaderMap::new();
+        // Only the first creation lands; a racing one conflicts, and reads.
+        headers.insert("Nats-Expected-Last-Subject-Sequence", "0");
+        let payload = serde_json::to_vec(&ConfigJson::from(config)).unwrap_or_default();
+        let answer = inner.conn.block_on(async {
+            let message = inner.conn.request(subject, Some(headers), payload.into()).await?;
+            crate::conn::parse_answer::<crate::stored::PubAck>(&message.payload)
+        });
+        match answer {
+            Ok(_) => {
+                inner.refresh(log)?;
+                Ok(())
+            }
+            Err(Failure::Api(error))
+                if matches!(error.err_code, err_code::WRONG_LAST_SEQUENCE | err_code::WRONG_LAST_SEQUENCE_CONSTANT) =>
+            {
+                let existing = inner.refresh(log)?;
+                rules::check_recreate(log, &existing.config, &config)
+            }
+            Err(failure) => Err(failure.into_log_error(inner.target(), &format!("create log {log:?}"))),
+        }
+    }
+
+    fn delete_log(&self, log: &str) -> Result<()> {
+        let inner = &self.inner;
+        inner.refresh(log)?;
+        // Records first, then the configuration: a crash between leaves an
+        // empty log, and deleting again finishes the job.
+        for subject in [inner.layout.data(log), inner.layout.config(log)] {
+            let op = format!("STREAM.PURGE.{}", inner.layout.stream);
+            inner
+                .conn
+                .block_on(inner.conn.api::<serde_json::Value>(&op, &serde_json::json!({ "filter": subject })))
+                .map_err(|f| f.into_log_error(inner.target(), &format!("delete log {log:?}")))?;
+        }
+        inner.forget(log);
+        Ok(())
+    }
+
+    fn list_logs(&self) -> Result<Vec<LogInfo>> {
+        let inner = &self.inner;
+        let op = format!("STREAM.INFO.{}", inner.layout.stream);
+        let info = inner.conn.block_on(
+            inner.conn.api::<SubjectsInfo>(&op, &serde_json::json!({ "subjects_filter": inner.layout.configs() })),
+        );
+        let subjects = match info {
+            Ok(info) => info.state.subjects.unwrap_or_default(),
+            Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => HashMap::new(),
+            Err(failure) => return Err(failure.into_log_error(inner.target(), "list the logs")),
+        };
+        let mut names: Vec<String> = subjects.keys().filter_map(|s| inner.layout.log_of_config(s)).collect();
+        names.sort();
+        let mut logs = Vec::with_capacity(names.len());
+        for name in names {
+            match inner.refresh(&name) {
+                Ok(state) => logs.push(state.info(&name)),
+                // Deleted since the listing.
+                Err(LogError::LogNotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(logs)
+    }
+
+    fn log_info(&self, log: &str) -> Result<LogInfo> {
+        Ok(self.inner.refresh(log)?.info(log))
+    }
+
+    fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
+        crate::append::append(&self.inner, batch, None)
+    }
+
+    fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq> {
+        Ok(crate::append::append(&self.inner, &[(log, value)], Some(expected_latest))?[0])
+    }
+
+    fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
+        let inner = &self.inner;
+        let mut state = inner.state(log)?;
+        if seq > state.latest || seq < state.earliest() {
+            state = inner.refresh(log)?;
+        }
+        rules::check_readable(log, seq, state.earliest(), state.latest)?;
+        Ok(inner.locate(log, &state, seq)?.value)
+    }
+
+    fn scan(&self, log: &str, range: SeqRange) -> Result<Scan<'_>> {
+        let state = self.inner.refresh(log)?;
+        let Some((first, last)) = rules::clip_scan(log, range.first, range.last, state.earliest(), state.latest)?
+        else {
+            return Ok(Box::new(std::iter::empty()));
+        };
+        Ok(Box::new(NatsScan::new(Arc::clone(&self.inner), log, state, first, last)))
+    }
+
+    fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
+        let source = NatsWatch::start(Arc::clone(&self.inner), log)?;
+        Ok(Watch::new(Box::new(source), from))
+    }
+
+    /// Nothing to do: an acknowledged append is already stored as the
+    /// servers' `sync_interval` says (docs/nats.md, "Durability").
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
