@@ -343,7 +343,7 @@ pub fn open(
         let location = match StoreUri::parse(text)? {
             StoreUri::Embedded(dir) => Location::Embedded(dir),
             StoreUri::Remote(uri) => Location::Remote(uri),
-            // A store elsewhere too; `varve::open` refuses it while the backend is not built.
+            // A store elsewhere too: a NATS JetStream cluster.
             StoreUri::Nats(_) => Location::Remote(text.to_owned()),
         };
         Ok((location, varve::open(text, &options)?))

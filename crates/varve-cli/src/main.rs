@@ -581,22 +581,28 @@ fn main() -> ExitCode {
     }
 }
 
-/// The data directory and, for `--store varve://…`, the connected server.
-fn resolve_store(global: &GlobalArgs) -> anyhow::Result<(PathBuf, Option<varve_remote::RemoteStore>)> {
+/// Where `--store` points: the data directory, or a connected store elsewhere.
+struct Resolved {
+    data: PathBuf,
+    remote: Option<varve_remote::RemoteStore>,
+    nats: Option<varve_nats::NatsStore>,
+}
+
+/// The data directory and, for `--store varve://…` or `nats://…`, the connected store.
+fn resolve_store(global: &GlobalArgs) -> anyhow::Result<Resolved> {
+    let embedded = |data: PathBuf| Resolved { data, remote: None, nats: None };
     Ok(match global.store.as_deref().map(varve::StoreUri::parse).transpose()? {
-        None => (global.data.clone(), None),
-        Some(varve::StoreUri::Embedded(dir)) => (dir, None),
+        None => embedded(global.data.clone()),
+        Some(varve::StoreUri::Embedded(dir)) => embedded(dir),
         Some(varve::StoreUri::Remote(uri)) => {
             let options = varve_remote::RemoteOptions {
                 tls_ca: global.tls_ca.clone(),
                 ..varve_remote::RemoteOptions::from_uri(&uri, global.token.clone())?
             };
-            (global.data.clone(), Some(varve_remote::RemoteStore::connect(options)?))
+            Resolved { remote: Some(varve_remote::RemoteStore::connect(options)?), ..embedded(global.data.clone()) }
         }
-        Some(varve::StoreUri::Nats(_)) => {
-            anyhow::bail!(
-                "--store nats://…: the NATS JetStream backend is not built yet; use a directory or varve://HOST:PORT"
-            )
+        Some(varve::StoreUri::Nats(options)) => {
+            Resolved { nats: Some(varve_nats::NatsStore::connect(options)?), ..embedded(global.data.clone()) }
         }
     })
 }
@@ -633,7 +639,14 @@ fn run_map(ctx: &commands::Context<'_>, command: &MapCommand) -> anyhow::Result<
 
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     let journal = cli.global.journal_options();
-    let (data, remote) = resolve_store(&cli.global)?;
+    let Resolved { data, remote, nats } = resolve_store(&cli.global)?;
+    let elsewhere = remote.is_some() || nats.is_some();
+    if nats.is_some() && matches!(cli.command, Command::Run(_)) {
+        anyhow::bail!(
+            "`varve run` hosts handlers beside an embedded journal; on NATS, run the runtime from Rust \
+             (varve_runtime on a NatsNamespace, docs/nats.md), or use --data DIR here"
+        );
+    }
     if remote.is_some() && matches!(cli.command, Command::Run(_)) {
         anyhow::bail!(
             "handlers run where their namespace is written, so `varve run` takes an embedded store: on the server's \
@@ -641,13 +654,13 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
              `varve --data DIR run APP.toml` there"
         );
     }
-    if remote.is_some() && !matches!(cli.command, Command::Log { .. } | Command::Map { .. }) {
+    if elsewhere && !matches!(cli.command, Command::Log { .. } | Command::Map { .. }) {
         anyhow::bail!(
-            "this command works on an embedded store (--data DIR) only; with --store varve://… use `varve log …` or `varve map …`, \
+            "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …` or `varve map …`, \
              or run it on the server's host against its data directory"
         );
     }
-    let ctx = commands::Context { data, namespace: cli.global.ns.clone(), out, journal, remote };
+    let ctx = commands::Context { data, namespace: cli.global.ns.clone(), out, journal, remote, nats };
     match &cli.command {
         Command::Log { command } => {
             use commands::log;

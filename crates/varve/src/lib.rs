@@ -7,7 +7,7 @@
 //! | `PATH` or `file:PATH` | the embedded journal in that directory (the default, `./varve-data`) |
 //! | `varve://HOST:PORT` | a `varve serve` on another host ([`varve_remote`]) |
 //! | `varves://HOST:PORT` | the same over TLS (`varve serve --tls-cert`); [`OpenOptions::tls_ca`] adds a CA to trust |
-//! | `nats://HOST:PORT[,HOST:PORT…]` | reserved for the `NATS JetStream` backend (not built yet) |
+//! | `nats://HOST:PORT[,HOST:PORT…][?replicas=3…]` | a NATS JetStream cluster ([`varve_nats`], `docs/nats.md`) |
 //!
 //! A log on a server is named `varve://HOST:PORT/NAMESPACE/LOG` ([`log_uri`]),
 //! or `varves://…` over TLS.
@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use varve_log::{JournalOptions, JournalStore, LogError, Result, Store};
+use varve_nats::{NatsOptions, NatsStore};
 use varve_remote::{RemoteOptions, RemoteStore};
 
 /// Where a store URI points.
@@ -33,8 +34,8 @@ pub enum StoreUri {
     Embedded(PathBuf),
     /// A `varve serve`: the `varve://HOST:PORT` URI, or `varves://HOST:PORT` over TLS.
     Remote(String),
-    /// A `NATS JetStream` cluster: its `HOST:PORT` seeds.
-    Nats(Vec<String>),
+    /// A `NATS JetStream` cluster: its seed servers and options.
+    Nats(NatsOptions),
 }
 
 impl StoreUri {
@@ -52,15 +53,8 @@ impl StoreUri {
             RemoteOptions::from_uri(text, None)?;
             return Ok(StoreUri::Remote(text.trim_end_matches('/').to_owned()));
         }
-        if let Some(seeds) = text.strip_prefix("nats://") {
-            let seeds: Vec<String> = seeds.split(',').map(|s| s.trim().to_owned()).collect();
-            if seeds
-                .iter()
-                .any(|s| s.rsplit_once(':').is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err()))
-            {
-                return Err(invalid(text, "write nats://HOST:PORT[,HOST:PORT…]"));
-            }
-            return Ok(StoreUri::Nats(seeds));
+        if text.starts_with("nats://") {
+            return Ok(StoreUri::Nats(NatsOptions::from_uri(text)?));
         }
         if let Some((scheme, _)) = text.split_once("://") {
             return Err(invalid(
@@ -106,9 +100,7 @@ pub fn open(uri: &str, options: &OpenOptions) -> Result<Arc<dyn Store>> {
             };
             Ok(Arc::new(RemoteStore::connect(remote)?))
         }
-        StoreUri::Nats(_) => {
-            Err(invalid(uri, "the NATS JetStream backend is not built yet; use a directory or varve://HOST:PORT"))
-        }
+        StoreUri::Nats(nats) => Ok(Arc::new(NatsStore::connect(nats)?)),
     }
 }
 
@@ -136,10 +128,8 @@ mod tests {
             StoreUri::parse("varves://localhost:7443").ok(),
             Some(StoreUri::Remote("varves://localhost:7443".into()))
         );
-        assert_eq!(
-            StoreUri::parse("nats://a:4222,b:4222").ok(),
-            Some(StoreUri::Nats(vec!["a:4222".into(), "b:4222".into()]))
-        );
+        let Ok(StoreUri::Nats(nats)) = StoreUri::parse("nats://a:4222,b:4222?replicas=3") else { panic!("nats") };
+        assert_eq!((nats.servers, nats.replicas), (vec!["a:4222".to_owned(), "b:4222".to_owned()], 3));
         for bad in
             ["", "file:", "varve://host", "varve://h:1/ns", "varves://h", "nats://a", "http://x:1", "s3://bucket"]
         {
@@ -149,8 +139,10 @@ mod tests {
     }
 
     #[test]
-    fn nats_is_reserved_with_a_clear_error() {
-        let Err(error) = open("nats://127.0.0.1:4222", &OpenOptions::default()) else { panic!("opened nats") };
-        assert!(error.to_string().contains("not built yet"), "{error}");
+    fn an_unreachable_nats_is_unavailable_at_once() {
+        // Port 9 (discard) on loopback: nothing listens there.
+        let Err(error) = open("nats://127.0.0.1:9", &OpenOptions::default()) else { panic!("opened nats") };
+        assert!(matches!(error, LogError::Unavailable { .. }), "{error}");
+        assert!(error.to_string().contains("nats-server"), "{error}");
     }
 }

@@ -45,6 +45,7 @@ pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCod
                 out: ctx.out,
                 journal: ctx.journal,
                 remote: None,
+                nats: None,
             };
             super::write::explain_locked(
                 &ns_ctx,

@@ -18,9 +18,10 @@ type TextMap = SortedMap<String, String>;
 
 /// The namespace for writing the map: the server's through `--store`, else the journal opened here.
 fn open_write(ctx: &Context<'_>, name: &str) -> anyhow::Result<TextMap> {
-    let ns: Arc<dyn Namespace> = match &ctx.remote {
-        Some(remote) => varve_log::Store::namespace(remote, &ctx.namespace)?,
-        None => Arc::new(
+    let ns: Arc<dyn Namespace> = match (&ctx.remote, &ctx.nats) {
+        (Some(remote), _) => varve_log::Store::namespace(remote, &ctx.namespace)?,
+        (None, Some(nats)) => varve_log::Store::namespace(nats, &ctx.namespace)?,
+        (None, None) => Arc::new(
             ctx.open_write().map_err(|e| super::write::explain_locked(ctx, e, "a map is written by one process at a time here; serve the data directory (`varve serve`) and write through --store varve://… to share it"))?,
         ),
     };

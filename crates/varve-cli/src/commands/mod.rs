@@ -33,14 +33,17 @@ pub struct Context<'a> {
     /// The `varve serve` of `--store varve://…`, connected; `None` for the
     /// embedded store in `data`.
     pub remote: Option<varve_remote::RemoteStore>,
+    /// The JetStream cluster of `--store nats://…`, connected.
+    pub nats: Option<varve_nats::NatsStore>,
 }
 
 impl Context<'_> {
     /// The namespace for reading, on whichever store `--store` names.
     pub fn reader(&self) -> varve_log::Result<std::sync::Arc<dyn varve_log::Namespace>> {
-        match &self.remote {
-            Some(remote) => varve_log::Store::namespace(remote, &self.namespace),
-            None => Ok(std::sync::Arc::new(self.open_read()?)),
+        match (&self.remote, &self.nats) {
+            (Some(remote), _) => varve_log::Store::namespace(remote, &self.namespace),
+            (None, Some(nats)) => varve_log::Store::namespace(nats, &self.namespace),
+            (None, None) => Ok(std::sync::Arc::new(self.open_read()?)),
         }
     }
 

@@ -77,6 +77,7 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         out: ctx.out,
         journal: ctx.journal,
         remote: None,
+        nats: None,
     };
     if write::runtime_serves(&ns_ctx) {
         bail!(

@@ -148,6 +148,9 @@ trait WriteOp {
     fn direct(&self, ctx: &Context<'_>, ns: varve_log::JournalNamespace) -> anyhow::Result<Self::Answer>;
     /// Through a `varve serve` (`--store varve://…`), which retries what is safe to.
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<Self::Answer>;
+    /// Straight to a shared store (`--store nats://…`), whose backend
+    /// retries what is safe to.
+    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<Self::Answer>;
     /// The message when the outcome is unknown after [`ATTEMPTS_MAX`] attempts.
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String;
 }
@@ -156,6 +159,9 @@ trait WriteOp {
 fn run<W: WriteOp>(ctx: &Context<'_>, write: &W) -> anyhow::Result<W::Answer> {
     if let Some(remote) = &ctx.remote {
         return write.remote(&remote.remote_namespace(&ctx.namespace)?);
+    }
+    if let Some(nats) = &ctx.nats {
+        return write.shared(&*varve_log::Store::namespace(nats, &ctx.namespace)?);
     }
     let socket = socket_path(ctx);
     let mut attempts = 0;
@@ -275,6 +281,10 @@ impl WriteOp for Append<'_> {
         Ok(Appended { seqs, repeated })
     }
 
+    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<Appended> {
+        Ok(Appended { seqs: ns.append_batch(self.batch)?, repeated: false })
+    }
+
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {
         let logs: Vec<&str> = self.batch.iter().map(|(log, _)| *log).collect();
         let id = &self.request;
@@ -332,6 +342,10 @@ impl WriteOp for CreateLog<'_> {
     }
 
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<bool> {
+        self.shared(ns)
+    }
+
+    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<bool> {
         let existed = ns.log_info(self.name).is_ok();
         ns.create_log(self.name, self.config)?;
         Ok(!existed)
@@ -373,6 +387,10 @@ impl WriteOp for DeleteLog<'_> {
     }
 
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<()> {
+        self.shared(ns)
+    }
+
+    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<()> {
         Ok(ns.delete_log(self.name)?)
     }
 
