@@ -641,12 +641,6 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     let journal = cli.global.journal_options();
     let Resolved { data, remote, nats } = resolve_store(&cli.global)?;
     let elsewhere = remote.is_some() || nats.is_some();
-    if nats.is_some() && matches!(cli.command, Command::Run(_)) {
-        anyhow::bail!(
-            "`varve run` hosts handlers beside an embedded journal; on NATS, run the runtime from Rust \
-             (varve_runtime on a NatsNamespace, docs/nats.md), or use --data DIR here"
-        );
-    }
     if remote.is_some() && matches!(cli.command, Command::Run(_)) {
         anyhow::bail!(
             "handlers run where their namespace is written, so `varve run` takes an embedded store: on the server's \
@@ -654,7 +648,9 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
              `varve --data DIR run APP.toml` there"
         );
     }
-    if elsewhere && !matches!(cli.command, Command::Log { .. } | Command::Map { .. }) {
+    let shared_ok = matches!(cli.command, Command::Log { .. } | Command::Map { .. })
+        || (nats.is_some() && matches!(cli.command, Command::Run(_)));
+    if elsewhere && !shared_ok {
         anyhow::bail!(
             "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …` or `varve map …`, \
              or run it on the server's host against its data directory"
