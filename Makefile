@@ -24,7 +24,7 @@ build: check-toolchain
 demo: build plot-deps
 	./scripts/demo.sh $(VARVE)
 
-test: check-toolchain
+test: check-toolchain nats-server
 	$(CARGO) test --locked --workspace
 	$(MAKE) --no-print-directory test-python
 
