@@ -21,7 +21,7 @@ check-toolchain:
 build: check-toolchain
 	$(CARGO) build --release --locked --workspace
 
-demo: build plot-deps
+demo: build plot-deps nats-server
 	./scripts/demo.sh $(VARVE)
 
 test: check-toolchain nats-server
