@@ -625,7 +625,8 @@ impl LocalCluster {
             if !self.is_running(node) {
                 return Err(ClusterError::Exited {
                     node,
-                    status: "exited by itself".to_owned(),
+                    // Read by `kill` or the drop, which wait for the process (this takes `&self`).
+                    status: "exit status not read yet".to_owned(),
                     log: entry.log.clone(),
                     log_tail: process::log_tail(&entry.log, entry.log_from, LOG_TAIL_LINES),
                 });
