@@ -182,7 +182,7 @@ struct Node {
     log_from: u64,
 }
 
-/// How long a wait for nodes asks about them, and how far it goes.
+/// What a wait for nodes asks of each.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Readiness {
     /// `/healthz?js-enabled-only=true`: the server accepts clients and JetStream runs.
