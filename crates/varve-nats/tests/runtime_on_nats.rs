@@ -2,8 +2,6 @@
 //! times: a topic whose every append fires its handler once, the handler's
 //! own appends, and a restart that finds the work already done.
 
-#![expect(clippy::unwrap_used, reason = "tests: a failed unwrap is a failed test")]
-
 mod support;
 
 use std::sync::Arc;

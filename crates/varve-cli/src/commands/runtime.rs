@@ -89,16 +89,15 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     // Before the lock: a write that finds the namespace locked while we
     // start (or stop) waits for our socket instead of failing.
     let _pid_file = write::RuntimePidFile::write(&ns_ctx)?;
-    let ns: Arc<dyn Namespace> = match &ctx.nats {
-        // The namespace lives in the cluster; this data directory holds the
-        // runtime's socket, pid file and host id.
-        Some(nats) => varve_log::Store::namespace(nats, &manifest.namespace)?,
-        None => {
-            let options = JournalOptions { sync: manifest.sync, ..ctx.journal };
-            let store = JournalStore::open(&ctx.data, options)?;
-            // A CLI write may hold the lock for a moment; another runtime is refused.
-            Arc::new(write::open_for_runtime(&ns_ctx, || store.journal_namespace(&manifest.namespace))?)
-        }
+    // On NATS the namespace lives in the cluster; this data directory holds
+    // the runtime's socket, pid file and host id.
+    let ns: Arc<dyn Namespace> = if let Some(nats) = &ctx.nats {
+        varve_log::Store::namespace(nats, &manifest.namespace)?
+    } else {
+        let options = JournalOptions { sync: manifest.sync, ..ctx.journal };
+        let store = JournalStore::open(&ctx.data, options)?;
+        // A CLI write may hold the lock for a moment; another runtime is refused.
+        Arc::new(write::open_for_runtime(&ns_ctx, || store.journal_namespace(&manifest.namespace))?)
     };
     let host = match manifest.host {
         Some(host) => host,

@@ -18,7 +18,7 @@ pub struct Servers {
     _dir: tempfile::TempDir,
 }
 
-/// Start `nodes` servers (sync_interval: always) under a new temporary directory.
+/// Start `nodes` servers (`sync_interval: always`) under a new temporary directory.
 pub fn start(nodes: usize, name: &str) -> Servers {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let options = ClusterOptions {
