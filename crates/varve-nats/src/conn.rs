@@ -149,7 +149,14 @@ impl Conn {
         struct AccountInfo {}
         match self.block_on(self.api::<AccountInfo>("INFO", &serde_json::json!({}))) {
             Ok(_) => Ok(()),
-            Err(Failure::NotSent(reason) | Failure::Lost(reason)) => Err(LogError::Unavailable {
+            Err(Failure::Lost(reason)) => Err(LogError::Unavailable {
+                target: self.target.clone(),
+                reason: format!(
+                    "JetStream did not answer ({reason}): the servers may be electing a leader or lack a quorum; \
+                     retry, or check their logs"
+                ),
+            }),
+            Err(Failure::NotSent(reason)) => Err(LogError::Unavailable {
                 target: self.target.clone(),
                 reason: format!(
                     "JetStream does not answer ({reason}): start nats-server with JetStream on (-js, or a jetstream \
