@@ -25,6 +25,7 @@ mod options;
 mod scan;
 mod store;
 mod stored;
+pub mod tiers;
 mod watch;
 
 pub use names::{STREAM_PREFIX, SUBJECT_ROOT};
