@@ -12,8 +12,10 @@
 //! namespace name: every read of the backend is a direct get or a
 //! `STREAM.INFO` on stream `VARVE_<ns>`, which a mirror answers as its
 //! origin would, and a watch polls, so records that arrive by mirroring are
-//! seen. What this guarantees and the servers' configuration are in
-//! `docs/nats.md`, "Edge and cloud".
+//! seen. The copy is read-only: a mirror takes no publishes, and the edge's
+//! leaf remote denies `varve.>` imports so that a write made on the cloud
+//! does not travel the link to the edge's stream. What this guarantees and
+//! the servers' configuration are in `docs/nats.md`, "Edge and cloud".
 
 use serde::Deserialize;
 use varve_log::{validate_name, LogError, Result};
@@ -49,6 +51,16 @@ const DOMAIN_BYTES_MAX: usize = 64;
 ///   (the leaf link is down, or no server has `jetstream { domain }` set to
 ///   it): nothing was created;
 /// - `OutcomeUnknown`: the create's answer was lost; call again.
+///
+/// ```no_run
+/// use varve_nats::{tiers::mirror_namespace, NatsStore};
+/// // Once the namespace has a log at the edge and the leaf link is up:
+/// let cloud = NatsStore::open("nats://10.0.0.1:4222?domain=cloud&replicas=3")?;
+/// mirror_namespace(&cloud, "plant", "edge")?;
+/// // Readers open the cloud with the same namespace name.
+/// let copy = NatsStore::open("nats://10.0.0.1:4222?domain=cloud")?.nats_namespace("plant")?;
+/// # Ok::<(), varve_log::LogError>(())
+/// ```
 pub fn mirror_namespace(cloud: &NatsStore, namespace: &str, edge_domain: &str) -> Result<()> {
     validate_name(namespace, false)?;
     check_domain(edge_domain)?;
@@ -203,7 +215,9 @@ impl Mirror<'_> {
                 source.name,
                 source.external.as_ref().map_or("its own domain", |external| external.api.as_str())
             ),
-            None => format!("takes writes of its own (subjects {:?})", existing.subjects.as_deref().unwrap_or_default()),
+            None => {
+                format!("takes writes of its own (subjects {:?})", existing.subjects.as_deref().unwrap_or_default())
+            }
         };
         Err(LogError::InvalidArgument {
             reason: format!(
