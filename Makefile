@@ -21,10 +21,10 @@ check-toolchain:
 build: check-toolchain
 	$(CARGO) build --release --locked --workspace
 
-demo: build plot-deps
+demo: build plot-deps nats-server
 	./scripts/demo.sh $(VARVE)
 
-test: check-toolchain
+test: check-toolchain nats-server
 	$(CARGO) test --locked --workspace
 	$(MAKE) --no-print-directory test-python
 

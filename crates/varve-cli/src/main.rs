@@ -13,6 +13,7 @@
 //! varve run app.toml                 # handlers on append (see varve-runtime)
 //! varve --ns app trace causes out 1  # what caused a record
 //! varve --ns app events tail         # the causal event log, followed
+//! varve nats up --nodes 3            # a local JetStream cluster; prints nats://…
 //! ```
 //!
 //! Every operation works on the embedded journal in `--data DIR` (default
@@ -169,6 +170,56 @@ enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// A local NATS JetStream cluster on loopback, to try the distributed
+    /// backend: nats-server processes (`make nats-server` installs one)
+    /// that keep running until `varve nats down`.
+    Nats {
+        #[command(subcommand)]
+        command: NatsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NatsCommand {
+    /// Start the cluster and print its URL (nats://127.0.0.1:PORT,…) as the
+    /// last line of stdout. Every write is fsynced (sync_interval: always);
+    /// node I is tagged az:I. Each node's config, log and store are in
+    /// DIR/nodeI/. If DIR already holds a running cluster, prints its URL.
+    Up(NatsUpArgs),
+    /// Stop the cluster `varve nats up` started in DIR (SIGTERM, then
+    /// SIGKILL after 30 s). The stores stay: `up` on DIR finds them again.
+    Down(NatsDownArgs),
+}
+
+#[derive(Debug, Args)]
+struct NatsUpArgs {
+    /// How many servers: 1 is a single server, 2 or more a cluster.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = nodes_in_range)]
+    nodes: usize,
+    /// The cluster's directory.
+    #[arg(long, value_name = "DIR", default_value = "./varve-nats")]
+    dir: PathBuf,
+    /// The nats-server binary. Default: $VARVE_NATS_SERVER, else
+    /// .tools/bin/nats-server in this directory or an ancestor, else
+    /// nats-server on PATH.
+    #[arg(long, value_name = "PATH")]
+    server: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct NatsDownArgs {
+    /// The cluster's directory.
+    #[arg(long, value_name = "DIR", default_value = "./varve-nats")]
+    dir: PathBuf,
+}
+
+/// `--nodes`: 1 to `varve_nats::cluster::NODES_MAX`.
+fn nodes_in_range(text: &str) -> Result<usize, String> {
+    let max = varve_nats::cluster::NODES_MAX;
+    match text.parse::<usize>() {
+        Ok(nodes) if (1..=max).contains(&nodes) => Ok(nodes),
+        _ => Err(format!("{text:?}: give a number of servers from 1 to {max}")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -638,15 +689,14 @@ fn run_map(ctx: &commands::Context<'_>, command: &MapCommand) -> anyhow::Result<
 }
 
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
+    // `varve nats` runs servers, it opens no store: --store and --data do not apply.
+    if let Command::Nats { command } = &cli.command {
+        run_nats(command, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let journal = cli.global.journal_options();
     let Resolved { data, remote, nats } = resolve_store(&cli.global)?;
     let elsewhere = remote.is_some() || nats.is_some();
-    if nats.is_some() && matches!(cli.command, Command::Run(_)) {
-        anyhow::bail!(
-            "`varve run` hosts handlers beside an embedded journal; on NATS, run the runtime from Rust \
-             (varve_runtime on a NatsNamespace, docs/nats.md), or use --data DIR here"
-        );
-    }
     if remote.is_some() && matches!(cli.command, Command::Run(_)) {
         anyhow::bail!(
             "handlers run where their namespace is written, so `varve run` takes an embedded store: on the server's \
@@ -654,7 +704,9 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
              `varve --data DIR run APP.toml` there"
         );
     }
-    if elsewhere && !matches!(cli.command, Command::Log { .. } | Command::Map { .. }) {
+    let shared_ok = matches!(cli.command, Command::Log { .. } | Command::Map { .. })
+        || (nats.is_some() && matches!(cli.command, Command::Run(_)));
+    if elsewhere && !shared_ok {
         anyhow::bail!(
             "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …` or `varve map …`, \
              or run it on the server's host against its data directory"
@@ -726,6 +778,18 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             run_bench(command, cli.global.json)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Nats { .. } => unreachable!("`varve nats` is dispatched before the store is opened"),
+    }
+}
+
+/// `nats up|down`.
+fn run_nats(command: &NatsCommand, out: &Output) -> anyhow::Result<()> {
+    use commands::nats;
+    match command {
+        NatsCommand::Up(args) => {
+            nats::up(out, &nats::UpRequest { nodes: args.nodes, dir: args.dir.clone(), server: args.server.clone() })
+        }
+        NatsCommand::Down(args) => nats::down(out, &args.dir),
     }
 }
 

@@ -195,7 +195,7 @@ struct Node {
     log_from: u64,
 }
 
-/// How long a wait for nodes asks about them, and how far it goes.
+/// What a wait for nodes asks of each.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Readiness {
     /// `/healthz?js-enabled-only=true`: the server accepts clients and JetStream runs.
@@ -638,7 +638,8 @@ impl LocalCluster {
             if !self.is_running(node) {
                 return Err(ClusterError::Exited {
                     node,
-                    status: "exited by itself".to_owned(),
+                    // Read by `kill` or the drop, which wait for the process (this takes `&self`).
+                    status: "exit status not read yet".to_owned(),
                     log: entry.log.clone(),
                     log_tail: process::log_tail(&entry.log, entry.log_from, LOG_TAIL_LINES),
                 });

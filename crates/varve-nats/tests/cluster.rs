@@ -124,6 +124,15 @@ fn a_single_node_serves_jetstream() {
     assert!(!cluster.is_running(0));
     assert!(matches!(cluster.kill(0), Err(ClusterError::NotRunning { node: 0 })));
     assert!(matches!(cluster.stream_leader("single"), Err(ClusterError::NoneAnswering { .. })));
+
+    // Another process takes the client port while the node is down: the
+    // restart says so, naming the log, and works once the port is free.
+    let squatter = std::net::TcpListener::bind(cluster.client_addr(0)).expect("take the node's port");
+    let error = cluster.restart(0).expect_err("a restart on a taken port");
+    assert!(matches!(error, ClusterError::PortsTaken { node: 0, .. }), "{error}");
+    assert!(error.to_string().contains("nats.log"), "{error}");
+    assert!(!cluster.is_running(0));
+    drop(squatter);
     cluster.restart(0).expect("restart");
     cluster.wait_healthy(DEADLINE).expect("healthy");
     runtime.block_on(async {

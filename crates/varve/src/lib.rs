@@ -7,7 +7,7 @@
 //! | `PATH` or `file:PATH` | the embedded journal in that directory (the default, `./varve-data`) |
 //! | `varve://HOST:PORT` | a `varve serve` on another host ([`varve_remote`]) |
 //! | `varves://HOST:PORT` | the same over TLS (`varve serve --tls-cert`); [`OpenOptions::tls_ca`] adds a CA to trust |
-//! | `nats://HOST:PORT[,HOST:PORT…][?replicas=3…]` | a NATS JetStream cluster ([`varve_nats`], `docs/nats.md`) |
+//! | `nats://HOST:PORT[,HOST:PORT…][?replicas=3…]` | a `NATS JetStream` cluster ([`varve_nats`], docs/nats.md) |
 //!
 //! A log on a server is named `varve://HOST:PORT/NAMESPACE/LOG` ([`log_uri`]),
 //! or `varves://…` over TLS.

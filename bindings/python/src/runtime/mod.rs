@@ -457,6 +457,13 @@ impl Runtime {
 
 /// Why a runtime cannot serve a namespace of a remote store.
 fn remote_runtime(namespace: &str, uri: &str) -> Error {
+    if uri.starts_with("nats://") {
+        return invalid_argument(format!(
+            "namespace {namespace:?} is in the NATS cluster {uri}: a Python runtime there is not supported yet; host \
+             the handlers with `varve --store {uri} --data DIR run APP.toml` (external-command handlers may be \
+             Python scripts), or from Rust"
+        ));
+    }
     invalid_argument(format!(
         "namespace {namespace:?} is on the server {uri}: a runtime predicts the seqs of its appends, so it must be \
          its namespace's only writer, and handlers run where the namespace lives: on the server's host, in the \

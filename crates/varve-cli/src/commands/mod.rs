@@ -11,6 +11,7 @@ pub mod bench;
 pub mod fsck;
 pub mod log;
 pub mod map;
+pub mod nats;
 pub mod pds;
 pub mod runtime;
 pub mod serve;

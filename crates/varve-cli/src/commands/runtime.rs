@@ -77,7 +77,7 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         out: ctx.out,
         journal: ctx.journal,
         remote: None,
-        nats: None,
+        nats: ctx.nats.clone(),
     };
     if write::runtime_serves(&ns_ctx) {
         bail!(
@@ -89,11 +89,16 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     // Before the lock: a write that finds the namespace locked while we
     // start (or stop) waits for our socket instead of failing.
     let _pid_file = write::RuntimePidFile::write(&ns_ctx)?;
-    let options = JournalOptions { sync: manifest.sync, ..ctx.journal };
-    let store = JournalStore::open(&ctx.data, options)?;
-    // A CLI write may hold the lock for a moment; another runtime is refused.
-    let ns: Arc<dyn Namespace> =
-        Arc::new(write::open_for_runtime(&ns_ctx, || store.journal_namespace(&manifest.namespace))?);
+    // On NATS the namespace lives in the cluster; this data directory holds
+    // the runtime's socket, pid file and host id.
+    let ns: Arc<dyn Namespace> = if let Some(nats) = &ctx.nats {
+        varve_log::Store::namespace(nats, &manifest.namespace)?
+    } else {
+        let options = JournalOptions { sync: manifest.sync, ..ctx.journal };
+        let store = JournalStore::open(&ctx.data, options)?;
+        // A CLI write may hold the lock for a moment; another runtime is refused.
+        Arc::new(write::open_for_runtime(&ns_ctx, || store.journal_namespace(&manifest.namespace))?)
+    };
     let host = match manifest.host {
         Some(host) => host,
         None => varve_runtime::host_id_for_dir(&ctx.data)?,

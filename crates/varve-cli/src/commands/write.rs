@@ -160,9 +160,6 @@ fn run<W: WriteOp>(ctx: &Context<'_>, write: &W) -> anyhow::Result<W::Answer> {
     if let Some(remote) = &ctx.remote {
         return write.remote(&remote.remote_namespace(&ctx.namespace)?);
     }
-    if let Some(nats) = &ctx.nats {
-        return write.shared(&*varve_log::Store::namespace(nats, &ctx.namespace)?);
-    }
     let socket = socket_path(ctx);
     let mut attempts = 0;
     let mut unknown = false;
@@ -216,6 +213,11 @@ fn attempt<W: WriteOp>(ctx: &Context<'_>, write: &W, socket: &std::path::Path) -
         Err(CallError::Refused { error, retry: false }) => {
             return Err(Failure::Final(anyhow!("{error} (namespace {}, through its runtime)", ctx.namespace)))
         }
+    }
+    // On NATS, with no runtime of this namespace here: straight to the cluster.
+    if let Some(nats) = &ctx.nats {
+        let ns = varve_log::Store::namespace(nats, &ctx.namespace).map_err(|e| Failure::Final(e.into()))?;
+        return write.shared(&*ns).map_err(Failure::Final);
     }
     match ctx.open_write() {
         Ok(ns) => write.direct(ctx, ns).map_err(Failure::Final),

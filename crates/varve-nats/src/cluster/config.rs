@@ -144,7 +144,9 @@ pub(super) fn render(options: &ClusterOptions, node: usize, ports: &[NodePorts])
         "# Node {node} of the local NATS cluster {name:?} ({nodes} node(s)), written by varve-nats (LocalCluster).\n\
          server_name: \"{server}\"\n\
          listen: \"127.0.0.1:{client}\"\n\
-         http: \"127.0.0.1:{http}\"\n",
+         http: \"127.0.0.1:{http}\"\n\
+         # Room for the Log contract's 16 MiB records and their headers.\n\
+         max_payload: 20MB\n",
         name = options.name,
         nodes = options.nodes,
         server = server_name(&options.name, node),
@@ -156,6 +158,15 @@ pub(super) fn render(options: &ClusterOptions, node: usize, ports: &[NodePorts])
         let _ = writeln!(text, "server_tags: [{}]", quoted.join(", "));
     }
     text.push_str("jetstream {\n  store_dir: \"store\"\n");
+    // The contract's atomic batches hold up to 65,536 records (the default is 1,000).
+    text.push_str("  limits { batch { max_msgs: 65536 } }\n");
+    // Replicas of one stream on servers with different `az:` tags, when
+    // every node has one (else no placement could satisfy it).
+    let zoned = (0..options.nodes)
+        .all(|n| options.node_tags.get(n).is_some_and(|tags| tags.iter().any(|t| t.starts_with("az:"))));
+    if zoned {
+        text.push_str("  unique_tag: \"az:\"\n");
+    }
     if options.sync_always {
         text.push_str("  sync_interval: always\n");
     }
@@ -224,7 +235,9 @@ mod tests {
         assert!(text.contains("server_name: \"varve-0\"\n"), "{text}");
         assert!(text.contains("listen: \"127.0.0.1:4000\"\n"), "{text}");
         assert!(text.contains("http: \"127.0.0.1:4002\"\n"), "{text}");
-        assert!(text.contains("jetstream {\n  store_dir: \"store\"\n  sync_interval: always\n}\n"), "{text}");
+        assert!(text.contains("  sync_interval: always\n"), "{text}");
+        assert!(text.contains("max_payload: 20MB\n"), "{text}");
+        assert!(text.contains("  limits { batch { max_msgs: 65536 } }\n"), "{text}");
         assert!(!text.contains("cluster {"), "{text}");
         assert!(!text.contains("leafnodes"), "{text}");
         assert!(!text.contains("server_tags"), "{text}");

@@ -53,9 +53,9 @@ pub enum ClusterError {
         source: io::Error,
     },
 
-    /// A node exited while it was starting (a bad configuration, a store
-    /// another server holds, …): its log says why.
-    #[error("node {node} exited ({status}) while starting; its log {} ends with: {log_tail}", log.display())]
+    /// A node exited by itself, while starting (a bad configuration, a
+    /// store another server holds, …) or while it was waited for: its log says why.
+    #[error("node {node} exited by itself ({status}); its log {} ends with: {log_tail}", log.display())]
     Exited {
         /// The node.
         node: usize,

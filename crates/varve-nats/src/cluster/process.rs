@@ -65,17 +65,38 @@ fn is_executable(path: &Path) -> bool {
     path.metadata().is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
+/// Stops a server when the process that started it is gone: `sh` starts
+/// a watcher, then becomes the server (`exec`, same pid). The watcher polls
+/// the starter every second; once it is gone, it kills the server if that
+/// pid still runs this node's config. So a server held by a `static` (never
+/// dropped) or by a test process that crashed does not outlive it.
+const STOP_WITH_STARTER: &str = "starter=$1; config=$4; \
+    (while kill -0 \"$starter\" 2>/dev/null; do sleep 1; done; \
+     grep -qF -- \"$config\" /proc/$$/cmdline 2>/dev/null && kill -9 $$) </dev/null >/dev/null 2>&1 & \
+    shift; exec \"$@\"";
+
 /// Start `program -c CONFIG` in `dir` (the node's directory; its config
 /// names the store relative to it), stdin closed, stdout and stderr appended
-/// to `log`. In a process group of its own when `own_group`, so that a
-/// Ctrl-C at the terminal (SIGINT to the foreground group) does not reach it.
+/// to `log`. In a process group of its own when `own_group` (`varve nats
+/// up`), so that a Ctrl-C at the terminal (SIGINT to the foreground group)
+/// does not reach it; otherwise it is stopped when this process ends
+/// ([`STOP_WITH_STARTER`]), even one that never drops its cluster.
 pub(super) fn spawn(program: &Path, dir: &Path, config: &Path, log: &Path, own_group: bool) -> io::Result<Child> {
     let log_file = OpenOptions::new().create(true).append(true).open(log)?;
-    let mut command = Command::new(program);
-    command.arg("-c").arg(config).current_dir(dir).stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
-    if own_group {
+    let mut command = if own_group {
+        let mut command = Command::new(program);
         command.process_group(0);
-    }
+        command
+    } else {
+        // `sh` would start and then fail to exec: say so here, as a direct spawn would.
+        if program.components().count() > 1 && !program.exists() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} does not exist", program.display())));
+        }
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(STOP_WITH_STARTER).arg("sh").arg(std::process::id().to_string()).arg(program);
+        command
+    };
+    command.arg("-c").arg(config).current_dir(dir).stdin(Stdio::null()).stdout(log_file.try_clone()?).stderr(log_file);
     command.spawn()
 }
 
