@@ -93,6 +93,7 @@ const LOG_TAIL_LINES: usize = 5;
 
 /// What cluster to start.
 #[derive(Clone, Debug)]
+#[expect(clippy::struct_excessive_bools, reason = "independent switches, each one line of nats.conf or of the spawn")]
 pub struct ClusterOptions {
     /// How many servers: 1 is a single server (no `cluster` block); 2 or
     /// more form a cluster with routes between every pair. At most [`NODES_MAX`].
@@ -116,9 +117,19 @@ pub struct ClusterOptions {
     /// Accept leaf-node connections: `leafnodes { listen: 127.0.0.1:PORT }`
     /// on every node ([`LocalCluster::leaf_url`]).
     pub leaf_listen: bool,
+    /// With `leaf_listen`, tell connected leaf nodes every node's leaf-node
+    /// port, so that they can move to another node when theirs fails (the
+    /// server's default). `false` writes `leafnodes { no_advertise: true }`:
+    /// a leaf node then connects only where its `remotes` say, e.g. through
+    /// a proxy that a test cuts.
+    pub leaf_advertise: bool,
     /// Make every node a leaf node of that hub:
     /// `leafnodes { remotes: [{ url: "nats-leaf://127.0.0.1:PORT" }] }`.
     pub leaf_remote: Option<String>,
+    /// With `leaf_remote`, subjects this leaf node takes nothing on from
+    /// its hub (`remotes: [{ deny_imports }]`): e.g. `varve.>`, so that a
+    /// write sent to the hub never reaches this node's streams.
+    pub leaf_deny_imports: Vec<String>,
     /// The `nats-server` binary; `None`: [`find_server_binary`].
     pub server_bin: Option<PathBuf>,
     /// Start every node in a process group of its own, so that a Ctrl-C at
@@ -145,7 +156,9 @@ impl ClusterOptions {
             domain: None,
             node_tags: Vec::new(),
             leaf_listen: false,
+            leaf_advertise: true,
             leaf_remote: None,
+            leaf_deny_imports: Vec::new(),
             server_bin: None,
             own_process_group: false,
             start_timeout: START_TIMEOUT_DEFAULT,

@@ -5,7 +5,8 @@
 //! (`?replicas=3`). It passes the same conformance suite as every backend,
 //! on one server and on a 3-node cluster. How the contract maps onto
 //! streams and subjects, what it costs, and the durability settings a user
-//! must choose are in `docs/nats.md`.
+//! must choose are in `docs/nats.md`. [`tiers::mirror_namespace`] keeps a
+//! cloud copy of a namespace written at an edge server (a leaf node).
 //!
 //! ```no_run
 //! use varve_log::{LogConfig, Namespace as _, Store as _};
@@ -25,6 +26,7 @@ mod options;
 mod scan;
 mod store;
 mod stored;
+pub mod tiers;
 mod watch;
 
 pub use names::{STREAM_PREFIX, SUBJECT_ROOT};

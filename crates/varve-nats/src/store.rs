@@ -54,6 +54,12 @@ impl NatsStore {
         self.limits
     }
 
+    /// The connection, for the crate's own requests beyond the Log contract
+    /// (e.g. [`crate::tiers::mirror_namespace`]).
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
     /// Namespace `name` as its concrete type. Sends nothing: the stream is
     /// created with the namespace's first log.
     pub fn nats_namespace(&self, name: &str) -> Result<NatsNamespace> {

@@ -70,6 +70,17 @@ pub(super) fn validate(options: &ClusterOptions) -> Result<(), ClusterError> {
             ));
         }
     }
+    for subject in &options.leaf_deny_imports {
+        if options.leaf_remote.is_none() {
+            return invalid("leaf_deny_imports without leaf_remote: only a leaf node denies imports".to_owned());
+        }
+        if subject.is_empty() || subject.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\') {
+            return invalid(format!(
+                "leaf_deny_imports subject {subject:?}: write a subject without spaces, quotes or backslashes, e.g. \
+                 varve.>"
+            ));
+        }
+    }
     if options.start_timeout.is_zero() {
         return invalid("start_timeout is zero: give the nodes time to start (30 s is usual)".to_owned());
     }
@@ -180,9 +191,17 @@ pub(super) fn render(options: &ClusterOptions, node: usize, ports: &[NodePorts])
         text.push_str("leafnodes {\n");
         if let Some(port) = own.leaf {
             let _ = writeln!(text, "  listen: \"127.0.0.1:{port}\"");
+            if !options.leaf_advertise {
+                text.push_str("  no_advertise: true\n");
+            }
         }
         if let Some(url) = &options.leaf_remote {
-            let _ = writeln!(text, "  remotes: [\n    {{ url: \"{url}\" }}\n  ]");
+            let _ = write!(text, "  remotes: [\n    {{ url: \"{url}\"");
+            if !options.leaf_deny_imports.is_empty() {
+                let quoted: Vec<String> = options.leaf_deny_imports.iter().map(|s| format!("\"{s}\"")).collect();
+                let _ = write!(text, ", deny_imports: [{}]", quoted.join(", "));
+            }
+            text.push_str(" }\n  ]\n");
         }
         text.push_str("}\n");
     }
@@ -250,6 +269,10 @@ mod tests {
         options.leaf_listen = true;
         let hub = render(&options, 0, &ports(1, true));
         assert!(hub.contains("leafnodes {\n  listen: \"127.0.0.1:4003\"\n}\n"), "{hub}");
+        options.leaf_advertise = false;
+        let hidden = render(&options, 0, &ports(1, true));
+        assert!(hidden.contains("leafnodes {\n  listen: \"127.0.0.1:4003\"\n  no_advertise: true\n}\n"), "{hidden}");
+        options.leaf_advertise = true;
         options.leaf_listen = false;
         options.leaf_remote = Some("nats-leaf://127.0.0.1:4003".into());
         let leaf = render(&options, 0, &ports(1, false));
@@ -257,12 +280,20 @@ mod tests {
             leaf.contains("leafnodes {\n  remotes: [\n    { url: \"nats-leaf://127.0.0.1:4003\" }\n  ]\n}\n"),
             "{leaf}"
         );
+        options.leaf_deny_imports = vec!["varve.>".into(), "a.b".into()];
+        let denying = render(&options, 0, &ports(1, false));
+        assert!(
+            denying.contains(
+                "  remotes: [\n    { url: \"nats-leaf://127.0.0.1:4003\", deny_imports: [\"varve.>\", \"a.b\"] }\n  ]\n"
+            ),
+            "{denying}"
+        );
     }
 
     #[test]
     fn text_that_would_need_quoting_is_refused() {
         let base = ClusterOptions::new(PathBuf::from("/tmp/x"), 3);
-        let cases: [fn(&mut ClusterOptions); 9] = [
+        let cases: [fn(&mut ClusterOptions); 11] = [
             |o| o.nodes = 0,
             |o| o.nodes = NODES_MAX + 1,
             |o| o.name = "a b".into(),
@@ -272,6 +303,11 @@ mod tests {
             |o| o.node_tags = vec![vec![]; 4],
             |o| o.leaf_remote = Some("127.0.0.1:4000".into()),
             |o| o.start_timeout = std::time::Duration::ZERO,
+            |o| o.leaf_deny_imports = vec!["varve.>".into()],
+            |o| {
+                o.leaf_remote = Some("nats-leaf://127.0.0.1:4000".into());
+                o.leaf_deny_imports = vec!["a b".into()];
+            },
         ];
         for (i, case) in cases.iter().enumerate() {
             let mut options = base.clone();
