@@ -222,6 +222,14 @@ mod tests {
             .arg(&marker)
             .spawn()
             .expect("sh");
+        // stop_dir knows a node by its command line: wait until the child has
+        // exec'd `sh` (before that it still runs this test binary's).
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let started = std::time::Instant::now();
+        while !std::fs::read(&cmdline).is_ok_and(|c| c.windows(b"nats.conf".len()).any(|w| w == b"nats.conf")) {
+            assert!(started.elapsed() < Duration::from_secs(30), "sh did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         record(Some(child.id()), &marker).write(dir.path()).expect("write");
         // The child is ours, so it stays a zombie until waited for: `Gone` counts that.
         assert_eq!(stop_dir(dir.path(), Duration::from_secs(30)).expect("stop"), 1);
