@@ -133,7 +133,10 @@ fn try_once(
             _ if error.code == 503 => Err(Retry::Later(error.description)),
             _ => Err(Retry::Stop(error.into_log_error(inner.target(), "append"))),
         },
-        Err(Failure::NotSent(reason)) => Err(Retry::Later(reason)),
+        Err(Failure::NotSent(reason)) => match inner.refusal_of_no_responders() {
+            Some(error) => Err(Retry::Stop(error)),
+            None => Err(Retry::Later(reason)),
+        },
         Err(Failure::Lost(reason)) => {
             let (log, state) = &states[0];
             lost.push(Lost {

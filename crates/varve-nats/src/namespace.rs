@@ -168,6 +168,26 @@ impl Inner {
         }
     }
 
+    /// Why a publish to this namespace found no responders, when that is
+    /// final: the stream is a read-only mirror (a cloud copy of an edge
+    /// namespace), or it is gone. `None` when it should be retried.
+    pub(crate) fn refusal_of_no_responders(&self) -> Option<LogError> {
+        let op = format!("STREAM.INFO.{}", self.layout.stream);
+        match self.conn.block_on(self.conn.api::<serde_json::Value>(&op, &serde_json::json!({}))) {
+            Ok(info) if info["config"]["mirror"].is_object() => Some(LogError::InvalidArgument {
+                reason: format!(
+                    "namespace {:?} here is a read-only mirror of stream {} in another domain: append where it is \
+                     written (the edge), and read it here",
+                    self.name, info["config"]["mirror"]["name"]
+                ),
+            }),
+            Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => {
+                Some(LogError::NamespaceNotFound { namespace: self.name.clone() })
+            }
+            _ => None,
+        }
+    }
+
     /// A direct get (any replica answers): `None` when no message matches.
     pub(crate) async fn direct(&self, body: serde_json::Value) -> Result<Option<Stored>, Failure> {
         let subject = self.conn.api_subject(&format!("DIRECT.GET.{}", self.layout.stream));
