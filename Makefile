@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-pds bench-part bench-runtime bench-serve nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-pds bench-part bench-runtime bench-serve bench-nats nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -98,6 +98,12 @@ nats-server:
 # data under target/bench, deleted after).
 bench-serve: build nats-server
 	$(VARVE) bench serve --dir target/bench --nats-server $(NATS_SERVER) $(if $(QUICK),--quick)
+
+# The Log on NATS JetStream (issue 12): appends beside raw JetStream
+# publishes at R=1 and R=3, batches, get, failover (about 3 minutes; the
+# servers' data under target/bench, deleted after).
+bench-nats: build nats-server
+	$(VARVE) bench nats --dir target/bench --nats-server $(NATS_SERVER) $(if $(QUICK),--quick)
 
 # The PEDaLS evaluation (Figures 4-6): table, CSVs and PNG charts into docs/
 # (several minutes). The charts need matplotlib, installed into .venv here.

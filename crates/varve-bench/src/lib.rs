@@ -37,6 +37,7 @@
 )]
 
 pub mod log;
+pub mod nats;
 pub mod pds;
 pub mod runtime;
 pub mod serve;

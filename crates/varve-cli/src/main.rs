@@ -349,6 +349,23 @@ enum BenchCommand {
     /// p50/p99, watch fan-out to 100 watchers, beside the embedded journal
     /// and (with --nats-server) a JetStream server, all in the same run.
     Serve(BenchServeArgs),
+    /// The Log on NATS JetStream (R=1 and a 3-node R=3 cluster started
+    /// here): appends/s and latency beside raw JetStream publishes, batches,
+    /// get beside a raw direct get, failover after the leader's SIGKILL.
+    Nats(BenchNatsArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchNatsArgs {
+    /// Directory for the servers' data (deleted after).
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// Small counts: a smoke run, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// The nats-server binary (default: .tools/bin/nats-server, from `make nats-server`, or PATH).
+    #[arg(long, value_name = "PATH")]
+    nats_server: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -805,6 +822,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Serve(args) => {
             bench::serve(&args.dir, args.quick, args.nats_server.as_deref(), args.only.as_deref(), json)
         }
+        BenchCommand::Nats(args) => bench::nats(&args.dir, args.quick, args.nats_server.as_deref()),
     }
 }
 

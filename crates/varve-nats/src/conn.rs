@@ -72,6 +72,17 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// The failure of a read: a lost answer changed nothing, so it is
+    /// `Unavailable` like one never sent.
+    pub(crate) fn into_read_error(self, target: &str, operation: &str) -> LogError {
+        match self {
+            Failure::Lost(reason) => LogError::Unavailable { target: target.to_owned(), reason },
+            other => other.into_log_error(target, operation),
+        }
+    }
+}
+
 impl ApiError {
     pub(crate) fn into_log_error(self, target: &str, operation: &str) -> LogError {
         if self.code == 503 || self.err_code == err_code::CLUSTER_NOT_AVAILABLE {

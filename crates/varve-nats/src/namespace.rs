@@ -164,7 +164,7 @@ impl Inner {
         match self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &serde_json::json!({}))) {
             Ok(_) => Ok(true),
             Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => Ok(false),
-            Err(failure) => Err(failure.into_log_error(self.target(), "read the namespace's stream info")),
+            Err(failure) => Err(failure.into_read_error(self.target(), "read the namespace's stream info")),
         }
     }
 
@@ -216,7 +216,7 @@ impl Inner {
             let last = self.direct_last(&data_subject);
             futures_util::future::join(config, last).await
         });
-        let map = |failure: Failure| failure.into_log_error(self.target(), &format!("read log {log:?}"));
+        let map = |failure: Failure| failure.into_read_error(self.target(), &format!("read log {log:?}"));
         let config = match config {
             Ok(config) => config,
             // No stream: no log.
@@ -299,7 +299,7 @@ impl Inner {
     /// latest]` of `state`): found from the anchors, by probing the stream.
     pub(crate) fn locate(&self, log: &str, state: &LogState, seq: Seq) -> Result<Stored> {
         let subject = self.layout.data(log);
-        let map = |failure: Failure| failure.into_log_error(self.target(), &format!("read log {log:?} seq {seq}"));
+        let map = |failure: Failure| failure.into_read_error(self.target(), &format!("read log {log:?} seq {seq}"));
         // Bounds on its stream sequence: every record of the log has its own
         // stream sequence, in seq order, after the configuration message.
         let mut low = state.config_sseq + seq;
@@ -443,7 +443,7 @@ impl Namespace for NatsNamespace {
         let subjects = match info {
             Ok(info) => info.state.subjects.unwrap_or_default(),
             Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => HashMap::new(),
-            Err(failure) => return Err(failure.into_log_error(inner.target(), "list the logs")),
+            Err(failure) => return Err(failure.into_read_error(inner.target(), "list the logs")),
         };
         let mut names: Vec<String> = subjects.keys().filter_map(|s| inner.layout.log_of_config(s)).collect();
         names.sort();

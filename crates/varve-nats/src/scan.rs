@@ -28,12 +28,12 @@ pub(crate) fn fetch(inner: &Inner, log: &str, from: u64, count: u64) -> Result<V
     let messages = inner
         .conn
         .block_on(inner.conn.direct_batch(&inner.layout.stream, &body))
-        .map_err(|f| f.into_log_error(inner.target(), &format!("read log {log:?}")))?;
+        .map_err(|f| f.into_read_error(inner.target(), &format!("read log {log:?}")))?;
     messages
         .into_iter()
         .map(Stored::from_direct)
         .collect::<Result<Vec<_>, Failure>>()
-        .map_err(|f| f.into_log_error(inner.target(), &format!("read log {log:?}")))
+        .map_err(|f| f.into_read_error(inner.target(), &format!("read log {log:?}")))
 }
 
 /// The records `first..=last` of a log, which existed when the scan began.

@@ -83,7 +83,7 @@ impl Store for NatsStore {
         let names = self
             .conn
             .block_on(self.conn.api::<Names>("STREAM.NAMES", &body))
-            .map_err(|f: Failure| f.into_log_error(&self.conn.target, "list the namespaces"))?;
+            .map_err(|f: Failure| f.into_read_error(&self.conn.target, "list the namespaces"))?;
         let mut namespaces: Vec<String> = names
             .streams
             .unwrap_or_default()

@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use varve_bench::{log, pds, runtime, serve};
+use varve_bench::{log, nats, pds, runtime, serve};
 
 use crate::output;
 
@@ -52,6 +52,12 @@ pub fn runtime(dir: &Path, quick: bool, only: Option<&str>, json: bool) -> anyho
     };
     let report = runtime::run(&options)?;
     print(&if json { format!("{}\n", report.to_json()) } else { report.to_markdown() })
+}
+
+/// `varve bench nats`.
+pub fn nats(dir: &Path, quick: bool, nats_server: Option<&Path>) -> anyhow::Result<()> {
+    let options = nats::NatsBenchOptions { dir: dir.to_owned(), quick, nats_server: nats_server.map(Path::to_owned) };
+    print(&nats::run(&options)?.to_markdown())
 }
 
 /// `varve bench serve`: this binary is the `varve serve` measured.
