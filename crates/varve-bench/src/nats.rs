@@ -332,8 +332,25 @@ fn failovers(cluster: &mut LocalCluster, rounds: usize) -> Result<Vec<Duration>>
         };
         cluster.kill(leader).map_err(external)?;
         let killed = Instant::now();
-        ns.append("f", b"after the kill")?;
+        // The append on a thread; here, watch for the new leader (monitoring).
+        let elected = std::thread::scope(|scope| {
+            let append = scope.spawn(|| ns.append("f", b"after the kill"));
+            let mut elected = None;
+            while elected.is_none() && killed.elapsed() < Duration::from_secs(60) {
+                if let Ok(Some(node)) = cluster.stream_leader(ns.stream_name()) {
+                    if node != leader {
+                        elected = Some(killed.elapsed());
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let appended = append.join().map_err(|_| external("the append panicked"))?;
+            appended.map(|_| elected).map_err(BenchError::from)
+        })?;
         times.push(killed.elapsed());
+        if let Some(elected) = elected {
+            eprintln!("bench nats: new leader seen after {elected:?}");
+        }
         cluster.restart(leader).map_err(external)?;
         cluster.wait_healthy(Duration::from_secs(60)).map_err(external)?;
     }
