@@ -207,6 +207,21 @@ fn raw_publishes(
         })
         .await
         .map_err(external)?;
+        // A new R=3 stream may have no leader yet: publish until one answers.
+        let ready = Instant::now();
+        loop {
+            let acked = match js.publish(format!("{name}.warm"), Bytes::new()).await {
+                Ok(ack) => ack.await.is_ok(),
+                Err(_) => false,
+            };
+            if acked {
+                break;
+            }
+            if ready.elapsed() > Duration::from_secs(60) {
+                return Err(external(format!("stream {name} took no publish within 60 s")));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let payload = Bytes::from(vec![7u8; size]);
         let started = Instant::now();
         let tasks: Vec<_> = clients

@@ -28,6 +28,9 @@ use crate::watch::NatsWatch;
 /// Most seq → stream-sequence anchors kept per log (hints for `get`).
 const ANCHORS_MAX: usize = 4096;
 
+/// How long reading a log's state retries while the servers do not answer.
+const REFRESH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Most probes one lookup of a record by seq may take (each halves the
 /// range, so 64 covers any stream).
 const PROBES_MAX: u32 = 128;
@@ -210,6 +213,22 @@ impl Inner {
     /// Read a log's configuration and latest record from the servers, and
     /// merge them into the cache (which never goes back).
     pub(crate) fn refresh(&self, log: &str) -> Result<LogState> {
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.refresh_once(log) {
+                // Direct gets of a stream just created (or just re-elected)
+                // may find no responders for a moment.
+                Err(LogError::Unavailable { .. }) if started.elapsed() < REFRESH_PATIENCE => {
+                    std::thread::sleep(crate::conn::backoff(attempt));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn refresh_once(&self, log: &str) -> Result<LogState> {
         let (config_subject, data_subject) = (self.layout.config(log), self.layout.data(log));
         let (config, last) = self.conn.block_on(async {
             let config = self.direct_last(&config_subject);
@@ -399,10 +418,27 @@ impl Namespace for NatsNamespace {
         // Only the first creation lands; a racing one conflicts, and reads.
         headers.insert("Nats-Expected-Last-Subject-Sequence", "0");
         let payload = serde_json::to_vec(&ConfigJson::from(config)).unwrap_or_default();
-        let answer = inner.conn.block_on(async {
-            let message = inner.conn.request(subject, Some(headers), payload.into()).await?;
-            crate::conn::parse_answer::<crate::stored::PubAck>(&message.payload)
-        });
+        let payload = bytes::Bytes::from(payload);
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        // A stream just created may have no leader yet: its subjects have no
+        // responders, or it answers 503, for a moment.
+        let answer = loop {
+            attempt += 1;
+            let answer = inner.conn.block_on(async {
+                let message = inner.conn.request(subject.clone(), Some(headers.clone()), payload.clone()).await?;
+                crate::conn::parse_answer::<crate::stored::PubAck>(&message.payload)
+            });
+            let transient = match &answer {
+                Err(Failure::NotSent(_)) => true,
+                Err(Failure::Api(error)) => error.code == 503 || error.err_code == err_code::CLUSTER_NOT_AVAILABLE,
+                _ => false,
+            };
+            if !transient || started.elapsed() > inner.conn.options.append_deadline {
+                break answer;
+            }
+            std::thread::sleep(crate::conn::backoff(attempt));
+        };
         match answer {
             Ok(_) => {
                 inner.refresh(log)?;
