@@ -432,7 +432,12 @@ fn no_request_makes_the_server_fail_or_damage_what_is_stored() {
     runner
         .run(&arbitrary_request(), |(method, path, headers, body)| {
             let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            // Every request but the ones that append to `t` itself must leave `t` as it was.
+            // Deleting `t` itself is a valid request, not bad input: drawing it would
+            // leave nothing to check afterwards.
+            if method == "DELETE" && path.split('?').next() == Some("/v1/namespaces/app/logs/t") {
+                return Ok(());
+            }
+            // Every other request but the ones that append to `t` must leave `t` as it was.
             let answer = request(addr, &method, &path, &headers, &body);
             prop_assert!(answer.status < 500, "{method} {path}: {answer:?}");
             if answer.status >= 400 && method != "HEAD" {
