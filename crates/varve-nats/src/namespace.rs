@@ -111,12 +111,6 @@ impl NatsNamespace {
     pub fn stream_name(&self) -> &str {
         &self.inner.layout.stream
     }
-
-    /// The namespace's name (as [`Namespace::name`], without the trait).
-    #[must_use]
-    pub fn name_str(&self) -> &str {
-        &self.inner.name
-    }
 }
 
 impl Inner {

@@ -34,7 +34,7 @@ fn tags_place_a_namespace_on_the_servers_that_carry_them() {
 
     // Any client finds it by name alone, through any server of the cluster.
     let elsewhere = NatsStore::open(&servers.url).expect("connect");
-    let same = elsewhere.nats_namespace(ns.name_str()).expect("namespace");
+    let same = elsewhere.nats_namespace(ns.name()).expect("namespace");
     assert_eq!(same.get("t", 1).expect("read by name"), &b"x"[..]);
 }
 

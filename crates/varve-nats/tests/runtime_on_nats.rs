@@ -23,13 +23,17 @@ fn a_replicated_topic_fires_its_handler_once_per_append() {
         ctx.append("doubled", (value * 2).to_string().as_bytes())?;
         Ok(())
     };
-    let rt = RuntimeBuilder::new(ns.clone())
-        .topic("readings")
-        .log("doubled", LogConfig::unbounded())
-        .handler("double", RetryPolicy::default(), double)
-        .subscribe("readings", "double")
-        .start()
-        .unwrap();
+    // The app: topic `readings`, handler `double` appending to `doubled`.
+    let start = || {
+        RuntimeBuilder::new(ns.clone())
+            .topic("readings")
+            .log("doubled", LogConfig::unbounded())
+            .handler("double", RetryPolicy::default(), double)
+            .subscribe("readings", "double")
+            .start()
+            .unwrap()
+    };
+    let rt = start();
     for value in 1..=20u64 {
         rt.append("readings", value.to_string().as_bytes()).unwrap();
     }
@@ -49,13 +53,7 @@ fn a_replicated_topic_fires_its_handler_once_per_append() {
     assert_eq!(ns.latest("doubled").unwrap(), 22);
 
     // A new runtime on the same namespace finds nothing left to run.
-    let again = RuntimeBuilder::new(ns.clone())
-        .topic("readings")
-        .log("doubled", LogConfig::unbounded())
-        .handler("double", RetryPolicy::default(), double)
-        .subscribe("readings", "double")
-        .start()
-        .unwrap();
+    let again = start();
     assert!(again.wait_idle(IDLE));
     again.stop(Duration::from_secs(10));
     assert_eq!(ns.latest("doubled").unwrap(), 22, "no trigger ran twice");
