@@ -1,5 +1,5 @@
 //! `varve bench nats --quick` starts real nats-servers (one, then a 3-node
-//! cluster), measures Varve beside raw JetStream publishes, a get, and one
+//! cluster), measures Varve beside raw `JetStream` publishes, a get, and one
 //! failover, and prints the tables. Not a timing assertion: the figures only
 //! have to be there and positive (the machine may be busy); the real run is
 //! `make bench-nats`.
