@@ -56,6 +56,10 @@ impl Namespace for ReadOnlyNamespace {
         self.refuse("append")
     }
 
+    fn append_batch_if(&self, _batch: &[(&str, &[u8])], _expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
+        self.refuse("append")
+    }
+
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
         self.inner.get(log, seq)
     }

@@ -16,4 +16,17 @@ fn fresh() -> Fixture {
     Fixture { namespace: store.namespace("test").expect("namespace"), keep_alive: Box::new((served, env)) }
 }
 
-varve_log::conformance_suite!(fresh);
+// `varve serve` has no conditional-batch route; the remote backend refuses
+// `append_batch_if` with `InvalidArgument` (checked in remote_errors).
+varve_log::conformance_suite!(core: fresh);
+
+#[test]
+fn conditional_batches_are_refused_before_anything_is_sent() {
+    let fixture = fresh();
+    let ns = &fixture.namespace;
+    ns.create_log("a", varve_log::LogConfig::unbounded()).expect("create");
+    let err = ns.append_batch_if(&[("a", b"x")], &[("a", 0)]).expect_err("not served");
+    assert!(matches!(err, varve_log::LogError::InvalidArgument { .. }), "{err}");
+    assert!(err.to_string().contains("append_if"), "says what to do instead: {err}");
+    assert_eq!(ns.latest("a").expect("latest"), 0, "nothing appended");
+}

@@ -32,6 +32,12 @@ pub struct Fixture {
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:expr) => {
+        $crate::conformance_suite!(core: $make);
+        $crate::conformance_suite!(@tests $make; conditional_batches_land_only_where_expected);
+    };
+    // Every check but conditional batches (`append_batch_if`), for a backend
+    // that refuses them (the remote one: `varve serve` has no such route).
+    (core: $make:expr) => {
         $crate::conformance_suite!(@tests $make;
             empty_log_has_no_records, seqs_are_dense_from_one, create_is_idempotent_for_same_config,
             names_are_validated, unknown_logs_are_not_found, batches_are_atomic_across_logs,
@@ -170,6 +176,27 @@ pub fn append_if_detects_conflicts(ns: &dyn Namespace) {
     assert_eq!(ns.append_if("a", 1, b"second").expect("second"), 2);
     assert_eq!(ns.latest("a").expect("latest"), 2);
     assert_eq!(ns.get("a", 2).expect("get"), &b"second"[..]);
+}
+
+/// `append_batch_if` appends the whole batch while every expected latest
+/// holds, and nothing (`Conflict` for the first that does not) otherwise;
+/// expecting a log the batch does not write is `InvalidArgument`.
+pub fn conditional_batches_land_only_where_expected(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create a");
+    ns.create_log("b", LogConfig::unbounded()).expect("create b");
+    ns.append("a", b"a1").expect("append");
+    let seqs = ns.append_batch_if(&[("a", b"a2"), ("b", b"b1"), ("a", b"a3")], &[("a", 1), ("b", 0)]).expect("holds");
+    assert_eq!(seqs, vec![2, 1, 3]);
+    let err = ns.append_batch_if(&[("a", b"x"), ("b", b"y")], &[("a", 3), ("b", 0)]).expect_err("b moved on");
+    assert!(matches!(&err, LogError::Conflict { log, expected: 0, actual: 1 } if log == "b"), "{err}");
+    assert_eq!((ns.latest("a").expect("a"), ns.latest("b").expect("b")), (3, 1), "a refused batch appends nothing");
+    let err = ns.append_batch_if(&[("a", b"x")], &[("b", 1)]).expect_err("b is not in the batch");
+    assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
+    // Logs the batch writes but does not expect are appended to wherever they end.
+    assert_eq!(ns.append_batch_if(&[("a", b"a4"), ("b", b"b2")], &[("a", 3)]).expect("holds"), vec![4, 2]);
+    assert_eq!(ns.get("b", 2).expect("get"), &b"b2"[..]);
+    let err = ns.append_batch_if(&[("missing", b"x")], &[("missing", 0)]).expect_err("unknown log");
+    assert!(matches!(err, LogError::LogNotFound { .. }), "{err}");
 }
 
 /// Rule 3: a `Keep { k, Refuse }` log takes k records, then fails appends

@@ -303,6 +303,14 @@ pub trait Namespace: Send + Sync {
     /// `Conflict { actual }` otherwise. Optimistic single-writer updates.
     fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq>;
 
+    /// Append `batch` (all or nothing) only if each `(log, latest)` of
+    /// `expected` still holds; `Conflict` for the first that does not, and
+    /// nothing appended. Every log named in `expected` must be one the batch
+    /// appends to (`InvalidArgument` otherwise). What writers sharing a
+    /// namespace use when records of a batch name each other's seqs (the
+    /// runtime's triggers): the seqs they predicted are the seqs they get.
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>>;
+
     /// The record at `seq`.
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes>;
 

@@ -116,10 +116,10 @@ impl Shared {
         f(logs.get(log).ok_or_else(|| self.not_found(log))?)
     }
 
-    fn append_checked(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
+    fn append_checked(&self, batch: &[(&str, &[u8])], expect: rules::Expect<'_>) -> Result<Vec<Seq>> {
         rules::check_batch(&self.limits, batch)?;
         let mut logs = self.logs.write().unwrap_or_else(PoisonError::into_inner);
-        rules::assign_seqs(batch, expected_latest, |log| {
+        rules::assign_seqs(batch, expect, |log| {
             let state = logs.get(log).ok_or_else(|| self.not_found(log))?;
             Ok((log, rules::LogBounds { latest: state.latest, retention: state.config.retention }))
         })?;
@@ -167,11 +167,15 @@ impl Namespace for MemoryNamespace {
     }
 
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
-        self.shared.append_checked(batch, None)
+        self.shared.append_checked(batch, rules::Expect::Nothing)
     }
 
     fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq> {
-        Ok(self.shared.append_checked(&[(log, value)], Some(expected_latest))?[0])
+        Ok(self.shared.append_checked(&[(log, value)], rules::Expect::Latest(expected_latest))?[0])
+    }
+
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
+        self.shared.append_checked(batch, rules::Expect::Each(expected))
     }
 
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {

@@ -44,17 +44,38 @@ pub struct LogBounds {
     pub retention: Retention,
 }
 
+/// What an append expects of the logs it writes to before it may land.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Expect<'a> {
+    /// Nothing: a plain append.
+    #[default]
+    Nothing,
+    /// Every log of the batch ends at this seq (`append_if`).
+    Latest(Seq),
+    /// Each named log ends at its seq (`append_batch_if`); every log named
+    /// must be one the batch appends to.
+    Each(&'a [(&'a str, Seq)]),
+}
+
 /// The seq each record of `batch` gets, in batch order, keyed by the
 /// backend's handle of its log (`lookup` finds it, or fails for an unknown
 /// log). Nothing is written here; every check comes first, in the order all
 /// backends use, so a refused batch changes nothing and every backend refuses
-/// it with the same error: unknown logs (in batch order), then, for
-/// `append_if`, a conflict, then room (`Full`), each in batch order.
+/// it with the same error: an expectation about a log the batch does not
+/// write, unknown logs (in batch order), then a conflict with what `expect`
+/// asks (in its order), then room (`Full`), each in batch order.
 pub fn assign_seqs<'b, K: Copy + PartialEq>(
     batch: &[(&'b str, &[u8])],
-    expected_latest: Option<Seq>,
+    expect: Expect<'_>,
     mut lookup: impl FnMut(&'b str) -> Result<(K, LogBounds)>,
 ) -> Result<Vec<(K, Seq)>> {
+    if let Expect::Each(expected) = expect {
+        if let Some((name, _)) = expected.iter().find(|(name, _)| !batch.iter().any(|(log, _)| log == name)) {
+            return Err(LogError::InvalidArgument {
+                reason: format!("append_batch_if expects log {name:?}, which the batch does not append to: a batch can only expect the logs it writes"),
+            });
+        }
+    }
     let mut logs: Vec<(K, &str, LogBounds, u64)> = Vec::new();
     let mut seqs = Vec::with_capacity(batch.len());
     for (name, _) in batch {
@@ -67,9 +88,20 @@ pub fn assign_seqs<'b, K: Copy + PartialEq>(
         *count += 1;
         seqs.push((key, bounds.latest + *count));
     }
-    if let Some(expected) = expected_latest {
-        if let Some((_, name, bounds, _)) = logs.iter().find(|(_, _, bounds, _)| bounds.latest != expected) {
-            return Err(LogError::Conflict { log: (*name).to_owned(), expected, actual: bounds.latest });
+    match expect {
+        Expect::Nothing => {}
+        Expect::Latest(expected) => {
+            if let Some((_, name, bounds, _)) = logs.iter().find(|(_, _, bounds, _)| bounds.latest != expected) {
+                return Err(LogError::Conflict { log: (*name).to_owned(), expected, actual: bounds.latest });
+            }
+        }
+        Expect::Each(expected) => {
+            for (name, expected) in expected {
+                let actual = logs.iter().find(|(_, log, ..)| log == name).map_or(0, |(_, _, bounds, _)| bounds.latest);
+                if actual != *expected {
+                    return Err(LogError::Conflict { log: (*name).to_owned(), expected: *expected, actual });
+                }
+            }
         }
     }
     for (_, name, bounds, count) in &logs {

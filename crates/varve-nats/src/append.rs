@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use async_nats::header::HeaderMap;
 use rand::Rng as _;
-use varve_log::rules::{self, LogBounds};
+use varve_log::rules::{self, Expect, LogBounds};
 use varve_log::{LogError, OnFull, Result, Retention, Seq};
 
 use crate::conn::{backoff, err_code, parse_answer, ApiError, Failure};
@@ -34,9 +34,9 @@ struct Lost {
     seqs: Vec<Seq>,
 }
 
-/// Append `batch` (all or nothing), or, with `expected`, only if every log
-/// of it has that latest seq (`append_if`).
-pub(crate) fn append(inner: &Inner, batch: &[(&str, &[u8])], expected: Option<Seq>) -> Result<Vec<Seq>> {
+/// Append `batch` (all or nothing), only if the logs end where `expected`
+/// says (`append_if`, `append_batch_if`).
+pub(crate) fn append(inner: &Inner, batch: &[(&str, &[u8])], expected: Expect<'_>) -> Result<Vec<Seq>> {
     rules::check_batch(&inner.limits, batch)?;
     let append_id = format!("{:032x}", rand::thread_rng().gen::<u128>());
     let operation = format!("append {} record(s) to namespace {:?}", batch.len(), inner.name);
@@ -79,7 +79,7 @@ enum Retry {
 fn try_once(
     inner: &Inner,
     batch: &[(&str, &[u8])],
-    expected: Option<Seq>,
+    expected: Expect<'_>,
     append_id: &str,
     attempt: u32,
     fresh: bool,

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_nats::header::HeaderMap;
 use bytes::Bytes;
 use serde::Deserialize;
-use varve_log::rules::{self, earliest_kept};
+use varve_log::rules::{self, earliest_kept, Expect};
 use varve_log::{LogConfig, LogError, LogInfo, Namespace, Result, Scan, Seq, SeqRange, Watch};
 
 use crate::conn::{err_code, Conn, Failure};
@@ -494,11 +494,15 @@ impl Namespace for NatsNamespace {
     }
 
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
-        crate::append::append(&self.inner, batch, None)
+        crate::append::append(&self.inner, batch, Expect::Nothing)
     }
 
     fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq> {
-        Ok(crate::append::append(&self.inner, &[(log, value)], Some(expected_latest))?[0])
+        Ok(crate::append::append(&self.inner, &[(log, value)], Expect::Latest(expected_latest))?[0])
+    }
+
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
+        crate::append::append(&self.inner, batch, Expect::Each(expected))
     }
 
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {

@@ -170,6 +170,9 @@ impl Namespace for FaultyNamespace {
     fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq, LogError> {
         self.write("append_if", || self.inner.append_if(log, expected_latest, value))
     }
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>, LogError> {
+        self.write("append_batch_if", || self.inner.append_batch_if(batch, expected))
+    }
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes, LogError> {
         self.check_alive()?;
         self.inner.get(log, seq)
@@ -298,6 +301,13 @@ impl Namespace for CountingNamespace {
         let seq = self.inner.append_if(log, expected_latest, value)?;
         self.count_append(value.len());
         Ok(seq)
+    }
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>, LogError> {
+        let seqs = self.inner.append_batch_if(batch, expected)?;
+        for (_, value) in batch {
+            self.count_append(value.len());
+        }
+        Ok(seqs)
     }
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes, LogError> {
         self.gets.fetch_add(1, Ordering::Relaxed);

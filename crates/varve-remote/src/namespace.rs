@@ -206,6 +206,18 @@ impl Namespace for RemoteNamespace {
         Ok(self.batch_answer(&self.client.send(&call)?, batch.len())?.seqs)
     }
 
+    /// Not served by `varve serve` (its API has `if_latest` on single
+    /// records only): refused before anything is sent.
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], _expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
+        Err(LogError::InvalidArgument {
+            reason: format!(
+                "a conditional batch of {} records cannot be sent to {}: `varve serve` answers `if_latest` on single records only; append them one by one with append_if, or write through the server's runtime",
+                batch.len(),
+                self.client.target()
+            ),
+        })
+    }
+
     /// `POST …/logs/LOG/records?if_latest=N` with the raw bytes. Never resent.
     fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq> {
         let operation = format!("append to log {log:?} if its latest seq is {expected_latest}");

@@ -192,7 +192,7 @@ impl Shared {
             .collect();
         let batch: Vec<(&str, &[u8])> = lines.iter().map(|line| (LOSSES_LOG, line.as_bytes())).collect();
         for chunk in batch.chunks(self.options.limits.batch_records_max.max(1)) {
-            self.append(chunk, None)?;
+            self.append(chunk, crate::rules::Expect::Nothing)?;
         }
         Ok(())
     }

@@ -538,15 +538,19 @@ impl Namespace for JournalNamespace {
     }
 
     fn append(&self, log: &str, value: &[u8]) -> Result<Seq> {
-        Ok(self.shared.append(&[(log, value)], None)?[0])
+        Ok(self.shared.append(&[(log, value)], rules::Expect::Nothing)?[0])
     }
 
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
-        self.shared.append(batch, None)
+        self.shared.append(batch, rules::Expect::Nothing)
     }
 
     fn append_if(&self, log: &str, expected_latest: Seq, value: &[u8]) -> Result<Seq> {
-        Ok(self.shared.append(&[(log, value)], Some(expected_latest))?[0])
+        Ok(self.shared.append(&[(log, value)], rules::Expect::Latest(expected_latest))?[0])
+    }
+
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
+        self.shared.append(batch, rules::Expect::Each(expected))
     }
 
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {

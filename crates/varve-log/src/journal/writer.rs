@@ -234,12 +234,12 @@ impl Shared {
         LogError::Poisoned { namespace: self.name.clone(), cause }
     }
 
-    pub(super) fn append(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
+    pub(super) fn append(&self, batch: &[(&str, &[u8])], expect: rules::Expect<'_>) -> Result<Vec<Seq>> {
         rules::check_batch(&self.options.limits, batch)?;
         let mut writer = self.writer("append")?;
         let ids_and_seqs = {
             let state = self.read_state();
-            rules::assign_seqs(batch, expected_latest, |name| {
+            rules::assign_seqs(batch, expect, |name| {
                 let log = state.log_by_name(name).ok_or_else(|| self.not_found(name))?;
                 let bounds = rules::LogBounds { latest: log.latest(), retention: log.descriptor.config.retention };
                 Ok((log.descriptor.id, bounds))
