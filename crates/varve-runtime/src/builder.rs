@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use varve_log::{LogConfig, Namespace, OnFull};
 
@@ -41,11 +42,17 @@ pub struct RuntimeOptions {
     pub socket: Option<PathBuf>,
     /// The store's data directory, passed to external commands as `VARVE_DATA`.
     pub data_dir: Option<PathBuf>,
+    /// Share the namespace with other runtimes (other processes, other
+    /// hosts — a NATS `JetStream` store), with this claim lease: see the
+    /// `shared` module docs. `None`: this runtime is the namespace's only
+    /// writer. Shared runtimes take the namespace's host id (the first
+    /// runtime's) instead of refusing another.
+    pub shared: Option<Duration>,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { host: 0, concurrency: 4, record_reads: true, socket: None, data_dir: None }
+        RuntimeOptions { host: 0, concurrency: 4, record_reads: true, socket: None, data_dir: None, shared: None }
     }
 }
 
@@ -113,6 +120,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Set [`RuntimeOptions::shared`]: share the namespace with other
+    /// runtimes; another runtime's claim is left to it for `lease`.
+    #[must_use]
+    pub fn shared(mut self, lease: Duration) -> Self {
+        self.options.shared = Some(lease);
+        self
+    }
+
     /// Register a Rust handler by name (not yet subscribed to anything).
     #[must_use]
     pub fn handler<F>(self, name: &str, retry: RetryPolicy, f: F) -> Self
@@ -159,7 +174,7 @@ impl RuntimeBuilder {
         if let Some(error) = self.error {
             return Err(error);
         }
-        let options = self.options;
+        let mut options = self.options;
         if options.concurrency > CONCURRENCY_MAX {
             return Err(RuntimeError::InvalidArgument {
                 reason: format!("concurrency must be at most {CONCURRENCY_MAX} (0: a writer-only runtime)"),
@@ -180,6 +195,9 @@ impl RuntimeBuilder {
         ns.create_log(DEAD_LETTERS_LOG, LogConfig::unbounded().system())?;
         ns.create_log(HOST_LOG, LogConfig::unbounded().system())?;
         ns.create_log(REQUESTS_LOG, requests_log_config())?;
+        if options.shared.is_some() {
+            options.host = Inner::adopt_host(ns.as_ref(), options.host)?;
+        }
         match namespace_host(ns.as_ref())? {
             None => {
                 ns.append(HOST_LOG, &options.host.to_le_bytes())?;
@@ -222,6 +240,14 @@ impl RuntimeBuilder {
         }
         inner.recover()?;
         let mut threads = Vec::new();
+        if inner.is_shared() {
+            let follower = Arc::clone(&inner);
+            let thread = std::thread::Builder::new()
+                .name("varve-follower".to_owned())
+                .spawn(move || follower.follow())
+                .map_err(|e| RuntimeError::io("starting the follower thread", e))?;
+            threads.push(thread);
+        }
         for i in 0..inner.options.concurrency {
             let worker = Arc::clone(&inner);
             let thread = std::thread::Builder::new()

@@ -84,6 +84,18 @@ pub enum RuntimeError {
         actual: Seq,
     },
 
+    /// A runtime sharing its namespace planned a write again and again, and
+    /// other writers got in first every time.
+    #[error(
+        "namespace {namespace:?} is too contended: {reason}; retry later, or spread the writes over more namespaces"
+    )]
+    Contended {
+        /// The namespace the runtime serves.
+        namespace: String,
+        /// What could not be written.
+        reason: String,
+    },
+
     /// The namespace's events are labelled with another host id.
     #[error("namespace {namespace:?} was served with host id {stored:016x}, not {requested:016x}: event ids name their host, so a namespace keeps one (set host_id = \"{stored:016x}\" in the manifest, or use the data directory's host_id)")]
     HostChanged {

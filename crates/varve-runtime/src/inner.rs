@@ -15,6 +15,7 @@ use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventId, TraceId};
 use crate::handler::HandlerSpec;
 use crate::requests::RequestMemory;
+use crate::shared::SharedFold;
 use crate::subscriptions::SubscriptionState;
 use crate::system_logs::EVENTS_LOG;
 use crate::worker::WorkState;
@@ -32,6 +33,8 @@ pub(crate) struct WriterState {
     pub subscriptions: SubscriptionState,
     /// Request ids of recent appends (`requests.rs`).
     pub requests: RequestMemory,
+    /// What this runtime folded of `_events`, when it shares the namespace (`shared.rs`).
+    pub fold: Option<SharedFold>,
 }
 
 pub(crate) struct Inner {

@@ -42,7 +42,10 @@
 //! batch returns are checked ([`RuntimeError::SeqMismatch`] if another
 //! writer got in). The runtime must therefore be the namespace's only
 //! writer; other processes append, create and delete logs through its Unix
-//! socket ([`socket`]).
+//! socket ([`socket`]) — unless it is **shared** ([`RuntimeOptions::shared`],
+//! on NATS): then every such write is an `append_batch_if` that expects
+//! `_events` to end where the runtime has folded it, and is planned again
+//! when another runtime wrote first ([`shared`]).
 //!
 //! **Request ids.** An append may carry a [`RequestId`]; its record goes to
 //! `_runtime.requests` in the same atomic batch as the data, and a repeat of
@@ -143,6 +146,7 @@ mod recovery;
 pub mod requests;
 mod retry;
 mod runtime;
+pub mod shared;
 pub mod socket;
 mod stop;
 pub mod subscriptions;
@@ -161,6 +165,7 @@ pub use manifest::{Builtins, Manifest};
 pub use requests::{Appended, RequestId};
 pub use retry::{AfterFailure, RetryPolicy, ATTEMPTS_MAX};
 pub use runtime::{Runtime, RuntimeHandle};
+pub use shared::SHARED_LEASE_DEFAULT;
 pub use stop::{InterruptedRun, Interruption, StopReport, KILLED_WAIT_MAX};
 pub use system_logs::{
     namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG,

@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::event::Event;
 use crate::inner::Inner;
 use crate::pending::TriggerFold;
+use crate::shared::SharedFold;
 use crate::system_logs::{read_progress, EVENTS_LOG, PROGRESS_LOG};
 
 /// The progress mark is rewritten after this many finished triggers (and on stop).
@@ -19,6 +20,16 @@ impl Inner {
     /// Find unfinished triggers from the progress mark on and queue them.
     pub(crate) fn recover(&self) -> Result<()> {
         let from = read_progress(self.ns.as_ref())?;
+        if let Some(lease) = self.options.shared {
+            // The fold from the mark on finds what is pending, and which
+            // FIRINGs are held (by others, or by this host before a crash).
+            let mut writer = self.lock_writer();
+            writer.fold = Some(SharedFold::new(from, lease));
+            self.catch_up(&mut writer)?;
+            drop(writer);
+            self.lock_work().last_progress = from;
+            return Ok(());
+        }
         let mut fold = TriggerFold::new();
         for record in self.ns.scan(EVENTS_LOG, SeqRange { first: from, last: Seq::MAX })? {
             let record = record?;
@@ -53,9 +64,11 @@ impl Inner {
     pub(crate) fn write_progress(&self, force: bool) -> Result<()> {
         let writer = self.lock_writer();
         let mut work = self.lock_work();
-        let mark = match work.outstanding.first() {
-            Some(&first) => first,
-            None => self.ns.latest(EVENTS_LOG)? + 1,
+        let mark = match (work.outstanding.first(), &writer.fold) {
+            (Some(&first), _) => first,
+            // Shared: `_events` may hold triggers past the fold, not yet outstanding here.
+            (None, Some(fold)) => fold.folded_to + 1,
+            (None, None) => self.ns.latest(EVENTS_LOG)? + 1,
         };
         if mark == work.last_progress && !force {
             return Ok(());

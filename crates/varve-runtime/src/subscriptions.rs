@@ -13,6 +13,7 @@ use varve_log::{LogConfig, LogError, Namespace, SeqRange};
 use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventKind};
 use crate::inner::Inner;
+use crate::shared::Extended;
 use crate::system_logs::{EVENTS_LOG, SUBSCRIPTIONS_LOG};
 
 /// One record of `_runtime.subscriptions` (JSON, tagged by `op`).
@@ -165,18 +166,28 @@ impl Inner {
                 other => RuntimeError::Log(other),
             });
         }
-        if writer.subscriptions.is_subscribed(log, handler) == on {
-            return Ok(());
-        }
         let (record, kind) = if on {
             (SubscriptionRecord::Subscribe { log: log.into(), handler: handler.into() }, EventKind::Subscribe)
         } else {
             (SubscriptionRecord::Unsubscribe { log: log.into(), handler: handler.into() }, EventKind::Unsubscribe)
         };
         let event = Event::new(kind, rand::random(), None).at(log, 0).for_handler(handler).encode();
-        self.ns.append_batch(&[(SUBSCRIPTIONS_LOG, &encode(&record)?), (EVENTS_LOG, &event)])?;
-        writer.subscriptions.apply(&record);
-        Ok(())
+        let record_bytes = encode(&record)?;
+        let batch: [(&str, &[u8]); 2] = [(SUBSCRIPTIONS_LOG, &record_bytes), (EVENTS_LOG, &event)];
+        for _ in 0..crate::shared::REPLANS_MAX {
+            if writer.subscriptions.is_subscribed(log, handler) == on {
+                return Ok(());
+            }
+            if writer.fold.is_none() {
+                self.ns.append_batch(&batch)?;
+            } else if let Extended::Stale = self.append_extending(&mut writer, &batch, &[])? {
+                // Shared: another runtime wrote first; the fold caught up (it may have made this change).
+                continue;
+            }
+            writer.subscriptions.apply(&record);
+            return Ok(());
+        }
+        Err(self.gave_up("change a subscription"))
     }
 }
 

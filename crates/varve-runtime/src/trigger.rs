@@ -12,9 +12,10 @@ use varve_log::{LogError, Seq};
 
 use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventId, EventKind, TraceId};
-use crate::inner::{Cause, Inner};
+use crate::inner::{Cause, Inner, WriterState};
 use crate::pending::PendingTrigger;
 use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
+use crate::shared::{Extended, REPLANS_MAX};
 use crate::system_logs::EVENTS_LOG;
 
 /// What an append through the runtime carries besides its records.
@@ -30,6 +31,19 @@ pub(crate) struct AppendOptions<'a> {
     /// `append_if`: the one record's log must end at this seq, else `Conflict`
     /// (checked after a repeat is answered: the first attempt moved it on).
     pub expected_latest: Option<Seq>,
+}
+
+/// One append, as planned again after each conflict.
+#[derive(Clone, Copy)]
+struct Plan<'a> {
+    batch: &'a [(&'a str, &'a [u8])],
+    logs: &'a [&'a str],
+    request: Option<&'a RequestId>,
+    reads: &'a [Event],
+    trace: TraceId,
+    parent: Option<&'a EventId>,
+    /// `append_if`: the one log must end here.
+    expected_latest: Option<Seq>,
 }
 
 impl Inner {
@@ -87,30 +101,55 @@ impl Inner {
                 return Err(LogError::Conflict { log: batch[0].0.to_owned(), expected, actual }.into());
             }
         }
+        let plan = Plan { batch, logs: &logs, request, reads, trace, parent: parent.as_ref(), expected_latest };
+        for _ in 0..REPLANS_MAX {
+            if let Some(appended) = self.try_append(&mut writer, &plan)? {
+                return Ok(appended);
+            }
+            // Shared, and another writer got in first: the fold caught up; plan again.
+        }
+        Err(self.gave_up("append"))
+    }
+
+    /// Plan the batch on what is known now (predicted seqs, the handlers
+    /// subscribed) and write it. `None`: a shared runtime's plan was stale.
+    fn try_append(&self, writer: &mut WriterState, plan: &Plan<'_>) -> Result<Option<Appended>> {
+        let Plan { batch, logs, request, reads, trace, parent, expected_latest } = *plan;
         let mut next_seq: HashMap<&str, Seq> = HashMap::new();
         let mut predicted = Vec::with_capacity(batch.len());
+        // Shared: each data log must still end where its seqs were predicted from.
+        let mut expected: Vec<(&str, Seq)> = Vec::new();
         for (log, _) in batch {
-            let next = match next_seq.get(log) {
-                Some(&n) => n,
-                None => {
-                    self.ns.latest(log).map_err(|e| match e {
-                        LogError::LogNotFound { .. } => {
-                            RuntimeError::UnknownLog { namespace: self.namespace.clone(), log: (*log).to_owned() }
-                        }
-                        other => RuntimeError::Log(other),
-                    })? + 1
-                }
+            let next = if let Some(&n) = next_seq.get(log) {
+                n
+            } else {
+                let latest = self.ns.latest(log).map_err(|e| match e {
+                    LogError::LogNotFound { .. } => {
+                        RuntimeError::UnknownLog { namespace: self.namespace.clone(), log: (*log).to_owned() }
+                    }
+                    other => RuntimeError::Log(other),
+                })?;
+                expected.push((log, latest));
+                latest + 1
             };
             predicted.push(next);
             next_seq.insert(log, next + 1);
         }
-        let first_event = self.ns.latest(EVENTS_LOG)? + 1;
+        if let (Some(expected), Some(&(log, actual))) = (expected_latest, expected.first()) {
+            if actual != expected {
+                return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
+            }
+        }
+        let first_event = match &writer.fold {
+            Some(fold) => fold.folded_to + 1,
+            None => self.ns.latest(EVENTS_LOG)? + 1,
+        };
         let mut events: Vec<Vec<u8>> = Vec::with_capacity(reads.len() + batch.len() * 2);
         events.extend(reads.iter().map(Event::encode));
         let mut jobs = Vec::new();
         for ((log, _), &seq) in batch.iter().zip(&predicted) {
             let append_seq = first_event + events.len() as u64;
-            events.push(Event::new(EventKind::Append, trace, parent.clone()).at(log, seq).encode());
+            events.push(Event::new(EventKind::Append, trace, parent.cloned()).at(log, seq).encode());
             if let Some(handlers) = writer.subscriptions.handlers_of(log) {
                 for handler in handlers {
                     let trigger_seq = first_event + events.len() as u64;
@@ -135,25 +174,32 @@ impl Inner {
             // In the same batch as the data: on disk exactly when the data is.
             full.push((REQUESTS_LOG, bytes));
         }
-        let seqs = self.ns.append_batch(&full)?;
-        for (i, &expected) in predicted.iter().enumerate() {
-            if seqs[i] != expected {
-                return Err(self.mismatch(batch[i].0, expected, seqs[i]));
+        if writer.fold.is_some() {
+            // The fold enqueues the TRIGGERs as it takes in the batch's events.
+            match self.append_extending(writer, &full, &expected)? {
+                Extended::Landed(_) => {}
+                Extended::Stale => return Ok(None),
             }
-        }
-        if seqs[batch.len()] != first_event {
-            return Err(self.mismatch(EVENTS_LOG, first_event, seqs[batch.len()]));
+        } else {
+            let seqs = self.ns.append_batch(&full)?;
+            for (i, &expected) in predicted.iter().enumerate() {
+                if seqs[i] != expected {
+                    return Err(self.mismatch(batch[i].0, expected, seqs[i]));
+                }
+            }
+            if seqs[batch.len()] != first_event {
+                return Err(self.mismatch(EVENTS_LOG, first_event, seqs[batch.len()]));
+            }
+            if !jobs.is_empty() {
+                // Still under the writer lock: the progress mark never passes a
+                // trigger that is on disk but not yet outstanding.
+                self.enqueue(jobs);
+            }
         }
         if let Some(record) = record {
             writer.requests.remember(record);
         }
-        if !jobs.is_empty() {
-            // Still under the writer lock: the progress mark never passes a
-            // trigger that is on disk but not yet outstanding.
-            self.enqueue(jobs);
-        }
-        drop(writer);
-        Ok(Appended { seqs: predicted, repeated: false })
+        Ok(Some(Appended { seqs: predicted, repeated: false }))
     }
 
     fn mismatch(&self, log: &str, expected: Seq, actual: Seq) -> RuntimeError {

@@ -20,6 +20,7 @@ use crate::inner::Inner;
 use crate::pending::PendingTrigger;
 use crate::recovery::PROGRESS_EVERY_FINISHED;
 use crate::retry::AfterFailure;
+use crate::shared::Claimed;
 use crate::system_logs::{DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG};
 
 /// Most worker threads per namespace.
@@ -190,25 +191,39 @@ impl Inner {
         }
     }
 
+    /// The FIRING that claims `job`'s next attempt.
+    pub(crate) fn firing(&self, job: &Job) -> Event {
+        let mut event = Event::new(EventKind::Firing, job.trace, Some(self.event_id(job.trigger)))
+            .at(&job.log, job.seq)
+            .for_handler(&job.handler);
+        event.attempt = job.attempt;
+        event.trigger = job.trigger;
+        event
+    }
+
+    /// Claim jobs (see [`Claimed`]); exhausted ones are dead-lettered here.
+    /// `None`: stopped, or the store failed — the triggers stay unfinished
+    /// on disk and the next start re-runs them.
+    fn claim(&self, jobs: Vec<Job>) -> Option<Claimed> {
+        if !self.is_shared() {
+            let firings: Vec<Event> = jobs.iter().map(|job| self.firing(job)).collect();
+            let seqs = self.append_events(&firings).ok()?;
+            return Some(Claimed { runs: jobs.into_iter().zip(seqs).collect(), ..Claimed::default() });
+        }
+        let mut claimed = self.claim_shared(jobs).ok()?;
+        for job in std::mem::take(&mut claimed.exhausted) {
+            if self.dead_letter(&job).is_ok() {
+                claimed.finished.push(job.trigger);
+            }
+        }
+        Some(claimed)
+    }
+
     /// Claim and run jobs; returns the triggers that are finished (DONE or dead-lettered).
     fn run_jobs(&self, jobs: Vec<Job>) -> Vec<Seq> {
-        let firings: Vec<Event> = jobs
-            .iter()
-            .map(|job| {
-                let mut event = Event::new(EventKind::Firing, job.trace, Some(self.event_id(job.trigger)))
-                    .at(&job.log, job.seq)
-                    .for_handler(&job.handler);
-                event.attempt = job.attempt;
-                event.trigger = job.trigger;
-                event
-            })
-            .collect();
-        let Ok(seqs) = self.append_events(&firings) else {
-            // Stopped (or the store failed): the triggers stay unfinished on
-            // disk and the next start re-runs them.
+        let Some(Claimed { runs, mut finished, .. }) = self.claim(jobs) else {
             return Vec::new();
         };
-        let mut finished = Vec::new();
         // DONE events of this batch, written together at the end (or before
         // a failure is recorded, so each trigger's events stay in order).
         let mut done_events: Vec<Event> = Vec::new();
@@ -221,7 +236,7 @@ impl Inner {
             events.clear();
             triggers.clear();
         };
-        for (mut job, firing) in jobs.into_iter().zip(seqs) {
+        for (mut job, firing) in runs {
             if self.stopping.load(Ordering::SeqCst) {
                 // Claimed but not started: left unfinished, re-run by the next start.
                 continue;

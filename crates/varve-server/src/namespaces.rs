@@ -148,6 +148,8 @@ impl Namespaces {
             record_reads: manifest.record_reads,
             socket: Some(data_dir.join(name).join(varve_runtime::socket::SOCKET_FILE)),
             data_dir: Some(data_dir),
+            // The server serves journal namespaces only: it is their one writer.
+            shared: None,
         };
         let runtime = manifest.builder(ns, builtins)?.options(options).start()?;
         tracing::info!(namespace = %name, host = %format!("{host:016x}"), handlers = manifest.handlers.len(), "runtime started");

@@ -59,6 +59,13 @@ const UNTIL_IDLE_POLL: Duration = Duration::from_millis(100);
 /// Interrupted runs a stop names on stderr; more are counted.
 const STOP_NAMES_MAX: usize = 5;
 
+/// The claim lease of a runtime sharing its namespace: the default, or
+/// longer than the longest handler timeout, so a live claim is never taken.
+fn shared_lease(manifest: &Manifest) -> Duration {
+    let longest = manifest.handlers.iter().filter_map(|h| h.retry.timeout).max().unwrap_or_default();
+    varve_runtime::SHARED_LEASE_DEFAULT.max(longest + Duration::from_secs(10))
+}
+
 /// `varve run APP.toml`: validate everything, start, serve until SIGTERM or
 /// SIGINT (or until idle with `until_idle`), then stop cleanly: no new
 /// claims, `grace` for running handlers, external commands still running
@@ -112,6 +119,8 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         record_reads: manifest.record_reads,
         socket: Some(socket_path.clone()),
         data_dir: Some(data_dir),
+        // On NATS other runtimes (other hosts) may serve the namespace too.
+        shared: ctx.nats.is_some().then(|| shared_lease(&manifest)),
     };
     let runtime = manifest.builder(ns, &builtins)?.options(options).start()?;
     let started = Started {

@@ -150,7 +150,7 @@ trait WriteOp {
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<Self::Answer>;
     /// Straight to a shared store (`--store nats://…`), whose backend
     /// retries what is safe to.
-    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<Self::Answer>;
+    fn shared(&self, ns: &Arc<dyn varve_log::Namespace>) -> anyhow::Result<Self::Answer>;
     /// The message when the outcome is unknown after [`ATTEMPTS_MAX`] attempts.
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String;
 }
@@ -217,7 +217,7 @@ fn attempt<W: WriteOp>(ctx: &Context<'_>, write: &W, socket: &std::path::Path) -
     // On NATS, with no runtime of this namespace here: straight to the cluster.
     if let Some(nats) = &ctx.nats {
         let ns = varve_log::Store::namespace(nats, &ctx.namespace).map_err(|e| Failure::Final(e.into()))?;
-        return write.shared(&*ns).map_err(Failure::Final);
+        return write.shared(&ns).map_err(Failure::Final);
     }
     match ctx.open_write() {
         Ok(ns) => write.direct(ctx, ns).map_err(Failure::Final),
@@ -283,8 +283,24 @@ impl WriteOp for Append<'_> {
         Ok(Appended { seqs, repeated })
     }
 
-    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<Appended> {
-        Ok(Appended { seqs: ns.append_batch(self.batch)?, repeated: false })
+    /// A namespace with subscriptions (or an append with a cause) gets its
+    /// APPEND and TRIGGER events from a writer-only runtime sharing the
+    /// namespace, so the runtimes serving it (on any host) fire the handlers.
+    fn shared(&self, ns: &Arc<dyn varve_log::Namespace>) -> anyhow::Result<Appended> {
+        let cause = self.cause.as_ref().map(Cause::parsed).transpose()?;
+        if cause.is_none() && ns.log_info(varve_runtime::SUBSCRIPTIONS_LOG).is_err() {
+            return Ok(Appended { seqs: ns.append_batch(self.batch)?, repeated: false });
+        }
+        let runtime = varve_runtime::RuntimeBuilder::new(Arc::clone(ns))
+            .host(rand::random::<u64>().max(1))
+            .concurrency(0)
+            .shared(varve_runtime::SHARED_LEASE_DEFAULT)
+            .start()?;
+        let writer = NamespaceWriter::with_runtime(runtime);
+        let request = self.request_given.then_some(&self.request);
+        let answer = writer.append(self.batch, request, cause);
+        writer.stop(Duration::ZERO);
+        Ok(answer?)
     }
 
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {
@@ -344,13 +360,11 @@ impl WriteOp for CreateLog<'_> {
     }
 
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<bool> {
-        self.shared(ns)
+        self.on(ns)
     }
 
-    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<bool> {
-        let existed = ns.log_info(self.name).is_ok();
-        ns.create_log(self.name, self.config)?;
-        Ok(!existed)
+    fn shared(&self, ns: &Arc<dyn varve_log::Namespace>) -> anyhow::Result<bool> {
+        self.on(ns.as_ref())
     }
 
     fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {
@@ -358,6 +372,14 @@ impl WriteOp for CreateLog<'_> {
             "creating log {} in namespace {} may or may not have happened: the connection to its runtime broke before the answer (last: {last}); creating it again is safe",
             self.name, ctx.namespace
         )
+    }
+}
+
+impl CreateLog<'_> {
+    fn on(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<bool> {
+        let existed = ns.log_info(self.name).is_ok();
+        ns.create_log(self.name, self.config)?;
+        Ok(!existed)
     }
 }
 
@@ -389,10 +411,10 @@ impl WriteOp for DeleteLog<'_> {
     }
 
     fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<()> {
-        self.shared(ns)
+        Ok(ns.delete_log(self.name)?)
     }
 
-    fn shared(&self, ns: &dyn varve_log::Namespace) -> anyhow::Result<()> {
+    fn shared(&self, ns: &Arc<dyn varve_log::Namespace>) -> anyhow::Result<()> {
         Ok(ns.delete_log(self.name)?)
     }
 
