@@ -122,8 +122,11 @@ impl Inner {
         }
         match ns.append_if(HOST_LOG, 0, &mine.to_le_bytes()) {
             Ok(_) => Ok(mine),
+            // Another runtime stored its host first: take that one.
             Err(LogError::Conflict { .. }) => {
-                Ok(crate::system_logs::namespace_host(ns)?.expect("another runtime stored a host"))
+                crate::system_logs::namespace_host(ns)?.ok_or_else(|| RuntimeError::InvalidArgument {
+                    reason: format!("{HOST_LOG} changed while this runtime started and is now empty; start it again"),
+                })
             }
             Err(e) => Err(e.into()),
         }
