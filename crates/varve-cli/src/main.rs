@@ -177,6 +177,15 @@ enum Command {
         #[command(subcommand)]
         command: NatsCommand,
     },
+    /// Print a shell completion script: e.g. `varve completions bash >
+    /// ~/.local/share/bash-completion/completions/varve`, `varve completions
+    /// zsh > ~/.zfunc/_varve`, `varve completions fish >
+    /// ~/.config/fish/completions/varve.fish`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -705,11 +714,28 @@ fn run_map(ctx: &commands::Context<'_>, command: &MapCommand) -> anyhow::Result<
     }
 }
 
+fn print_completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    // Into a buffer first: clap_complete panics on a write error, and
+    // `| head` is a closed pipe we stop at quietly.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "varve", &mut script);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
+    Ok(())
+}
+
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
-    // `varve nats` runs servers, it opens no store: --store and --data do not apply.
-    if let Command::Nats { command } = &cli.command {
-        run_nats(command, out)?;
-        return Ok(ExitCode::SUCCESS);
+    // `varve nats` runs servers and `varve completions` prints a script:
+    // neither opens a store, so --store and --data do not apply.
+    match &cli.command {
+        Command::Nats { command } => {
+            run_nats(command, out)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Completions { shell } => {
+            print_completions(*shell)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     let journal = cli.global.journal_options();
     let Resolved { data, remote, nats } = resolve_store(&cli.global)?;
@@ -795,7 +821,9 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             run_bench(command, cli.global.json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Nats { .. } => unreachable!("`varve nats` is dispatched before the store is opened"),
+        Command::Nats { .. } | Command::Completions { .. } => {
+            unreachable!("`varve nats` and `varve completions` are dispatched before the store is opened")
+        }
     }
 }
 

@@ -55,6 +55,13 @@ fn runs_verify_every_version_for_each_structure() {
         let versions = summary["versions"].as_u64().expect("versions");
         let no_ops = summary["no_ops"].as_u64().expect("no_ops");
         assert_eq!(versions + no_ops, 300, "every op is a version or a no-op");
+        let micros = |field: &str| summary[field].as_f64().unwrap_or_else(|| panic!("{field} in {summary}"));
+        assert!(micros("p50_us") > 0.0 && micros("p50_us") <= micros("p99_us"), "{summary}");
+        assert!(micros("p99_us") <= micros("max_us"), "{summary}");
+        assert!(
+            micros("update_seconds") * 1e6 >= micros("max_us"),
+            "the wall time holds the slowest update: {summary}"
+        );
     }
 }
 

@@ -10,8 +10,15 @@ fn main() {
     let w = varve_pds::workload::parse(&varve_pds::workload::generate(1000, 1)).expect("parse");
     for i in 0..5 {
         let t = Instant::now();
-        varve_pds::workload::run_named(ns.clone(), &format!("w{i}"), &w, varve_pds::Structure::Bst, 5, false)
-            .expect("run");
+        varve_pds::workload::run_named(
+            ns.clone(),
+            &format!("w{i}"),
+            &w,
+            varve_pds::Structure::Bst,
+            5,
+            varve_pds::workload::RunOptions::default(),
+        )
+        .expect("run");
         eprintln!("{:?}", t.elapsed());
     }
     drop(ns);

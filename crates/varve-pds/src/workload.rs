@@ -12,9 +12,10 @@
 //! let text = workload::generate(50, 7);
 //! let w = workload::parse(&text)?;
 //! let ns = Arc::new(MemoryNamespace::new("w", Limits::default()));
-//! let report = workload::run(ns, &w, Structure::Bst, 1, true)?;
+//! let options = workload::RunOptions { verify: true, contents: false };
+//! let report = workload::run(ns, &w, Structure::Bst, 1, options)?;
 //! assert!(report.verified);
-//! assert_eq!(report.versions.len(), 50);
+//! assert_eq!(report.version_count, 50);
 //! # Ok::<(), varve_pds::PdsError>(())
 //! ```
 
@@ -124,6 +125,22 @@ pub struct VersionDump {
     pub items: Vec<u64>,
 }
 
+/// What [`run`] reads back after the updates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Check every version's full contents against a model of all versions
+    /// (`VerifyFailed` on the first difference).
+    pub verify: bool,
+    /// Keep every version's contents in the report (what `--dump` prints).
+    pub contents: bool,
+}
+
+impl RunOptions {
+    fn reads_versions(self) -> bool {
+        self.verify || self.contents
+    }
+}
+
 /// What [`run`] did.
 #[derive(Clone, Debug)]
 pub struct RunReport {
@@ -135,12 +152,37 @@ pub struct RunReport {
     pub ops: usize,
     /// Operations that changed nothing (and wrote no version).
     pub no_ops: usize,
-    /// Every version after the run, oldest first.
+    /// Versions after the run.
+    pub version_count: Version,
+    /// Every version's contents, oldest first, with [`RunOptions::contents`]
+    /// (empty otherwise: reading all versions of a large run back costs far
+    /// more than the run).
     pub versions: Vec<VersionDump>,
-    /// Time spent in the updates only.
+    /// Wall time of the updates, all of them, from the first to the last.
     pub update_time: Duration,
+    /// Each update's time (no-ops included), sorted, for percentiles.
+    pub update_times_sorted: Vec<Duration>,
     /// Every version was checked against the in-memory model.
     pub verified: bool,
+}
+
+impl RunReport {
+    /// The `q`-quantile (0.0..=1.0) of the per-update times.
+    #[must_use]
+    pub fn update_quantile(&self, q: f64) -> Duration {
+        let times = &self.update_times_sorted;
+        if times.is_empty() {
+            return Duration::ZERO;
+        }
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "an index within the slice"
+        )]
+        let index = ((times.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+        times[index]
+    }
 }
 
 enum Target {
@@ -170,17 +212,15 @@ pub fn run(
     workload: &Workload,
     structure: Structure,
     extra: u32,
-    verify: bool,
+    options: RunOptions,
 ) -> Result<RunReport> {
-    run_named(ns, &format!("workload.{structure}.e{extra}"), workload, structure, extra, verify)
+    run_named(ns, &format!("workload.{structure}.e{extra}"), workload, structure, extra, options)
 }
 
 /// Run `workload` on the new, empty structure `name` (an existing structure
 /// with versions is refused: `InvalidArgument`). Trees insert and delete
-/// keys; the list appends at the end and removes the value (§V-A). With
-/// `verify`, every version's full contents are checked against a model of
-/// all versions (`VerifyFailed` on the first difference). The report holds
-/// every version's contents either way (one read of each version).
+/// keys; the list appends at the end and removes the value (§V-A). What is
+/// read back afterwards (one full read of each version) is up to `options`.
 ///
 /// # Panics
 ///
@@ -191,12 +231,13 @@ pub fn run_named(
     workload: &Workload,
     structure: Structure,
     extra: u32,
-    verify: bool,
+    options: RunOptions,
 ) -> Result<RunReport> {
-    let options = Options { extra, keep: None };
+    let verify = options.verify;
+    let structure_options = Options { extra, keep: None };
     let mut target = match structure {
-        Structure::List => Target::List(VersionedList::open(ns, name, options)?),
-        tree => Target::Set(SortedSet::open_as(ns, name, tree, options)?),
+        Structure::List => Target::List(VersionedList::open(ns, name, structure_options)?),
+        tree => Target::Set(SortedSet::open_as(ns, name, tree, structure_options)?),
     };
     if target.latest()? > 0 {
         return Err(PdsError::InvalidArgument {
@@ -205,15 +246,18 @@ pub fn run_named(
     }
     let mut model: Vec<Vec<u64>> = vec![Vec::new()];
     let mut no_ops = 0;
+    let mut update_times = Vec::with_capacity(workload.ops.len());
+    let mut before = target.latest()?;
     let started = Instant::now();
     for op in &workload.ops {
-        let before = target.latest()?;
+        let update_started = Instant::now();
         let v = match (&mut target, *op) {
             (Target::Set(s), WorkloadOp::Insert(k)) => s.insert(&k)?,
             (Target::Set(s), WorkloadOp::Delete(k)) => s.delete(&k)?,
             (Target::List(l), WorkloadOp::Insert(k)) => l.push_back(&k)?,
             (Target::List(l), WorkloadOp::Delete(k)) => l.remove(&k)?,
         };
+        update_times.push(update_started.elapsed());
         if v == before {
             no_ops += 1;
         }
@@ -232,11 +276,13 @@ pub fn run_named(
             }
             model.push(next);
         }
+        before = v;
     }
     let update_time = started.elapsed();
+    update_times.sort_unstable();
     let latest = target.latest()?;
     let mut versions = Vec::new();
-    for version in 1..=latest {
+    for version in (1..=latest).filter(|_| options.reads_versions()) {
         let items = target.items(version)?;
         if verify {
             let expected = &model[usize::try_from(version).expect("fits")];
@@ -244,9 +290,21 @@ pub fn run_named(
                 return Err(PdsError::VerifyFailed { version, expected: expected.clone(), found: items });
             }
         }
-        versions.push(VersionDump { version, items });
+        if options.contents {
+            versions.push(VersionDump { version, items });
+        }
     }
-    Ok(RunReport { structure, extra, ops: workload.ops.len(), no_ops, versions, update_time, verified: verify })
+    Ok(RunReport {
+        structure,
+        extra,
+        ops: workload.ops.len(),
+        no_ops,
+        version_count: latest,
+        versions,
+        update_time,
+        update_times_sorted: update_times,
+        verified: verify,
+    })
 }
 
 #[cfg(test)]
@@ -266,6 +324,29 @@ mod tests {
                 WorkloadOp::Delete(v) => assert!(present.remove(&v)),
             }
         }
+    }
+
+    /// Reading every version back is quadratic in the run's length (each
+    /// version holds up to every key): only `verify` or `contents` does it.
+    #[test]
+    fn a_run_reads_its_versions_back_only_when_asked() {
+        let w = parse(&generate(200, 3)).expect("parse");
+        let reads_of = |options: RunOptions| {
+            let ns = crate::testing::CountingNamespace::new(Arc::new(varve_log::MemoryNamespace::new(
+                "w",
+                varve_log::Limits::default(),
+            )));
+            let report = run(ns.clone(), &w, Structure::Balanced, 2, options).expect("run");
+            assert_eq!(report.versions.len() as u64, if options.contents { report.version_count } else { 0 });
+            assert_eq!(report.update_times_sorted.len(), 200);
+            assert!(report.update_quantile(0.5) <= report.update_quantile(0.99));
+            (ns.reads(), report.version_count)
+        };
+        let (plain, versions) = reads_of(RunOptions::default());
+        let (read_back, _) = reads_of(RunOptions { verify: false, contents: true });
+        let (verified, _) = reads_of(RunOptions { verify: true, contents: false });
+        assert!(read_back >= plain + versions, "contents: {read_back} reads, plain {plain}, {versions} versions");
+        assert!(verified >= plain + versions, "verify: {verified} reads, plain {plain}, {versions} versions");
     }
 
     #[test]

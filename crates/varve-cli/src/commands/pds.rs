@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 use serde_json::json;
 use varve_log::{JournalOptions, JournalStore, Namespace, Store, SyncPolicy};
-use varve_pds::workload::{self, RunReport};
+use varve_pds::workload::{self, RunOptions, RunReport};
 use varve_pds::Structure;
 
 use super::Context;
@@ -38,7 +38,8 @@ pub fn run(
     let parsed = workload::parse(&text)?;
     let ns = open_group_commit(ctx)?;
     let name = name.map_or_else(|| format!("workload.{structure}.e{extra}"), str::to_owned);
-    let report = workload::run_named(ns.clone(), &name, &parsed, structure, extra, verify)?;
+    let report =
+        workload::run_named(ns.clone(), &name, &parsed, structure, extra, RunOptions { verify, contents: dump })?;
     ns.sync()?;
     if dump {
         let mut out = crate::output::LineWriter::stdout();
@@ -96,14 +97,21 @@ struct Summary<'a> {
     extra: u32,
     ops: usize,
     no_ops: usize,
-    versions: usize,
+    versions: u64,
+    /// All the updates' wall time.
+    update_seconds: f64,
+    /// That time over the updates that wrote a version.
     us_per_update: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
     verified: bool,
 }
 
 impl<'a> Summary<'a> {
     fn new(name: &'a str, report: &RunReport) -> Self {
         let updates = report.ops - report.no_ops;
+        let micros = |q: f64| report.update_quantile(q).as_secs_f64() * 1e6;
         #[expect(clippy::cast_precision_loss, reason = "an average for display")]
         let us_per_update = report.update_time.as_secs_f64() * 1e6 / updates.max(1) as f64;
         Summary {
@@ -112,8 +120,12 @@ impl<'a> Summary<'a> {
             extra: report.extra,
             ops: report.ops,
             no_ops: report.no_ops,
-            versions: report.versions.len(),
+            versions: report.version_count,
+            update_seconds: report.update_time.as_secs_f64(),
             us_per_update,
+            p50_us: micros(0.5),
+            p99_us: micros(0.99),
+            max_us: micros(1.0),
             verified: report.verified,
         }
     }
@@ -127,7 +139,17 @@ fn summary_text(name: &str, report: &RunReport) -> String {
         " (not verified: pass --verify)"
     };
     format!(
-        "ran {} operations on {} {name:?} (extra {}): {} versions, {} no-ops, {:.1} µs per update{verified}",
-        summary.ops, summary.structure, summary.extra, summary.versions, summary.no_ops, summary.us_per_update
+        "ran {} operations on {} {name:?} (extra {}): {} versions, {} no-ops in {:.2} s: {:.1} µs per update \
+         (p50 {:.1}, p99 {:.1}, max {:.0} µs){verified}",
+        summary.ops,
+        summary.structure,
+        summary.extra,
+        summary.versions,
+        summary.no_ops,
+        summary.update_seconds,
+        summary.us_per_update,
+        summary.p50_us,
+        summary.p99_us,
+        summary.max_us
     )
 }
