@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-pds bench-part bench-runtime bench-serve bench-nats nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -112,6 +112,12 @@ bench-pds: build plot-deps
 	mkdir -p $(PDS_OUT)
 	$(VARVE) bench pds --csv $(PDS_OUT)/pds_bench.csv --series-csv $(PDS_OUT)/pds_series.csv $(if $(QUICK),--workloads 2 --ops 200)
 	$(PY) scripts/plot_pds.py $(PDS_OUT)/pds_series.csv $(PDS_OUT)
+
+# One PEDaLS sorted map grown to 1,000,000 keys on the journal and in memory
+# (issue 16): cost per insert, log calls, memory, disk, reopen time (about
+# 5 minutes; the journal under target/bench/pds-scale, deleted after).
+bench-pds-scale: build
+	$(VARVE) bench pds --scale --dir target/bench $(if $(QUICK),--quick)
 
 # PART against std, imbl, rpds, rart, vart and blart (issue 5; paper §3.6
 # and §5.1): one criterion binary (crates/varve-part/benches/part.rs), then

@@ -11,6 +11,9 @@
 //!   beside plain-file baselines (`varve bench log`).
 //! - [`pds`]: the PEDaLS evaluation (the paper's §V, Figures 4–6) beside
 //!   ephemeral structures and the memory backend (`varve bench pds`).
+//! - [`pds_scale`]: one sorted map grown to a million keys on the journal
+//!   and in memory: cost per insert, memory, disk, reopen time
+//!   (`varve bench pds --scale`).
 //! - [`runtime`]: trigger latency, events per second, event-recording
 //!   overhead and publish throughput (`varve bench runtime`).
 //! - [`serve`]: `varve serve` on loopback (appends with 1–64 clients,
@@ -39,6 +42,7 @@
 pub mod log;
 pub mod nats;
 pub mod pds;
+pub mod pds_scale;
 pub mod runtime;
 pub mod serve;
 pub mod stats;

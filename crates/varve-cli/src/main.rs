@@ -426,6 +426,17 @@ struct BenchPdsArgs {
     /// variant's first workload) as CSV to this file, for `scripts/plot_pds.py`.
     #[arg(long)]
     series_csv: Option<PathBuf>,
+    /// Instead of the paper's evaluation: grow one red-black sorted map to
+    /// --scale-max distinct keys on the journal (group commit) and in
+    /// memory, timing inserts at 10k, 40k, 100k, 400k and 1M keys.
+    #[arg(long)]
+    scale: bool,
+    /// With --scale: the largest size measured (sizes above it are skipped).
+    #[arg(long, value_name = "KEYS", default_value_t = 1_000_000, requires = "scale")]
+    scale_max: u64,
+    /// With --scale: 1,000 and 4,000 keys, a smoke run (seconds).
+    #[arg(long, requires = "scale")]
+    quick: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -843,6 +854,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
     use commands::bench;
     match command {
         BenchCommand::Log(args) => bench::log(&args.dir, args.quick, args.open_mib, args.only.as_deref()),
+        BenchCommand::Pds(args) if args.scale => bench::pds_scale(args.dir.as_deref(), args.scale_max, args.quick),
         BenchCommand::Pds(args) => {
             bench::pds(args.workloads, args.ops, args.dir.as_deref(), args.csv.as_deref(), args.series_csv.as_deref())
         }

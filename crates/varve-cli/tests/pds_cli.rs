@@ -112,3 +112,31 @@ fn bad_input_is_one_error_line() {
         assert!(!stderr.contains("panicked"));
     }
 }
+
+/// `varve bench pds --scale --quick` (what `make bench-pds-scale QUICK=1`
+/// runs): a row per backend and size, the same log calls on both backends
+/// (the structure decides them, not the Log), and the journal's totals.
+#[test]
+fn the_scale_benchmark_measures_both_backends_at_each_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bench = dir.path().join("bench");
+    let text =
+        stdout(&varve(dir.path(), &["bench", "pds", "--scale", "--quick", "--dir", bench.to_str().expect("path")]));
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("| journal") || l.starts_with("| memory"))
+        .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
+        .collect();
+    let keys: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(keys, [("journal", "1000"), ("journal", "4000"), ("memory", "1000"), ("memory", "4000")], "{text}");
+    for (journal, memory) in rows[..2].iter().zip(&rows[2..]) {
+        assert_eq!(journal[5], memory[5], "log calls per insert, journal vs memory:\n{text}");
+        let disk: f64 = journal[7].parse().expect("disk bytes per key");
+        assert!(disk > 100.0, "a key costs bytes on disk: {text}");
+    }
+    assert!(text.contains("reopen to the first read"), "{text}");
+    assert!(!bench.join("pds-scale").exists(), "the journal is removed after the run");
+    let output = varve(dir.path(), &["bench", "pds", "--scale", "--quick", "--scale-max", "10"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--scale-max 10 is below"), "a clear error");
+}

@@ -34,12 +34,12 @@
 //! `latest` of its LinkLog and at most `o + extra` LinkLog `get`s — never a
 //! scan of a whole log (C2).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use varve_log::{LogConfig, LogError, Namespace, OnFull, Seq};
 
+use crate::cache::TwoGenerationCache;
 use crate::codec::{ApEntry, DataEntry, FieldKind, LinkEntry, MetaEntry, OpEntry};
 use crate::error::{PdsError, Result};
 use crate::{Structure, Version};
@@ -61,8 +61,8 @@ pub const UPDATE_ATTEMPTS_MAX: u32 = 64;
 /// node scans at most that many, so this bounds the cost of a node visit.
 pub const EXTRA_MAX: u32 = 1024;
 
-/// Node copies kept decoded in memory (see [`Engine::load`]); the cache is
-/// emptied when it reaches this many, which bounds its memory.
+/// Node copies kept decoded in memory (see [`Engine::load`]), at most: a
+/// two-generation cache, so the nodes on every update's path stay.
 pub const NODE_CACHE_ENTRIES_MAX: usize = 1 << 16;
 
 /// What is known of one node copy. Log entries never change once written,
@@ -127,7 +127,7 @@ pub(crate) struct Engine {
     pub ops_log: String,
     link_prefix: String,
     committed: Version,
-    cache: Mutex<HashMap<Ref, CachedCopy>>,
+    cache: Mutex<TwoGenerationCache<Ref, CachedCopy>>,
 }
 
 /// The longest structure name: its longest log name, `pds.<name>.link.<u64>`,
@@ -181,7 +181,7 @@ impl Engine {
             ops_log: format!("{prefix}.ops"),
             link_prefix: format!("{prefix}.link."),
             committed: 0,
-            cache: Mutex::default(),
+            cache: Mutex::new(TwoGenerationCache::new(NODE_CACHE_ENTRIES_MAX)),
         };
         engine.create(&meta_log, LogConfig::unbounded())?;
         if engine.ns.latest(&meta_log)? == 0 {
@@ -253,15 +253,11 @@ impl Engine {
     /// no log call at all.
     pub fn load(&self, r: Ref, at: Version) -> Result<NodeView> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if !cache.contains_key(&r) {
-            if cache.len() >= NODE_CACHE_ENTRIES_MAX {
-                cache.clear();
-            }
+        let copy = cache.get_or_try_insert(r, || {
             let data = self.ns.get(&self.data_log, r.dseq).map_err(|e| self.dangling(e, &self.data_log, r.dseq))?;
             let data = DataEntry::decode(&data, &self.data_log, r.dseq)?;
-            cache.insert(r, CachedCopy { val: data.val, link: data.link, entries: Vec::new(), complete: false });
-        }
-        let copy = cache.get_mut(&r).expect("inserted above");
+            Ok::<_, PdsError>(CachedCopy { val: data.val, link: data.link, entries: Vec::new(), complete: false })
+        })?;
         let o = self.kinds.len();
         let window = o + self.extra as usize;
         let seen_enough = |copy: &CachedCopy| copy.entries.last().is_some_and(|e| e.vs > at);

@@ -51,6 +51,7 @@
     reason = "the paper's terms (PEDaLS, DataLog, LinkLog, APLog) are written as the paper writes them"
 )]
 
+mod cache;
 pub mod codec;
 pub mod demo;
 pub(crate) mod engine;

@@ -41,6 +41,28 @@ pub fn pds(
     print(&format!("{}\n", report.to_markdown()))
 }
 
+/// `varve bench pds --scale`: one sorted map grown to `scale_max` keys.
+pub fn pds_scale(dir: Option<&Path>, scale_max: u64, quick: bool) -> anyhow::Result<()> {
+    let dir = dir.map_or_else(|| Path::new("target/bench").to_owned(), Path::to_owned).join("pds-scale");
+    let mut config = if quick {
+        varve_bench::pds_scale::ScaleConfig::quick(dir)
+    } else {
+        varve_bench::pds_scale::ScaleConfig::full(dir)
+    };
+    config.sizes.retain(|&size| size <= scale_max);
+    if config.sizes.is_empty() {
+        anyhow::bail!("--scale-max {scale_max} is below the smallest size measured; use at least 1000 with --quick, 10000 without");
+    }
+    let bar = output::progress_bar(0, output::Unit::Steps, "inserts", false);
+    let report = varve_bench::pds_scale::run(&config, &mut |backend, done, of| {
+        bar.set_length(of);
+        bar.set_position(done);
+        bar.set_message(format!("inserts ({backend})"));
+    })?;
+    bar.finish_and_clear();
+    print(&format!("{}\n", report.to_markdown()))
+}
+
 /// `varve bench runtime`; the external-command figures run this binary as
 /// the handler (see `varve_bench::runtime::stamp_if_asked` in `main`).
 pub fn runtime(dir: &Path, quick: bool, only: Option<&str>, json: bool) -> anyhow::Result<()> {

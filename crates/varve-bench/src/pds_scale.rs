@@ -1,0 +1,251 @@
+//! PEDaLS at scale (`varve bench pds --scale`): distinct inserts into one
+//! red-black sorted map, up to a million keys, on the journal with group
+//! commit beside the memory backend.
+//!
+//! At each size the next `window` inserts are timed one by one (p50, p99,
+//! mean) and their log calls counted; the process's resident memory and the
+//! journal's bytes on disk per node are read there too. After the run the
+//! journal is closed and reopened, and the open timed up to the first read.
+//! The paper's claim under test: an update costs about what it costs in
+//! memory, growing with the tree's depth (log n), not with its size.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use varve_log::{JournalOptions, JournalStore, Limits, MemoryNamespace, Namespace, SyncPolicy};
+use varve_pds::testing::CountingNamespace;
+use varve_pds::{Options, SortedMap};
+
+use crate::stats::{nanos, percentile};
+use crate::table::{Align, Table};
+use crate::{BenchError, Result};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct ScaleConfig {
+    /// Map sizes (keys) at which to measure, ascending.
+    pub sizes: Vec<u64>,
+    /// Inserts timed at each size.
+    pub window: u64,
+    /// Extra pointers per node.
+    pub extra: u32,
+    /// Where the journal lives (emptied first).
+    pub dir: PathBuf,
+    /// Measure the memory backend too.
+    pub memory: bool,
+}
+
+impl ScaleConfig {
+    /// The goal: up to 1,000,000 keys.
+    #[must_use]
+    pub fn full(dir: PathBuf) -> ScaleConfig {
+        ScaleConfig {
+            sizes: vec![10_000, 40_000, 100_000, 400_000, 1_000_000],
+            window: 2_000,
+            extra: 5,
+            dir,
+            memory: true,
+        }
+    }
+
+    /// A smoke run of the same code (seconds).
+    #[must_use]
+    pub fn quick(dir: PathBuf) -> ScaleConfig {
+        ScaleConfig { sizes: vec![1_000, 4_000], window: 200, extra: 5, dir, memory: true }
+    }
+}
+
+/// One size of one backend.
+#[derive(Clone, Debug)]
+pub struct ScalePoint {
+    /// `journal` or `memory`.
+    pub backend: &'static str,
+    /// Keys in the map after the timed window.
+    pub keys: u64,
+    /// Per insert of the window, in µs.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// The window's wall time over its inserts.
+    pub mean_us: f64,
+    /// Log calls (gets, latests, appends) per insert.
+    pub calls_per_insert: f64,
+    /// The process's resident set there, in MiB.
+    pub rss_mib: f64,
+    /// The journal's segment bytes over the keys (journal only).
+    pub disk_bytes_per_key: Option<f64>,
+}
+
+/// What [`run`] measured.
+#[derive(Clone, Debug, Default)]
+pub struct ScaleReport {
+    /// Every point, journal first.
+    pub points: Vec<ScalePoint>,
+    /// Wall time of all the journal's inserts.
+    pub journal_seconds: f64,
+    /// Wall time of all the memory backend's inserts.
+    pub memory_seconds: Option<f64>,
+    /// Reopening the journal after the run, to the first read answered.
+    pub reopen_seconds: f64,
+    /// Bytes appended per key on the memory backend (payloads plus the
+    /// 20-byte record overhead every backend counts).
+    pub memory_bytes_per_key: Option<f64>,
+    /// The process's peak resident set after the journal's run, in MiB.
+    pub journal_peak_rss_mib: f64,
+}
+
+/// Distinct keys in a scattered order (7919 is prime to the modulus, so
+/// keys `0..1_000_003` are all different).
+#[must_use]
+pub fn key(i: u64) -> u64 {
+    i * 7919 % 1_000_003
+}
+
+/// Resident and peak resident memory of this process, in MiB.
+fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0.0, |kib| kib / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+fn grow(
+    backend: &'static str,
+    ns: Arc<dyn Namespace>,
+    config: &ScaleConfig,
+    disk: &dyn Fn() -> Option<u64>,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<(Vec<ScalePoint>, f64, Arc<CountingNamespace>)> {
+    let counting = CountingNamespace::new(ns);
+    let mut map = SortedMap::<u64, u64>::open(counting.clone(), "scale", Options { extra: config.extra, keep: None })?;
+    let last = config.sizes.last().copied().unwrap_or(0);
+    let mut points = Vec::new();
+    let mut inserted = 0u64;
+    let started = Instant::now();
+    for &size in &config.sizes {
+        let window_start = size.saturating_sub(config.window).max(inserted);
+        while inserted < window_start {
+            map.insert(&key(inserted), &inserted)?;
+            inserted += 1;
+            if inserted.is_multiple_of(10_000) {
+                progress(backend, inserted, last);
+            }
+        }
+        let calls = |c: varve_pds::testing::Counts| c.gets + c.latests + c.scans + c.appends;
+        let calls_before = calls(counting.counts());
+        let mut times = Vec::new();
+        let window_started = Instant::now();
+        while inserted < size {
+            let t = Instant::now();
+            map.insert(&key(inserted), &inserted)?;
+            times.push(nanos(t.elapsed()));
+            inserted += 1;
+        }
+        let window = window_started.elapsed();
+        times.sort_unstable();
+        let n = times.len().max(1) as f64;
+        points.push(ScalePoint {
+            backend,
+            keys: size,
+            p50_us: percentile(&times, 0.5) / 1e3,
+            p99_us: percentile(&times, 0.99) / 1e3,
+            mean_us: window.as_secs_f64() * 1e6 / n,
+            calls_per_insert: (calls(counting.counts()) - calls_before) as f64 / n,
+            rss_mib: rss_mib().0,
+            disk_bytes_per_key: disk().map(|bytes| bytes as f64 / size as f64),
+        });
+    }
+    Ok((points, started.elapsed().as_secs_f64(), counting))
+}
+
+/// Run the benchmark; `progress(backend, keys, of)` every 10,000 inserts.
+///
+/// # Errors
+///
+/// A log or structure error, or the directory cannot be emptied.
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<ScaleReport> {
+    let remove = |what: &str| {
+        std::fs::remove_dir_all(&config.dir)
+            .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+            .map_err(|source| BenchError::Io { context: format!("{what} {}", config.dir.display()), source })
+    };
+    remove("emptying")?;
+    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
+    let mut report = ScaleReport::default();
+    {
+        let store = JournalStore::open(&config.dir, options)?;
+        let journal = store.journal_namespace("scale")?;
+        let disk = || Some(journal.disk_usage().0);
+        let (points, seconds, _) = grow("journal", Arc::new(journal.clone()), config, &disk, progress)?;
+        journal.sync()?;
+        report.points = points;
+        report.journal_seconds = seconds;
+        report.journal_peak_rss_mib = rss_mib().1;
+    }
+    let started = Instant::now();
+    let store = JournalStore::open(&config.dir, options)?;
+    let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("scale")?);
+    let map = SortedMap::<u64, u64>::open(ns, "scale", Options { extra: config.extra, keep: None })?;
+    std::hint::black_box(map.get(&key(0), None)?);
+    report.reopen_seconds = started.elapsed().as_secs_f64();
+    drop(map);
+    drop(store);
+    remove("removing")?;
+    if config.memory {
+        let memory = Arc::new(MemoryNamespace::new("scale", Limits::default()));
+        let (points, seconds, counting) = grow("memory", memory, config, &|| None, progress)?;
+        let keys = config.sizes.last().copied().unwrap_or(1).max(1);
+        report.memory_bytes_per_key = Some(counting.counts().bytes_appended as f64 / keys as f64);
+        report.points.extend(points);
+        report.memory_seconds = Some(seconds);
+    }
+    Ok(report)
+}
+
+impl ScaleReport {
+    /// The points as a Markdown table, with the run's totals below.
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let mut table = Table::new(&[
+            ("backend", Align::Left),
+            ("keys", Align::Right),
+            ("p50 µs", Align::Right),
+            ("p99 µs", Align::Right),
+            ("mean µs", Align::Right),
+            ("log calls / insert", Align::Right),
+            ("RSS MiB", Align::Right),
+            ("disk B / key", Align::Right),
+        ]);
+        for p in &self.points {
+            table.row(vec![
+                p.backend.to_owned(),
+                format!("{}", p.keys),
+                format!("{:.1}", p.p50_us),
+                format!("{:.1}", p.p99_us),
+                format!("{:.1}", p.mean_us),
+                format!("{:.1}", p.calls_per_insert),
+                format!("{:.0}", p.rss_mib),
+                p.disk_bytes_per_key.map_or_else(|| "–".to_owned(), |b| format!("{b:.0}")),
+            ]);
+        }
+        let mut out = table.to_markdown();
+        let _ = writeln!(
+            out,
+            "\njournal: all inserts {:.1} s, peak RSS {:.0} MiB, reopen to the first read {:.2} s",
+            self.journal_seconds, self.journal_peak_rss_mib, self.reopen_seconds
+        );
+        if let (Some(seconds), Some(bytes)) = (self.memory_seconds, self.memory_bytes_per_key) {
+            let _ = writeln!(out, "memory: all inserts {seconds:.1} s, {bytes:.0} B appended per key");
+        }
+        out
+    }
+}
