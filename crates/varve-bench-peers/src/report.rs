@@ -15,7 +15,8 @@ pub struct Report {
     pub sizes: Sizes,
     /// The values' seed.
     pub seed: u64,
-    /// Per level, each store's median figures, in [`Kind::ALL`] order.
+    /// Per level, each store's median figures, in [`Kind::ALL`] order (the
+    /// same stores at every level).
     pub levels: Vec<(Level, Vec<(Kind, Figures)>)>,
     /// Load average (1, 5, 15 min) when the run started and when it ended.
     pub load: [Option<[f64; 3]>; 2],
@@ -79,7 +80,10 @@ impl Report {
     /// The table alone.
     pub fn table(&self) -> String {
         let mut columns = vec![("durability", Align::Left), ("metric", Align::Left)];
-        columns.extend(Kind::ALL.iter().map(|k| (k.label(), Align::Right)));
+        // The stores measured (all of them unless `--only` picked one), in order.
+        let kinds: Vec<Kind> =
+            self.levels.first().map(|(_, stores)| stores.iter().map(|(k, _)| *k).collect()).unwrap_or_default();
+        columns.extend(kinds.iter().map(|k| (k.label(), Align::Right)));
         columns.push(("journal ÷ best peer", Align::Right));
         let mut table = Table::new(&columns);
         for (level, stores) in &self.levels {
