@@ -78,9 +78,10 @@ bench: build
 # The journal beside redb, fjall, SQLite (WAL) and RocksDB on the same
 # records at matched durability (none, fsync per append, group commit from 4
 # threads): appends, batches, gets, scan, disk bytes, as one ratio table
-# (docs/benchmarks.md; about 10 minutes, QUICK=1 under one). Its own crate,
-# crates/varve-bench-peers: RocksDB's build needs a C++ compiler and libclang
-# (Debian: apt-get install libclang-dev), SQLite's a C compiler.
+# (docs/benchmarks.md; about 5 minutes, QUICK=1 seconds, after a first build
+# of about 40 minutes on 2 cores). Its own crate, crates/varve-bench-peers:
+# RocksDB's build needs a C++ compiler and libclang (Debian: apt-get install
+# libclang-dev), SQLite's a C compiler; stores under target/bench, deleted after.
 PEERS_BIN := $(or $(CARGO_TARGET_DIR),target)/release/varve-bench-peers
 bench-peers: check-toolchain
 	@ldconfig -p | grep -Eq 'libclang(-[0-9.]+)?\.so' || [ -n "$$LIBCLANG_PATH" ] || { echo "error: libclang not found: RocksDB's bindings need it (Debian: apt-get install libclang-dev)" >&2; exit 1; }
