@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-peers peers-deps bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -18,14 +18,18 @@ PLOT_DEPS := $(VENV)/.varve-plot-deps
 check-toolchain:
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found: install Rust (https://rustup.rs) and retry" >&2; exit 1; }
 
+# varve-bench-peers (RocksDB and SQLite, C and C++ builds) is left out of
+# build, test and lint: `make bench-peers` builds it on its own.
+PEERS := --exclude varve-bench-peers
+
 build: check-toolchain
-	$(CARGO) build --release --locked --workspace
+	$(CARGO) build --release --locked --workspace $(PEERS)
 
 demo: build plot-deps nats-server
 	./scripts/demo.sh $(VARVE)
 
 test: check-toolchain nats-server
-	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked --workspace $(PEERS)
 	$(MAKE) --no-print-directory test-python
 
 $(PY):
@@ -70,6 +74,28 @@ QUICK ?=
 # Figures for docs/benchmarks.md (a few minutes; writes scratch files under target/bench).
 bench: build
 	$(VARVE) bench log --dir target/bench $(if $(QUICK),--quick --open-mib 64)
+
+# The journal beside redb, fjall, SQLite (WAL) and RocksDB on the same
+# records at matched durability (none, fsync per append, group commit from 4
+# threads): appends, batches, gets, scan, disk bytes, as one ratio table
+# (docs/benchmarks.md; about 5 minutes, QUICK=1 seconds, after a first build
+# of about 40 minutes on 2 cores). Its own crate, crates/varve-bench-peers:
+# RocksDB's build needs a C++ compiler and libclang (peers-deps installs it),
+# SQLite's a C compiler; stores under target/bench, deleted after.
+PEERS_BIN := $(or $(CARGO_TARGET_DIR),target)/release/varve-bench-peers
+# RocksDB's bindings are generated with libclang: installed from Debian's
+# packages when it is missing (as root, or through sudo).
+peers-deps:
+	@ldconfig -p | grep -Eq 'libclang(-[0-9.]+)?\.so' || [ -n "$$LIBCLANG_PATH" ] || { \
+		command -v apt-get >/dev/null || { echo "error: libclang not found, and no apt-get to install it: install your system's libclang development package or set LIBCLANG_PATH" >&2; exit 1; }; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		echo "installing libclang-dev from Debian's packages (RocksDB's bindings need it)"; \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends libclang-dev; \
+	}
+
+bench-peers: check-toolchain peers-deps
+	$(CARGO) build --release --locked -p varve-bench-peers
+	$(PEERS_BIN) --dir target/bench $(if $(QUICK),--quick)
 
 # The runtime's figures (issue 6): trigger latency, events/s, recording
 # overhead, publish throughput, each beside a baseline of the same run
@@ -144,7 +170,7 @@ soak: check-toolchain
 
 lint: check-toolchain
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --locked --workspace --all-targets
+	$(CARGO) clippy --locked --workspace --all-targets $(PEERS)
 
 clean:
 	$(CARGO) clean
