@@ -286,6 +286,53 @@ fn get_checks_each_record_and_names_the_damage() {
     assert_eq!(ns.get("a", 2).expect("undamaged records still read"), &b"record number 0001 with some padding"[..]);
 }
 
+/// The writer reads its segments through memory maps (the active one too):
+/// a byte changed on disk behind its back is seen at the next read, in the
+/// active segment as in a sealed one, and a scan reports it once and goes on.
+#[test]
+fn the_writers_mapped_reads_check_each_record_in_the_active_segment_too() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = open(dir.path(), small_segments());
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    for i in 0..2000u32 {
+        ns.append("a", format!("record number {i:04} with some padding").as_bytes()).expect("append");
+    }
+    let scanned: Vec<_> = ns.scan("a", SeqRange::ALL).expect("scan").map(|r| r.expect("intact")).collect();
+    assert_eq!(scanned.len(), 2000);
+    for (i, record) in scanned.iter().enumerate() {
+        assert_eq!(record.seq, i as u64 + 1);
+        assert_eq!(record.value, format!("record number {i:04} with some padding").as_bytes());
+    }
+    let newest = std::fs::read_dir(dir.path().join("ns"))
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|x| x == "seg"))
+        .max()
+        .expect("segments");
+    assert_ne!(newest, dir.path().join("ns/0000000001.seg"), "the records span several segments");
+    let bytes = std::fs::read(&newest).expect("read");
+    let at = bytes.windows(18).position(|w| w == b"record number 1999").expect("the last record is in the newest");
+    let file = std::fs::OpenOptions::new().write(true).open(&newest).expect("open");
+    file.write_all_at(b"R", at as u64).expect("damage one byte in place");
+    match ns.get("a", 2000) {
+        Err(LogError::Lost { first: 2000, last: 2000, cause, .. }) => {
+            assert_eq!(cause.segment, newest);
+            assert!(cause.reason.contains("checksum"), "{}", cause.reason);
+        }
+        other => panic!("damage in the active segment not reported: {other:?}"),
+    }
+    let results: Vec<_> = ns.scan("a", SeqRange::from_bounds(1990..)).expect("scan").collect();
+    assert_eq!(results.len(), 11, "ten records and one error");
+    assert!(results[..10].iter().all(Result::is_ok));
+    assert!(matches!(results[10], Err(LogError::Lost { first: 2000, .. })), "{:?}", results[10]);
+    // Appends go on, and are read back through the grown map.
+    for i in 2000..2400u32 {
+        let seq = ns.append("a", format!("record number {i:04} after the damage").as_bytes()).expect("append");
+        assert_eq!(ns.get("a", seq).expect("read back"), format!("record number {i:04} after the damage").as_bytes());
+    }
+}
+
 #[test]
 fn readers_never_see_damage_while_retention_and_compaction_move_records() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -117,6 +117,60 @@ impl std::ops::Deref for SegmentBytes {
     }
 }
 
+/// A segment file mapped for reading in the writer's process: a record read
+/// from it is a copy out of the page cache, with no system call. (A `pread`
+/// per record was the largest cost of scans and of `PEDaLS` node reads; see
+/// docs/benchmarks.md.) Sealed segments are mapped whole; the active one up
+/// to its reserve, and mapped again each time the reserve grows.
+pub(crate) struct ReadMap {
+    map: memmap2::Mmap,
+}
+
+impl ReadMap {
+    /// Map `file` as long as it is now. Call only in the process that holds
+    /// the namespace's writer lock. `None` for an empty file, or when
+    /// mapping fails: reads then use `pread`, so a failed map costs speed only.
+    pub(crate) fn new(file: &File) -> Option<ReadMap> {
+        let len = file.metadata().ok()?.len();
+        if len == 0 {
+            return None;
+        }
+        #[expect(unsafe_code, reason = "memory-mapping a file is unsafe by nature; invariant below")]
+        // SAFETY: reading the map is undefined behaviour only where the file
+        // is cut or rewritten while mapped. The caller holds the writer lock,
+        // so only this process writes the file, and it never rewrites or cuts
+        // the bytes of a published record: `bytes` is only asked for those
+        // (the positions in the state). Cutting the zero reserve past the
+        // last frame, and deleting the whole file, leave them mapped. (A
+        // process that ignores the lock and cuts a segment could make a read
+        // fault, where `pread` would report lost records.)
+        let map = unsafe { MmapOptions::new().map(file) }.ok()?;
+        Some(ReadMap { map })
+    }
+
+    /// The bytes at `offset..offset + len`, which must be a published
+    /// record's; `None` past the mapped end (the reader then uses `pread`).
+    pub(crate) fn bytes(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        let start = usize::try_from(offset).ok()?;
+        let len = usize::try_from(len).ok()?;
+        if start.checked_add(len)? > self.map.len() {
+            return None;
+        }
+        #[expect(unsafe_code, reason = "a slice of the published range only; invariant below")]
+        // SAFETY: in bounds (checked above). The writer may be writing other
+        // parts of the file through its own map, so no slice of the whole map
+        // is ever made: only of one published record, whose bytes nothing
+        // writes again (see `new`).
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), len) })
+    }
+}
+
+impl std::fmt::Debug for ReadMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadMap").field("len", &self.map.len()).finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,7 +62,7 @@ mod scan;
 mod state;
 mod writer;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
@@ -84,7 +84,7 @@ use published::PublishedEnd;
 use recovery::{recover_as_reader, recover_as_writer, Tail};
 use scan::segment_path;
 use state::{SegmentState, State};
-use writer::{open_writer, Writer};
+use writer::{map_sealed_segments, open_writer, Writer};
 
 pub use fsck::{fsck, FsckReport, LOSSES_LOG};
 
@@ -371,8 +371,9 @@ impl JournalNamespace {
         } else {
             let lock = acquire_lock(dir)?;
             let end = PublishedEnd::for_writer(dir)?;
-            let (state, report, tail) = recover_as_writer(dir, &*io)?;
+            let (mut state, report, tail) = recover_as_writer(dir, &*io)?;
             let writer = open_writer(dir, &options, &state, tail, end, &*io)?;
+            map_sealed_segments(&mut state, writer.active_id);
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };
         report.duration = started.elapsed();
@@ -473,6 +474,7 @@ impl Shared {
             state.segments.entry(writer.active_id).or_insert_with(|| SegmentState::new(path, writer.active.clone()));
         segment.bytes = writer.active_len;
         drop(state);
+        self.map_for_reading(writer.active_id, &writer.active);
         let mut durability = self.durability.lock();
         durability.file = Some(writer.active.clone());
     }
@@ -562,7 +564,13 @@ impl Namespace for JournalNamespace {
         let Some((first, last)) = rules::clip_scan(log, range.first, range.last, earliest, latest)? else {
             return Ok(Box::new(std::iter::empty()));
         };
-        Ok(Box::new(JournalScan { shared: &self.shared, log: log.to_owned(), next: first, last }))
+        Ok(Box::new(JournalScan {
+            shared: &self.shared,
+            log: log.to_owned(),
+            next: first,
+            last,
+            located: VecDeque::new(),
+        }))
     }
 
     fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
@@ -587,12 +595,16 @@ impl Namespace for JournalNamespace {
 }
 
 /// A scan: each record in turn, and one `Lost` error for a run of lost
-/// records, after which it goes on.
+/// records, after which it goes on. Records are located a run at a time
+/// (`Shared::locate_run`, one hold of the state lock per run) and read one
+/// by one; a seq the run does not cover goes through `get`, which says why.
 struct JournalScan<'a> {
     shared: &'a Shared,
     log: String,
     next: Seq,
     last: Seq,
+    /// Located records for seqs `next..`, in order.
+    located: VecDeque<read::Located>,
 }
 
 impl Iterator for JournalScan<'_> {
@@ -603,7 +615,14 @@ impl Iterator for JournalScan<'_> {
             return None;
         }
         let seq = self.next;
-        match self.shared.get(&self.log, seq) {
+        if self.located.is_empty() {
+            self.located = self.shared.locate_run(&self.log, seq, self.last).into();
+        }
+        let read = match self.located.pop_front() {
+            Some(located) => self.shared.read_located(&located, &self.log, seq),
+            None => self.shared.get(&self.log, seq),
+        };
+        match read {
             Ok(value) => {
                 self.next += 1;
                 Some(Ok(Record { seq, value }))
@@ -613,6 +632,7 @@ impl Iterator for JournalScan<'_> {
                     LogError::Lost { last, .. } => last.saturating_add(1),
                     _ => seq + 1,
                 };
+                self.located.clear();
                 Some(Err(error))
             }
         }

@@ -3,8 +3,9 @@
 //! something they have not seen yet.
 
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,15 +14,44 @@ use crate::contract::{LogInfo, Seq};
 use crate::error::{IoContext, LogError, LossCause, Result};
 use crate::journal::format;
 use crate::journal::format::ENTRY_HEADER_BYTES;
+use crate::journal::mapped::ReadMap;
 use crate::journal::scan::segment_path;
-use crate::journal::state::Position;
+use crate::journal::state::{Position, State};
 use crate::journal::Shared;
 use crate::rules;
+
+/// Where to read a located record from.
+pub(super) struct Located {
+    log_id: u32,
+    position: Position,
+    file: Arc<File>,
+    read_map: Option<Arc<ReadMap>>,
+}
+
+impl Located {
+    fn read(&self, dir: &Path, log: &str, seq: Seq) -> Result<Bytes> {
+        let path = || segment_path(dir, self.position.segment);
+        match self
+            .read_map
+            .as_ref()
+            .and_then(|map| map.bytes(u64::from(self.position.offset), self.position.entry_bytes()))
+        {
+            Some(bytes) => {
+                let payload = check_record(bytes, path, log, self.log_id, seq, self.position)?;
+                Ok(Bytes::copy_from_slice(&bytes[payload]))
+            }
+            None => read_record(&self.file, path, log, self.log_id, seq, self.position),
+        }
+    }
+}
+
+/// Most records a scan locates under one hold of the state lock.
+const SCAN_LOCATE_BATCH: usize = 256;
 
 impl Shared {
     /// Where `seq` of `log` is, with the file to read it from; `Lost` for a
     /// record that no intact frame holds.
-    pub(super) fn locate(&self, log: &str, seq: Seq) -> Result<(u32, Position, Arc<File>)> {
+    pub(super) fn locate(&self, log: &str, seq: Seq) -> Result<Located> {
         let state = self.read_state();
         let log_state = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
         rules::check_readable(log, seq, log_state.earliest(), log_state.latest())?;
@@ -36,8 +66,24 @@ impl Shared {
                 cause: Box::new(cause.clone()),
             });
         }
-        let segment = state.segments.get(&position.segment).expect("live positions point at kept segments");
-        Ok((log_state.descriptor.id, position, segment.file.clone()))
+        Ok(located(&state, log_state.descriptor.id, position))
+    }
+
+    /// Where seqs `first..=last` of `log` are, up to [`SCAN_LOCATE_BATCH`]
+    /// of them, under one hold of the state lock: the run of intact,
+    /// readable records from `first` on. Empty when `first` itself is not
+    /// readable (the caller's `get` then reports why).
+    pub(super) fn locate_run(&self, log: &str, first: Seq, last: Seq) -> Vec<Located> {
+        let state = self.read_state();
+        let Some(log_state) = state.log_by_name(log) else { return Vec::new() };
+        if first < log_state.earliest() {
+            return Vec::new();
+        }
+        let last = last.min(log_state.latest()).min(first.saturating_add(SCAN_LOCATE_BATCH as u64 - 1));
+        (first..=last)
+            .map_while(|seq| log_state.position(seq).filter(|p| p.lost_cause().is_none()))
+            .map(|position| located(&state, log_state.descriptor.id, position))
+            .collect()
     }
 
     pub(super) fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
@@ -48,8 +94,12 @@ impl Shared {
             }
             other => other?,
         };
-        let (log_id, position, file) = located;
-        read_record(&file, || segment_path(&self.dir, position.segment), log, log_id, seq, position)
+        located.read(&self.dir, log, seq)
+    }
+
+    /// Read a record [`Shared::locate_run`] found.
+    pub(super) fn read_located(&self, located: &Located, log: &str, seq: Seq) -> Result<Bytes> {
+        located.read(&self.dir, log, seq)
     }
 
     pub(super) fn log_info(&self, log: &str) -> Result<LogInfo> {
@@ -98,7 +148,21 @@ pub(crate) fn read_record(
 ) -> Result<Bytes> {
     let mut buf = vec![0; ENTRY_HEADER_BYTES + position.len as usize];
     file.read_exact_at(&mut buf, u64::from(position.offset)).context(|| format!("reading {}", path().display()))?;
-    let payload = format::check_entry(&buf, log_id, seq).map_err(|reason| LogError::Lost {
+    let payload = check_record(&buf, path, log, log_id, seq, position)?;
+    Ok(Bytes::from(buf).slice(payload))
+}
+
+/// Check one record's bytes (entry header and payload); returns where the
+/// payload is. Bytes that no longer check make the record `Lost`, naming where.
+fn check_record(
+    bytes: &[u8],
+    path: impl Fn() -> PathBuf,
+    log: &str,
+    log_id: u32,
+    seq: Seq,
+    position: Position,
+) -> Result<Range<usize>> {
+    format::check_entry(bytes, log_id, seq).map_err(|reason| LogError::Lost {
         log: log.to_owned(),
         first: seq,
         last: seq,
@@ -107,6 +171,10 @@ pub(crate) fn read_record(
             offset: Some(u64::from(position.offset)),
             reason: format!("its bytes no longer check: {reason}"),
         }),
-    })?;
-    Ok(Bytes::from(buf).slice(payload))
+    })
+}
+
+fn located(state: &State, log_id: u32, position: Position) -> Located {
+    let segment = state.segments.get(&position.segment).expect("live positions point at kept segments");
+    Located { log_id, position, file: segment.file.clone(), read_map: segment.read_map.clone() }
 }

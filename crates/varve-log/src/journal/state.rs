@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::contract::{LogInfo, Seq};
 pub(crate) use crate::error::LossCause;
 use crate::journal::format::{LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES};
+use crate::journal::mapped::ReadMap;
 use crate::rules;
 
 /// Where a record lives: the entry header's byte offset in a segment.
@@ -121,11 +122,15 @@ pub(crate) struct SegmentState {
     /// compacted by the writer: it stays, as the evidence, until
     /// `fsck --repair` salvages its intact records and quarantines it.
     pub(crate) damaged: bool,
+    /// The file mapped for reading, in the process that holds the writer
+    /// lock (see `mapped::ReadMap`); `None` in read-only processes, which
+    /// use `pread` (their writer may cut the active segment at any time).
+    pub(crate) read_map: Option<Arc<ReadMap>>,
 }
 
 impl SegmentState {
     pub(crate) fn new(path: PathBuf, file: Arc<File>) -> SegmentState {
-        SegmentState { path, file, bytes: 0, live_records: 0, live_bytes: 0, damaged: false }
+        SegmentState { path, file, bytes: 0, live_records: 0, live_bytes: 0, damaged: false, read_map: None }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::contract::{LogConfig, Seq, SyncPolicy};
 use crate::error::{IoContext, LogError, Result};
 use crate::journal::format::{self, FrameEncoder, FrameKind, LogDescriptor};
 use crate::journal::io::SegmentIo;
-use crate::journal::mapped::{reserve_for, SegmentMap};
+use crate::journal::mapped::{reserve_for, ReadMap, SegmentMap};
 use crate::journal::published::PublishedEnd;
 use crate::journal::scan::segment_path;
 use crate::journal::state::{Position, State};
@@ -100,6 +100,16 @@ pub(crate) fn open_writer(
     Ok(writer)
 }
 
+/// Map every segment but the active one for reading (see `ReadMap`).
+/// Called by the writer's open, after recovery has cut the sealed segments.
+pub(crate) fn map_sealed_segments(state: &mut State, active_id: u32) {
+    for (&id, segment) in &mut state.segments {
+        if id != active_id {
+            segment.read_map = ReadMap::new(&segment.file).map(Arc::new);
+        }
+    }
+}
+
 /// Map a segment with `capacity` bytes reserved; on a full disk, with just
 /// the `needed` bytes (rounded up to a page), so that small writes —
 /// deleting a log to free space, say — still fit when doubling does not.
@@ -127,6 +137,7 @@ impl Shared {
             let capacity = reserve_for(writer.map.capacity(), at + len, self.options.segment_bytes_max);
             let path = segment_path(&self.dir, writer.active_id);
             writer.map = map_segment(&writer.active, &path, capacity, at + len, &*self.io)?;
+            self.map_for_reading(writer.active_id, &writer.active);
         }
         if writer.frame.len() < PWRITE_FRAME_BYTES_MIN {
             writer.map.write(at, &writer.frame);
@@ -144,6 +155,14 @@ impl Shared {
         writer.end.publish(writer.active_id, writer.active_len);
         self.durability.lock().written = writer.written_total;
         Ok((writer.active_id, at))
+    }
+
+    /// Map segment `id` (its file as long as it is now) for reads; see `ReadMap`.
+    pub(super) fn map_for_reading(&self, id: u32, file: &File) {
+        let read_map = ReadMap::new(file).map(Arc::new);
+        if let Some(segment) = self.write_state().segments.get_mut(&id) {
+            segment.read_map = read_map;
+        }
     }
 
     /// Seal the active segment and start the next, headed by the catalog.
@@ -177,6 +196,7 @@ impl Shared {
         // Cut the sealed segment's zero reserve: sealed files end at their
         // last frame. Best effort: the next writer open finishes a cut that failed.
         let _ = self.io.set_len(&sealed_file, writer.active_len);
+        self.map_for_reading(writer.active_id, &sealed_file);
         writer.active_id = id;
         writer.active_len = len as u64;
         writer.frames_in_active = 0;
