@@ -16,6 +16,9 @@
 //! varve-bench-peers --dir target/bench [--quick] [--out table.md] [--seed N] [--only journal]
 //! ```
 //!
+//! Built with `--no-default-features`, it leaves RocksDB out (its C++ build
+//! takes about 40 minutes here): a quick run or profile of the others.
+//!
 //! - `stores/`: one adapter per store behind the `Peer` contract, its
 //!   settings per durability level in the adapter's docs.
 //! - `run.rs`: the measurement loop, sizes and values.
@@ -68,7 +71,7 @@ fn main() -> Result<()> {
     let sizes = if args.quick { Sizes::QUICK } else { Sizes::FULL };
     let kinds: Vec<Kind> = match &args.only {
         None => Kind::ALL.to_vec(),
-        Some(name) => match Kind::ALL.into_iter().find(|k| k.label().eq_ignore_ascii_case(name)) {
+        Some(name) => match Kind::ALL.iter().copied().find(|k| k.label().eq_ignore_ascii_case(name)) {
             Some(kind) => vec![kind],
             None => bail!("--only {name}: not one of journal, redb, fjall, sqlite, rocksdb"),
         },

@@ -20,7 +20,7 @@ use varve_pds::{Options, SortedMap};
 
 use crate::stats::{nanos, percentile};
 use crate::table::{Align, Table};
-use crate::{BenchError, Result};
+use crate::{fresh_dir, IoContext, Result};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -31,8 +31,8 @@ pub struct ScaleConfig {
     pub window: u64,
     /// Extra pointers per node.
     pub extra: u32,
-    /// Where the journal lives (emptied first).
-    pub dir: PathBuf,
+    /// The journal lives in `base/pds-scale` (emptied first, removed after).
+    pub base: PathBuf,
     /// Measure the memory backend too.
     pub memory: bool,
 }
@@ -40,20 +40,20 @@ pub struct ScaleConfig {
 impl ScaleConfig {
     /// The goal: up to 1,000,000 keys.
     #[must_use]
-    pub fn full(dir: PathBuf) -> ScaleConfig {
+    pub fn full(base: PathBuf) -> ScaleConfig {
         ScaleConfig {
             sizes: vec![10_000, 40_000, 100_000, 400_000, 1_000_000],
             window: 2_000,
             extra: 5,
-            dir,
+            base,
             memory: true,
         }
     }
 
     /// A smoke run of the same code (seconds).
     #[must_use]
-    pub fn quick(dir: PathBuf) -> ScaleConfig {
-        ScaleConfig { sizes: vec![1_000, 4_000], window: 200, extra: 5, dir, memory: true }
+    pub fn quick(base: PathBuf) -> ScaleConfig {
+        ScaleConfig { sizes: vec![1_000, 4_000], window: 200, extra: 5, base, memory: true }
     }
 }
 
@@ -72,8 +72,12 @@ pub struct ScalePoint {
     pub mean_us: f64,
     /// Log calls (gets, latests, appends) per insert.
     pub calls_per_insert: f64,
-    /// The process's resident set there, in MiB.
+    /// The process's resident set there, in MiB: heap and mapped file pages.
     pub rss_mib: f64,
+    /// Its anonymous part (heap, caches), in MiB: what the structure holds.
+    /// The rest is the journal's segments mapped for reading, page cache
+    /// the kernel reclaims under pressure.
+    pub anon_mib: f64,
     /// The journal's segment bytes over the keys (journal only).
     pub disk_bytes_per_key: Option<f64>,
 }
@@ -103,8 +107,8 @@ pub fn key(i: u64) -> u64 {
     i * 7919 % 1_000_003
 }
 
-/// Resident and peak resident memory of this process, in MiB.
-fn rss_mib() -> (f64, f64) {
+/// Resident, peak resident and anonymous resident memory of this process, in MiB.
+fn rss_mib() -> (f64, f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let field = |name: &str| {
         status
@@ -113,7 +117,7 @@ fn rss_mib() -> (f64, f64) {
             .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
             .map_or(0.0, |kib| kib / 1024.0)
     };
-    (field("VmRSS:"), field("VmHWM:"))
+    (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"))
 }
 
 #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
@@ -160,6 +164,7 @@ fn grow(
             mean_us: window.as_secs_f64() * 1e6 / n,
             calls_per_insert: (calls(counting.counts()) - calls_before) as f64 / n,
             rss_mib: rss_mib().0,
+            anon_mib: rss_mib().2,
             disk_bytes_per_key: disk().map(|bytes| bytes as f64 / size as f64),
         });
     }
@@ -173,16 +178,11 @@ fn grow(
 /// A log or structure error, or the directory cannot be emptied.
 #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
 pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<ScaleReport> {
-    let remove = |what: &str| {
-        std::fs::remove_dir_all(&config.dir)
-            .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
-            .map_err(|source| BenchError::Io { context: format!("{what} {}", config.dir.display()), source })
-    };
-    remove("emptying")?;
+    let dir = fresh_dir(&config.base, "pds-scale")?;
     let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
     let mut report = ScaleReport::default();
     {
-        let store = JournalStore::open(&config.dir, options)?;
+        let store = JournalStore::open(&dir, options)?;
         let journal = store.journal_namespace("scale")?;
         let disk = || Some(journal.disk_usage().0);
         let (points, seconds, _) = grow("journal", Arc::new(journal.clone()), config, &disk, progress)?;
@@ -192,14 +192,14 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         report.journal_peak_rss_mib = rss_mib().1;
     }
     let started = Instant::now();
-    let store = JournalStore::open(&config.dir, options)?;
+    let store = JournalStore::open(&dir, options)?;
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("scale")?);
     let map = SortedMap::<u64, u64>::open(ns, "scale", Options { extra: config.extra, keep: None })?;
     std::hint::black_box(map.get(&key(0), None)?);
     report.reopen_seconds = started.elapsed().as_secs_f64();
     drop(map);
     drop(store);
-    remove("removing")?;
+    std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     if config.memory {
         let memory = Arc::new(MemoryNamespace::new("scale", Limits::default()));
         let (points, seconds, counting) = grow("memory", memory, config, &|| None, progress)?;
@@ -223,6 +223,7 @@ impl ScaleReport {
             ("mean µs", Align::Right),
             ("log calls / insert", Align::Right),
             ("RSS MiB", Align::Right),
+            ("of which heap", Align::Right),
             ("disk B / key", Align::Right),
         ]);
         for p in &self.points {
@@ -234,6 +235,7 @@ impl ScaleReport {
                 format!("{:.1}", p.mean_us),
                 format!("{:.1}", p.calls_per_insert),
                 format!("{:.0}", p.rss_mib),
+                format!("{:.0}", p.anon_mib),
                 p.disk_bytes_per_key.map_or_else(|| "–".to_owned(), |b| format!("{b:.0}")),
             ]);
         }

@@ -43,7 +43,7 @@ pub fn pds(
 
 /// `varve bench pds --scale`: one sorted map grown to `scale_max` keys.
 pub fn pds_scale(dir: Option<&Path>, scale_max: u64, quick: bool) -> anyhow::Result<()> {
-    let dir = dir.map_or_else(|| Path::new("target/bench").to_owned(), Path::to_owned).join("pds-scale");
+    let dir = dir.map_or_else(|| Path::new("target/bench").to_owned(), Path::to_owned);
     let mut config = if quick {
         varve_bench::pds_scale::ScaleConfig::quick(dir)
     } else {
