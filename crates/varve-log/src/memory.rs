@@ -93,7 +93,8 @@ pub struct MemoryNamespace {
 struct Shared {
     name: String,
     limits: Limits,
-    logs: RwLock<HashMap<String, MemoryLog>>,
+    /// foldhash, as the journal's catalog (see `journal::state`).
+    logs: RwLock<HashMap<String, MemoryLog, foldhash::fast::RandomState>>,
     notifier: Arc<Notifier>,
 }
 

@@ -138,10 +138,16 @@ impl SegmentState {
 /// as damage at the frame's segment and offset and skips the frame.
 pub(crate) type Inconsistency = String;
 
+/// The catalog's tables are looked up on every log call (name, then id):
+/// foldhash (hashbrown's default hasher, seeded per process) halves what
+/// hashing costs against std's `SipHash` (4.7 % → 2.3 % of the samples of
+/// `varve bench pds --scale` to 100k keys).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    pub(crate) logs: HashMap<u32, LogState>,
-    pub(crate) ids_by_name: HashMap<String, u32>,
+    pub(crate) logs: FastMap<u32, LogState>,
+    pub(crate) ids_by_name: FastMap<String, u32>,
     pub(crate) next_log_id: u32,
     pub(crate) segments: BTreeMap<u32, SegmentState>,
     /// Sum of `live_bytes` over `segments`.
