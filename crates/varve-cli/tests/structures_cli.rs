@@ -151,7 +151,7 @@ fn part_batches_survive_reopening_and_checkpoints_move_the_replay_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path();
     let put = json(data, &["part", "put", "inv", "apple=3", "apricot=5", "banana=7"]);
-    assert_eq!(put, json!({"part": "inv", "batch": 1, "keys": 3, "entries": 3}));
+    assert_eq!(put, json!({"part": "inv", "batch": 1, "batch_log": "inv.batches.1", "keys": 3, "entries": 3}));
     ok(data, &["part", "rm", "inv", "banana"]);
     // Each invocation opens the map again from the logs.
     assert_eq!(ok(data, &["part", "get", "inv", "apple"]), "3");

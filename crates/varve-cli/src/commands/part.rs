@@ -92,15 +92,15 @@ pub fn rm(ctx: &Context<'_>, name: &str, keys: &[String]) -> anyhow::Result<()> 
     apply(ctx, name, ops, false, "removed")
 }
 
-/// Apply `ops` as one batch and print its seq in the batch log.
+/// Apply `ops` as one batch and print its seq in the batch log (a full
+/// checkpoint starts a new batch log, whose seqs start again from 1).
 fn apply(ctx: &Context<'_>, name: &str, ops: Vec<BatchOp<Vec<u8>>>, create: bool, done: &str) -> anyhow::Result<()> {
     let keys = ops.len();
     let mut map = open_write(ctx, name, create)?;
     let batch = map.apply(ops)?;
-    let entries = map.len();
-    ctx.out.answer(&json!({ "part": name, "batch": batch, "keys": keys, "entries": entries }), || {
-        format!("{name}: {keys} key(s) {done} in batch {batch}; {entries} entries")
-    })?;
+    let (entries, log) = (map.len(), format!("{name}.batches.{}", map.batch_generation()));
+    let answer = json!({ "part": name, "batch": batch, "batch_log": log, "keys": keys, "entries": entries });
+    ctx.out.answer(&answer, || format!("{name}: {keys} key(s) {done} in batch {batch} of {log}; {entries} entries"))?;
     Ok(())
 }
 
