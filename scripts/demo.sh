@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: a walk through the Log on the embedded journal with the CLI —
-# appends, batches, retention, a crash (SIGKILL) and the recovery after it —
-# then the temperature application on the runtime (examples/temperature), and
+# appends, batches, retention, a crash (SIGKILL) and the recovery after it,
+# versioned structures (PEDaLS) and PART's durable map — then the temperature application on the runtime (examples/temperature), and
 # a varve serve with two clients, a curl watch and a map read at an old version,
 # and last a 3-node NATS JetStream cluster on loopback (`varve nats up`): two
 # writers on a replicated log, and a handler on a replicated topic.
@@ -73,6 +73,20 @@ echo "(a generated workload of the paper's format, run on the journal and checke
 head -n 4 "$DATA/workload.txt"
 v --ns structures pds run "$DATA/workload.txt" --structure bst --extra 1 --verify
 v --ns structures pds run "$DATA/workload.txt" --structure balanced --extra 5 --verify
+echo "(a versioned sorted set from the CLI: each add or rm is a version, old ones stay readable)"
+v --ns structures set add tags red green blue
+v --ns structures set rm tags green
+v --ns structures set has tags green --at 3
+v --ns structures set diff tags 3 4
+
+step "PART's durable map: batches on a log, incremental checkpoints, replay on open"
+v --ns part part put inventory apple=3 apricot=5 pear=7
+v --ns part part rm inventory pear
+v --ns part part scan inventory --prefix ap
+v --ns part part checkpoint inventory
+v --ns part part put inventory cherry=11
+echo "(every command opens the map again: it loads the checkpoint, then replays the one batch after it)"
+v --ns part part info inventory
 
 step "The temperature application (Canal §4.3.5, Figure 4.11) on the runtime: handlers on topics, a causal event log"
 # examples/temperature: 4 devices publish CPU temperatures to cpu_raw.<i>, a

@@ -56,8 +56,8 @@ struct GlobalArgs {
     data: PathBuf,
     /// The store to work on: a directory or file:DIR (the embedded journal,
     /// as --data), varve://HOST:PORT (a `varve serve`), or varves://HOST:PORT
-    /// (one started with --tls-cert). The log commands work on every store;
-    /// the others need an embedded one.
+    /// (one started with --tls-cert). The log, map and set commands work on
+    /// every store; the others need an embedded one.
     #[arg(long, global = true, value_name = "URI", env = "VARVE_STORE")]
     store: Option<String>,
     /// The bearer token for a `varve serve` started with --token-file.
@@ -134,6 +134,20 @@ enum Command {
     Map {
         #[command(subcommand)]
         command: MapCommand,
+    },
+    /// A versioned sorted set of text keys (PEDaLS), with `varve map`'s
+    /// conventions: every add or rm commits a version, --at V reads an old
+    /// one, --store varve://… shares it.
+    Set {
+        #[command(subcommand)]
+        command: SetCommand,
+    },
+    /// PART's durable map of UTF-8 text keys and values: an in-memory radix
+    /// tree kept on logs by a batch log and incremental checkpoints. One
+    /// version (the latest); a put or rm is one atomic batch. Embedded store only.
+    Part {
+        #[command(subcommand)]
+        command: PartCommand,
     },
     /// Versioned list and BST on logs (PEDaLS): workloads and the paper's example.
     Pds {
@@ -467,13 +481,171 @@ enum MapCommand {
         #[arg(long, value_name = "V")]
         at: Option<u64>,
     },
-    /// Every key and value in key order, at the latest version or --at V.
-    Ls {
-        /// The map's name.
+    /// Keys and values in key order, at the latest version or --at V: every
+    /// one, or a range (--from, --to, --prefix, --limit).
+    Ls(LsArgs),
+    /// The versions: the latest, and the update that made each (the last
+    /// --limit of them).
+    Versions(VersionsArgs),
+    /// Keys added, removed and changed from version V1 to version V2.
+    Diff(DiffArgs),
+}
+
+/// `varve map|set ls`.
+#[derive(Debug, Args)]
+struct LsArgs {
+    /// The map's or set's name.
+    name: String,
+    #[command(flatten)]
+    select: SelectArgs,
+}
+
+/// `varve map|set versions`.
+#[derive(Debug, Args)]
+struct VersionsArgs {
+    /// The map's or set's name.
+    name: String,
+    /// List at most the last N versions.
+    #[arg(long, value_name = "N", default_value_t = commands::sorted::VERSIONS_SHOWN_DEFAULT)]
+    limit: u64,
+}
+
+/// `varve map|set diff`.
+#[derive(Debug, Args)]
+struct DiffArgs {
+    /// The map's or set's name.
+    name: String,
+    /// The version to compare from.
+    v1: u64,
+    /// The version to compare to.
+    v2: u64,
+}
+
+/// Which entries of one version `ls` prints.
+#[derive(Debug, Args)]
+struct SelectArgs {
+    /// The version to read (1 = after the first update; default: the latest).
+    #[arg(long, value_name = "V")]
+    at: Option<u64>,
+    /// Keys from K on (inclusive).
+    #[arg(long, value_name = "K")]
+    from: Option<String>,
+    /// Keys up to K (inclusive).
+    #[arg(long, value_name = "K")]
+    to: Option<String>,
+    /// Only keys that start with P.
+    #[arg(long, value_name = "P")]
+    prefix: Option<String>,
+    /// At most N keys.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+}
+
+impl SelectArgs {
+    fn selection(&self) -> commands::sorted::Selection<'_> {
+        commands::sorted::Selection {
+            at: self.at,
+            from: self.from.as_deref(),
+            to: self.to.as_deref(),
+            prefix: self.prefix.as_deref(),
+            limit: self.limit,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum SetCommand {
+    /// Add keys: one version per key added, in order (a key already there changes nothing).
+    Add {
+        /// The set's name.
         name: String,
+        /// The keys (text).
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Remove keys: one version per key (an absent key changes nothing).
+    Rm {
+        /// The set's name.
+        name: String,
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Whether the set holds KEY, at the latest version or --at V: prints true or false.
+    Has {
+        /// The set's name.
+        name: String,
+        /// The key.
+        key: String,
         /// The version to read.
         #[arg(long, value_name = "V")]
         at: Option<u64>,
+    },
+    /// Keys in order, at the latest version or --at V: every one, or a range
+    /// (--from, --to, --prefix, --limit).
+    Ls(LsArgs),
+    /// The versions: the latest, and the update that made each (the last --limit of them).
+    Versions(VersionsArgs),
+    /// Keys added and removed from version V1 to version V2.
+    Diff(DiffArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum PartCommand {
+    /// Set keys in one batch: every KEY=VALUE lands, or none does.
+    Put {
+        /// The map's name (creates it if new).
+        name: String,
+        /// KEY=VALUE pairs, UTF-8 text, split at the first `=`.
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// Remove keys in one batch (absent keys change nothing).
+    Rm {
+        /// The map's name.
+        name: String,
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// One key's value.
+    Get {
+        /// The map's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// Entries in key (byte) order, one per line: every one, or a range.
+    Scan {
+        /// The map's name.
+        name: String,
+        /// Only keys that start with P.
+        #[arg(long, value_name = "P")]
+        prefix: Option<String>,
+        /// Keys from K on (inclusive).
+        #[arg(long, value_name = "K")]
+        from: Option<String>,
+        /// Keys up to K (inclusive).
+        #[arg(long, value_name = "K")]
+        to: Option<String>,
+        /// At most N entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// Write a checkpoint (incremental unless a full one is due) and print
+    /// what it wrote; later opens replay only the batches after it.
+    Checkpoint {
+        /// The map's name.
+        name: String,
+        /// A full checkpoint: starts a new generation, deletes older ones.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Entries, the batch log in use, where the next open's replay starts,
+    /// and the checkpoint records the manifest log keeps (the last is in force).
+    Info {
+        /// The map's name.
+        name: String,
     },
 }
 
@@ -715,13 +887,53 @@ fn run_serve(ctx: &commands::Context<'_>, args: &ServeArgs) -> anyhow::Result<()
     )
 }
 
+/// `map`, `set` and `part`: the structures' commands.
+fn run_structure(ctx: &commands::Context<'_>, command: &Command) -> anyhow::Result<()> {
+    match command {
+        Command::Map { command } => run_map(ctx, command),
+        Command::Set { command } => run_set(ctx, command),
+        Command::Part { command } => run_part(ctx, command),
+        _ => unreachable!("run_structure is only called for map, set and part"),
+    }
+}
+
 fn run_map(ctx: &commands::Context<'_>, command: &MapCommand) -> anyhow::Result<()> {
-    use commands::map;
+    use commands::{map, sorted};
     match command {
         MapCommand::Put { name, pairs } => map::put(ctx, name, pairs),
         MapCommand::Rm { name, keys } => map::rm(ctx, name, keys),
         MapCommand::Get { name, key, at } => map::get(ctx, name, key, *at),
-        MapCommand::Ls { name, at } => map::ls(ctx, name, *at),
+        MapCommand::Ls(args) => sorted::ls::<String>(ctx, &args.name, &args.select.selection()),
+        MapCommand::Versions(args) => sorted::versions::<String>(ctx, &args.name, args.limit),
+        MapCommand::Diff(args) => sorted::diff::<String>(ctx, &args.name, args.v1, args.v2),
+    }
+}
+
+fn run_set(ctx: &commands::Context<'_>, command: &SetCommand) -> anyhow::Result<()> {
+    use commands::{set, sorted};
+    match command {
+        SetCommand::Add { name, keys } => set::add(ctx, name, keys),
+        SetCommand::Rm { name, keys } => set::rm(ctx, name, keys),
+        SetCommand::Has { name, key, at } => set::has(ctx, name, key, *at),
+        SetCommand::Ls(args) => sorted::ls::<()>(ctx, &args.name, &args.select.selection()),
+        SetCommand::Versions(args) => sorted::versions::<()>(ctx, &args.name, args.limit),
+        SetCommand::Diff(args) => sorted::diff::<()>(ctx, &args.name, args.v1, args.v2),
+    }
+}
+
+fn run_part(ctx: &commands::Context<'_>, command: &PartCommand) -> anyhow::Result<()> {
+    use commands::part;
+    match command {
+        PartCommand::Put { name, pairs } => part::put(ctx, name, pairs),
+        PartCommand::Rm { name, keys } => part::rm(ctx, name, keys),
+        PartCommand::Get { name, key } => part::get(ctx, name, key),
+        PartCommand::Scan { name, prefix, from, to, limit } => part::scan(
+            ctx,
+            name,
+            &part::ScanRequest { prefix: prefix.as_deref(), from: from.as_deref(), to: to.as_deref(), limit: *limit },
+        ),
+        PartCommand::Checkpoint { name, full } => part::checkpoint(ctx, name, *full),
+        PartCommand::Info { name } => part::info(ctx, name),
     }
 }
 
@@ -731,6 +943,21 @@ fn print_completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "varve", &mut script);
     std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
+    Ok(())
+}
+
+/// Before connecting to a `--store` that is not embedded: a command that
+/// cannot work there says so, whether or not the store is up.
+fn refuse_shared_store(cli: &Cli) -> anyhow::Result<()> {
+    let Some(store) = cli.global.store.as_deref() else { return Ok(()) };
+    let shared = !matches!(varve::StoreUri::parse(store)?, varve::StoreUri::Embedded(_));
+    if shared && matches!(cli.command, Command::Part { .. }) {
+        anyhow::bail!(
+            "`varve part` works on an embedded store (--data DIR) only: a PART map has one writer, which the \
+             journal's lock guarantees and a shared server does not; run it on the server's host against its data \
+             directory, or use `varve map` (several writers through --store)"
+        );
+    }
     Ok(())
 }
 
@@ -749,6 +976,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let journal = cli.global.journal_options();
+    refuse_shared_store(cli)?;
     let Resolved { data, remote, nats } = resolve_store(&cli.global)?;
     let elsewhere = remote.is_some() || nats.is_some();
     if remote.is_some() && matches!(cli.command, Command::Run(_)) {
@@ -758,11 +986,11 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
              `varve --data DIR run APP.toml` there"
         );
     }
-    let shared_ok = matches!(cli.command, Command::Log { .. } | Command::Map { .. })
+    let shared_ok = matches!(cli.command, Command::Log { .. } | Command::Map { .. } | Command::Set { .. })
         || (nats.is_some() && matches!(cli.command, Command::Run(_)));
     if elsewhere && !shared_ok {
         anyhow::bail!(
-            "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …` or `varve map …`, \
+            "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …`, `varve map …` or `varve set …`, \
              or run it on the server's host against its data directory"
         );
     }
@@ -803,8 +1031,8 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
-        Command::Map { command } => {
-            run_map(&ctx, command)?;
+        Command::Map { .. } | Command::Set { .. } | Command::Part { .. } => {
+            run_structure(&ctx, &cli.command)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Pds { command } => {

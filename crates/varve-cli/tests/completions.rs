@@ -41,6 +41,15 @@ fn bash_completes_commands_and_options() {
     for command in ["gen", "run", "demo"] {
         assert!(pds.iter().any(|c| c == command), "varve pds <Tab> offers {command}: {pds:?}");
     }
+    let set = complete(&["varve", "set", ""]);
+    for command in ["add", "rm", "has", "ls", "versions", "diff"] {
+        assert!(set.iter().any(|c| c == command), "varve set <Tab> offers {command}: {set:?}");
+    }
+    let part = complete(&["varve", "part", ""]);
+    for command in ["put", "rm", "get", "scan", "checkpoint", "info"] {
+        assert!(part.iter().any(|c| c == command), "varve part <Tab> offers {command}: {part:?}");
+    }
+    assert!(complete(&["varve", "map", ""]).iter().any(|c| c == "versions"), "varve map <Tab> offers versions");
     assert_eq!(complete(&["varve", "completions", "fi"]), ["fish"]);
     assert!(complete(&["varve", "log", "scan", "--"]).iter().any(|c| c == "--json"), "global options complete too");
 }
@@ -49,7 +58,7 @@ fn bash_completes_commands_and_options() {
 fn every_shell_gets_a_script_naming_the_commands() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let text = script(shell);
-        for command in ["log", "pds", "serve", "nats", "completions"] {
+        for command in ["log", "map", "set", "part", "pds", "serve", "nats", "completions"] {
             assert!(text.contains(command), "{shell} script lacks {command}");
         }
     }

@@ -81,3 +81,28 @@ fn two_processes_update_one_map_through_one_server() {
         }
     }
 }
+
+/// `varve set`, `varve map versions|diff` work through the server as on an
+/// embedded store; `varve part` refuses a shared store with one line.
+#[test]
+fn sets_versions_and_diffs_through_the_server() {
+    let env = Env::new();
+    let served = env.serve(&[]);
+    let run = |args: &[&str]| {
+        let out = varve(&served.uri, args).output().expect("run varve");
+        json_lines(&out, &args.join(" "))
+    };
+    run(&["set", "add", "tags", "red", "green"]);
+    run(&["set", "rm", "tags", "red"]);
+    assert_eq!(run(&["set", "has", "tags", "red", "--at", "2"])[0]["present"], true);
+    assert_eq!(run(&["set", "ls", "tags"])[0]["entries"], serde_json::json!(["green"]));
+    assert_eq!(run(&["set", "diff", "tags", "2", "3"])[0]["removed"], serde_json::json!(["red"]));
+    run(&["map", "put", "m", "a=1"]);
+    run(&["map", "put", "m", "a=2"]);
+    assert_eq!(run(&["map", "versions", "m"])[0]["versions"][1]["value"], "2");
+    assert_eq!(run(&["map", "diff", "m", "1", "2"])[0]["changed"][0]["old"], "1");
+    let out = varve(&served.uri, &["part", "put", "p", "a=1"]).output().expect("run varve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("`varve part` works on an embedded store"), "{stderr}");
+}

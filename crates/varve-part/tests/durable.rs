@@ -434,3 +434,37 @@ fn generations_start_on_schedule() {
     assert_eq!(&kinds[..10], "FiiiFiiiFi", "seed {seed}");
     assert!(kinds[10..12].contains('F'), "seed {seed}: {kinds}");
 }
+
+/// `checkpoints` lists the manifest log's kept records, oldest first, each
+/// saying where replay starts after it; the log keeps `MANIFESTS_KEPT`.
+#[test]
+fn checkpoints_list_the_kept_manifest_records() {
+    let ns = memory_ns();
+    let mut map = open(&ns, DurableOptions { depth_threshold: 1, full_every: 3 });
+    assert!(map.checkpoints().expect("none yet").is_empty());
+    let kept = varve_part::durable::MANIFESTS_KEPT;
+    for round in 1..=kept + 2 {
+        map.insert(&round.to_be_bytes(), b"v".to_vec()).expect("insert");
+        map.checkpoint().expect("checkpoint");
+    }
+    let records = map.checkpoints().expect("checkpoints");
+    assert_eq!(records.len() as u64, kept, "older records are trimmed");
+    let last = records.last().expect("in force");
+    assert_eq!((last.manifest_seq, last.number), (kept + 2, kept + 2));
+    assert_eq!(last.batch_generation, map.batch_generation());
+    for pair in records.windows(2) {
+        assert_eq!(pair[1].manifest_seq, pair[0].manifest_seq + 1);
+        assert!(pair[1].generation >= pair[0].generation);
+    }
+    // full_every 3: checkpoints 1, 4, 7, 10 start generations; replay after
+    // a full one starts at the first batch of its new batch log.
+    for record in &records {
+        assert_eq!(record.full, record.number % 3 == 1, "{record:?}");
+        if record.full {
+            assert_eq!(record.batch_seq, 0, "{record:?}");
+        }
+    }
+    drop(map);
+    let reopened = open(&ns, DurableOptions::default());
+    assert_eq!(reopened.checkpoints().expect("after reopen"), records);
+}

@@ -12,9 +12,12 @@ pub mod fsck;
 pub mod log;
 pub mod map;
 pub mod nats;
+pub mod part;
 pub mod pds;
 pub mod runtime;
 pub mod serve;
+pub mod set;
+pub mod sorted;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +77,20 @@ impl Context<'_> {
             ));
         }
         Ok(ns)
+    }
+}
+
+/// Ok if `log` exists in `ns`; `missing()` if it does not (how a command
+/// tells that the structure it names was never created).
+pub fn require_log(
+    ns: &dyn varve_log::Namespace,
+    log: &str,
+    missing: impl FnOnce() -> anyhow::Error,
+) -> anyhow::Result<()> {
+    match ns.log_info(log) {
+        Ok(_) => Ok(()),
+        Err(varve_log::LogError::LogNotFound { .. }) => Err(missing()),
+        Err(e) => Err(e.into()),
     }
 }
 

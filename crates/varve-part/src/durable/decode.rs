@@ -205,21 +205,8 @@ pub(super) fn load_checkpoint<V: Codec + Clone>(
 ) -> Result<(Committed, ArtMap<V>)> {
     let log = manifest_log(name);
     let mut r = open_record(bytes).map_err(|e| e.at(&log, seq))?;
-    let mut fields = [0u64; 7];
-    for f in &mut fields {
-        *f = r.varint().map_err(|e| e.at(&log, seq))?;
-    }
-    let [number, generation, batch_generation, batch_seq, checkpoints_in_generation, generation_full_bytes, generation_bytes] =
-        fields;
-    let committed = Committed {
-        number,
-        generation,
-        batch_generation,
-        batch_seq,
-        checkpoints_in_generation,
-        generation_full_bytes,
-        generation_bytes,
-    };
+    let committed = read_header(&mut r).map_err(|e| e.at(&log, seq))?;
+    let generation = committed.generation;
     let mut cache = BlobCache { ns, log: blobs_log(name, generation), generation, records: HashMap::new() };
     let tag = r.byte().map_err(|e| e.at(&log, seq))?;
     let root = match tag {
@@ -242,6 +229,33 @@ pub(super) fn load_checkpoint<V: Codec + Clone>(
         return Err(r.corrupt("trailing bytes after the top").at(&log, seq));
     }
     Ok((committed, raw::into_map(root)))
+}
+
+/// The manifest header: seven varints (`docs/design.md`, "PART checkpoints").
+fn read_header(r: &mut Reader<'_>) -> Result<Committed, DecodeError> {
+    let mut fields = [0u64; 7];
+    for f in &mut fields {
+        *f = r.varint()?;
+    }
+    let [number, generation, batch_generation, batch_seq, checkpoints_in_generation, generation_full_bytes, generation_bytes] =
+        fields;
+    Ok(Committed {
+        number,
+        generation,
+        batch_generation,
+        batch_seq,
+        checkpoints_in_generation,
+        generation_full_bytes,
+        generation_bytes,
+    })
+}
+
+/// The header of manifest record `seq` of map `name`, without loading its
+/// tree (the checksum of the whole record is still checked).
+pub(super) fn manifest_header(name: &str, bytes: &[u8], seq: Seq) -> Result<Committed> {
+    let log = manifest_log(name);
+    let mut r = open_record(bytes).map_err(|e| e.at(&log, seq))?;
+    read_header(&mut r).map_err(|e| e.at(&log, seq))
 }
 
 /// A decoded node before it is built: prefix, value and child slots.

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use varve_log::{LogConfig, Namespace, OnFull, Seq, SeqRange};
 
 use super::checkpoint::{mark_written, CheckpointJob, InFlight, WrittenCheckpoint};
-use super::decode::{decode_batch, load_checkpoint};
+use super::decode::{decode_batch, load_checkpoint, manifest_header};
 use super::encode::{encode_batch, encode_manifest};
 use super::format::Committed;
 use super::{
-    batches_log, blobs_log, manifest_log, with_deep_stack, CheckpointStats, Codec, DurableError, DurableOptions,
-    Result, MANIFESTS_KEPT,
+    batches_log, blobs_log, manifest_log, with_deep_stack, CheckpointRecord, CheckpointStats, Codec, DurableError,
+    DurableOptions, Result, MANIFESTS_KEPT,
 };
 use crate::map::{ArtMap, BatchOp, Snapshot};
 use crate::raw::{self, ChildRef};
@@ -153,6 +153,41 @@ impl<V: Codec + Clone + Send + Sync + 'static> DurableMap<V> {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The generation batches are appended to now: the `g` of `N.batches.<g>`.
+    #[must_use]
+    pub fn batch_generation(&self) -> u64 {
+        self.batch_generation
+    }
+
+    /// The records the manifest log keeps (at most [`MANIFESTS_KEPT`]),
+    /// oldest first; the last is the checkpoint in force. Reads each
+    /// record's header only: O(kept records) reads.
+    ///
+    /// Errors: [`DurableError::Log`], or [`DurableError::Corrupt`] /
+    /// [`DurableError::Version`] naming a record that does not decode.
+    pub fn checkpoints(&self) -> Result<Vec<CheckpointRecord>> {
+        let log = manifest_log(&self.name);
+        let mut records = Vec::new();
+        // From the earliest kept record: the log overwrites its oldest.
+        let info = self.ns.log_info(&log)?;
+        if info.is_empty() {
+            return Ok(records);
+        }
+        for record in self.ns.scan(&log, SeqRange::from_bounds(info.earliest..))? {
+            let record = record?;
+            let header = manifest_header(&self.name, &record.value, record.seq)?;
+            records.push(CheckpointRecord {
+                manifest_seq: record.seq,
+                number: header.number,
+                full: header.checkpoints_in_generation == 1,
+                generation: header.generation,
+                batch_generation: header.batch_generation,
+                batch_seq: header.batch_seq,
+            });
+        }
+        Ok(records)
     }
 
     /// An O(1) read-only version of the current contents.

@@ -214,6 +214,27 @@ impl Default for DurableOptions {
     }
 }
 
+/// One record of a map's manifest log: a committed checkpoint, as
+/// [`DurableMap::checkpoints`] lists them. The log keeps the last
+/// [`MANIFESTS_KEPT`]; the latest is the checkpoint in force, the others are
+/// history (their blobs may be gone with older generations, so they cannot
+/// be loaded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointRecord {
+    /// The record's seq in `N.manifest`.
+    pub manifest_seq: Seq,
+    /// Its number among the map's committed checkpoints, from 1.
+    pub number: u64,
+    /// Whether it was a full checkpoint (the first of its generation).
+    pub full: bool,
+    /// Its generation: the `g` of `N.blobs.<g>`.
+    pub generation: u64,
+    /// Replay after loading it starts in `N.batches.<batch_generation>` …
+    pub batch_generation: u64,
+    /// … after this seq: the batches up to it are in the checkpoint.
+    pub batch_seq: Seq,
+}
+
 /// What one committed checkpoint wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointStats {
