@@ -115,7 +115,7 @@ fn open_state(
             }
             return Ok(existing.clone());
         }
-        let kind = open(handle, Options { extra: config.0, keep: config.1 })?;
+        let kind = open(handle, Options { extra: config.0, keep: config.1, ..Options::default() })?;
         let state = Arc::new(StructState {
             name: name.to_owned(),
             label,

@@ -197,7 +197,8 @@ fn one_workload(
         Some(journal) => journal.disk_usage().0,
         None => counting.counts().bytes_appended,
     };
-    let mut subject = Subject::open(counting.clone(), name, structure, Options { extra, keep: None })?;
+    let mut subject =
+        Subject::open(counting.clone(), name, structure, Options { extra, keep: None, ..Options::default() })?;
     let base = stored();
     let mut elapsed = Duration::ZERO;
     for (done, op) in ops.iter().enumerate() {

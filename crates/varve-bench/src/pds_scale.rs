@@ -35,6 +35,8 @@ pub struct ScaleConfig {
     pub base: PathBuf,
     /// Measure the memory backend too.
     pub memory: bool,
+    /// The map's node cache ([`Options::node_cache_entries`]).
+    pub node_cache_entries: usize,
 }
 
 impl ScaleConfig {
@@ -47,13 +49,21 @@ impl ScaleConfig {
             extra: 5,
             base,
             memory: true,
+            node_cache_entries: varve_pds::NODE_CACHE_ENTRIES_DEFAULT,
         }
     }
 
     /// A smoke run of the same code (seconds).
     #[must_use]
     pub fn quick(base: PathBuf) -> ScaleConfig {
-        ScaleConfig { sizes: vec![1_000, 4_000], window: 200, extra: 5, base, memory: true }
+        ScaleConfig {
+            sizes: vec![1_000, 4_000],
+            window: 200,
+            extra: 5,
+            base,
+            memory: true,
+            node_cache_entries: varve_pds::NODE_CACHE_ENTRIES_DEFAULT,
+        }
     }
 }
 
@@ -129,7 +139,11 @@ fn grow(
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<(Vec<ScalePoint>, f64, Arc<CountingNamespace>)> {
     let counting = CountingNamespace::new(ns);
-    let mut map = SortedMap::<u64, u64>::open(counting.clone(), "scale", Options { extra: config.extra, keep: None })?;
+    let mut map = SortedMap::<u64, u64>::open(
+        counting.clone(),
+        "scale",
+        Options { extra: config.extra, keep: None, node_cache_entries: config.node_cache_entries },
+    )?;
     let last = config.sizes.last().copied().unwrap_or(0);
     let mut points = Vec::new();
     let mut inserted = 0u64;
@@ -194,7 +208,11 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
     let started = Instant::now();
     let store = JournalStore::open(&dir, options)?;
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("scale")?);
-    let map = SortedMap::<u64, u64>::open(ns, "scale", Options { extra: config.extra, keep: None })?;
+    let map = SortedMap::<u64, u64>::open(
+        ns,
+        "scale",
+        Options { extra: config.extra, keep: None, node_cache_entries: config.node_cache_entries },
+    )?;
     std::hint::black_box(map.get(&key(0), None)?);
     report.reopen_seconds = started.elapsed().as_secs_f64();
     drop(map);

@@ -448,6 +448,10 @@ struct BenchPdsArgs {
     /// With --scale: the largest size measured (sizes above it are skipped).
     #[arg(long, value_name = "KEYS", default_value_t = 1_000_000, requires = "scale")]
     scale_max: u64,
+    /// With --scale: node copies the map keeps decoded in memory (the bound
+    /// on its own memory; fewer means more log reads per insert).
+    #[arg(long, value_name = "ENTRIES", default_value_t = varve_pds::NODE_CACHE_ENTRIES_DEFAULT, requires = "scale")]
+    node_cache: usize,
     /// With --scale: 1,000 and 4,000 keys, a smoke run (seconds).
     #[arg(long, requires = "scale")]
     quick: bool,
@@ -1082,7 +1086,9 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
     use commands::bench;
     match command {
         BenchCommand::Log(args) => bench::log(&args.dir, args.quick, args.open_mib, args.only.as_deref()),
-        BenchCommand::Pds(args) if args.scale => bench::pds_scale(args.dir.as_deref(), args.scale_max, args.quick),
+        BenchCommand::Pds(args) if args.scale => {
+            bench::pds_scale(args.dir.as_deref(), args.scale_max, args.node_cache, args.quick)
+        }
         BenchCommand::Pds(args) => {
             bench::pds(args.workloads, args.ops, args.dir.as_deref(), args.csv.as_deref(), args.series_csv.as_deref())
         }

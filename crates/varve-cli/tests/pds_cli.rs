@@ -120,23 +120,50 @@ fn bad_input_is_one_error_line() {
 fn the_scale_benchmark_measures_both_backends_at_each_size() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bench = dir.path().join("bench");
-    let text =
-        stdout(&varve(dir.path(), &["bench", "pds", "--scale", "--quick", "--dir", bench.to_str().expect("path")]));
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| l.starts_with("| journal") || l.starts_with("| memory"))
-        .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
-        .collect();
-    let keys: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    let scale = |extra: &[&str]| {
+        let mut args = vec!["bench", "pds", "--scale", "--quick", "--dir", bench.to_str().expect("path")];
+        args.extend_from_slice(extra);
+        stdout(&varve(dir.path(), &args))
+    };
+    let text = scale(&[]);
+    let table = Table::parse(&text);
+    let keys: Vec<(&str, &str)> = table.rows.iter().map(|r| (r[0], r[1])).collect();
     assert_eq!(keys, [("journal", "1000"), ("journal", "4000"), ("memory", "1000"), ("memory", "4000")], "{text}");
-    for (journal, memory) in rows[..2].iter().zip(&rows[2..]) {
-        assert_eq!(journal[5], memory[5], "log calls per insert, journal vs memory:\n{text}");
-        let disk: f64 = journal[7].parse().expect("disk bytes per key");
+    let (calls, disk) = (table.column("log calls / insert"), table.column("disk B / key"));
+    for (journal, memory) in table.rows[..2].iter().zip(&table.rows[2..]) {
+        assert_eq!(journal[calls], memory[calls], "log calls per insert, journal vs memory:\n{text}");
+        let disk: f64 = journal[disk].parse().expect("disk bytes per key");
         assert!(disk > 100.0, "a key costs bytes on disk: {text}");
     }
+    // A node cache smaller than the map costs log calls per insert.
+    let small = scale(&["--node-cache", "64"]);
+    let small_table = Table::parse(&small);
+    let per_insert = |t: &Table<'_>| -> f64 { t.rows[1][calls].parse().expect("log calls per insert") };
+    assert!(per_insert(&small_table) > per_insert(&table), "{small}\nagainst\n{text}");
     assert!(text.contains("reopen to the first read"), "{text}");
     assert!(!bench.join("pds-scale").exists(), "the journal is removed after the run");
     let output = varve(dir.path(), &["bench", "pds", "--scale", "--quick", "--scale-max", "10"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--scale-max 10 is below"), "a clear error");
+}
+
+/// A Markdown table printed by a benchmark: its header and its rows of
+/// backend figures, cells trimmed.
+struct Table<'t> {
+    header: Vec<&'t str>,
+    rows: Vec<Vec<&'t str>>,
+}
+
+impl<'t> Table<'t> {
+    fn parse(text: &'t str) -> Table<'t> {
+        let cells = |line: &'t str| line.split('|').map(str::trim).filter(|c| !c.is_empty()).collect::<Vec<_>>();
+        let header = cells(text.lines().find(|l| l.starts_with("| backend")).expect("a table header"));
+        let rows =
+            text.lines().filter(|l| l.starts_with("| journal") || l.starts_with("| memory")).map(cells).collect();
+        Table { header, rows }
+    }
+
+    fn column(&self, name: &str) -> usize {
+        self.header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name:?} in {:?}", self.header))
+    }
 }

@@ -12,16 +12,20 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+/// foldhash: a lookup per node visit, on integer keys (std's `SipHash` was a
+/// measurable share of an insert).
+type Generation<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 pub(crate) struct TwoGenerationCache<K, V> {
-    recent: HashMap<K, V>,
-    older: HashMap<K, V>,
+    recent: Generation<K, V>,
+    older: Generation<K, V>,
     /// Most entries held in both generations together; at least 2.
     capacity: usize,
 }
 
 impl<K: Hash + Eq + Copy, V> TwoGenerationCache<K, V> {
     pub(crate) fn new(capacity: usize) -> Self {
-        TwoGenerationCache { recent: HashMap::new(), older: HashMap::new(), capacity: capacity.max(2) }
+        TwoGenerationCache { recent: Generation::default(), older: Generation::default(), capacity: capacity.max(2) }
     }
 
     /// The entry for `key`, made by `load` if neither generation has it

@@ -102,7 +102,12 @@ pub fn paper_example() -> Result<PaperExample> {
 /// Run the paper's example as structure `name` in `ns` (which must not
 /// hold that structure yet) and read its logs back.
 pub fn paper_example_on(ns: &Arc<dyn Namespace>, name: &str) -> Result<PaperExample> {
-    let mut tree = SortedSet::<u64>::open_as(ns.clone(), name, Structure::Bst, Options { extra: 1, keep: None })?;
+    let mut tree = SortedSet::<u64>::open_as(
+        ns.clone(),
+        name,
+        Structure::Bst,
+        Options { extra: 1, keep: None, ..Options::default() },
+    )?;
     let mut ops = Vec::new();
     for k in [7u64, 2, 5] {
         tree.insert(&k)?;

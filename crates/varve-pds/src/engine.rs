@@ -42,7 +42,7 @@ use varve_log::{LogConfig, LogError, Namespace, OnFull, Seq};
 use crate::cache::TwoGenerationCache;
 use crate::codec::{ApEntry, DataEntry, FieldKind, LinkEntry, MetaEntry, OpEntry};
 use crate::error::{PdsError, Result};
-use crate::{Structure, Version};
+use crate::{Options, Structure, Version};
 
 /// Most fields (original pointers and versioned scalars) a node has.
 pub(crate) const FIELDS_MAX: usize = 3;
@@ -61,9 +61,10 @@ pub const UPDATE_ATTEMPTS_MAX: u32 = 64;
 /// node scans at most that many, so this bounds the cost of a node visit.
 pub const EXTRA_MAX: u32 = 1024;
 
-/// Node copies kept decoded in memory (see [`Engine::load`]), at most: a
+/// Node copies kept decoded in memory (see [`Engine::load`]) unless
+/// [`Options::node_cache_entries`](crate::Options) says otherwise: a
 /// two-generation cache, so the nodes on every update's path stay.
-pub const NODE_CACHE_ENTRIES_MAX: usize = 1 << 16;
+pub const NODE_CACHE_ENTRIES_DEFAULT: usize = 1 << 16;
 
 /// What is known of one node copy. Log entries never change once written,
 /// so this is never stale; it only grows as extra pointers are appended.
@@ -146,10 +147,10 @@ impl Engine {
         ns: Arc<dyn Namespace>,
         name: &str,
         structure: Structure,
-        extra: u32,
-        keep: Option<u64>,
+        options: Options,
         apply: ApplyFn,
     ) -> Result<Engine> {
+        let Options { extra, keep, node_cache_entries } = options;
         if !(1..=EXTRA_MAX).contains(&extra) {
             return Err(PdsError::InvalidArgument { reason: format!("extra must be 1..={EXTRA_MAX}, not {extra}") });
         }
@@ -181,7 +182,7 @@ impl Engine {
             ops_log: format!("{prefix}.ops"),
             link_prefix: format!("{prefix}.link."),
             committed: 0,
-            cache: Mutex::new(TwoGenerationCache::new(NODE_CACHE_ENTRIES_MAX)),
+            cache: Mutex::new(TwoGenerationCache::new(node_cache_entries)),
         };
         engine.create(&meta_log, LogConfig::unbounded())?;
         if engine.ns.latest(&meta_log)? == 0 {

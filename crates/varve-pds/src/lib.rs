@@ -21,7 +21,7 @@
 //! use varve_pds::{Options, SortedSet, Structure};
 //!
 //! let ns = Arc::new(MemoryNamespace::new("doc", Limits::default()));
-//! let mut tree = SortedSet::<u64>::open_as(ns, "fig1", Structure::Bst, Options { extra: 1, keep: None })?;
+//! let mut tree = SortedSet::<u64>::open_as(ns, "fig1", Structure::Bst, Options { extra: 1, keep: None, ..Options::default() })?;
 //! for k in [7, 2, 5] {
 //!     tree.insert(&k)?;
 //! }
@@ -64,7 +64,9 @@ pub mod workload;
 
 use varve_log::contract::Seq;
 
-pub use engine::{APPEND_ATTEMPTS_MAX, EXTRA_MAX, STRUCTURE_NAME_BYTES_MAX, UPDATE_ATTEMPTS_MAX};
+pub use engine::{
+    APPEND_ATTEMPTS_MAX, EXTRA_MAX, NODE_CACHE_ENTRIES_DEFAULT, STRUCTURE_NAME_BYTES_MAX, UPDATE_ATTEMPTS_MAX,
+};
 pub use error::{PdsError, Result};
 pub use key::Key;
 pub use list::VersionedList;
@@ -75,7 +77,8 @@ pub use tree::{MapDiff, SortedMap, SortedSet};
 /// before the first update and is not a readable version.
 pub type Version = Seq;
 
-/// How a structure is created. Fixed for its life (kept in its meta log).
+/// How a structure is created and opened. `extra` and `keep` are fixed for
+/// its life (kept in its meta log); `node_cache_entries` is per open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
     /// Extra pointers per node (the paper's `e`, ≥ 1). Few extras copy more
@@ -83,12 +86,19 @@ pub struct Options {
     pub extra: u32,
     /// Keep this many versions, then refuse updates (`None`: unbounded).
     pub keep: Option<u64>,
+    /// Node copies this handle keeps decoded in memory, at most: the bound
+    /// on the structure's own memory (about 100–200 bytes a copy, with
+    /// `extra` 5). A structure with more nodes than this reads the others
+    /// from its logs on each visit, so a larger cache trades memory for log
+    /// reads (see docs/benchmarks.md, "At scale"). Values below 2 count as 2.
+    pub node_cache_entries: usize,
 }
 
 impl Default for Options {
-    /// `extra` 5 (the paper's knee of the space curve, §V-B), unbounded.
+    /// `extra` 5 (the paper's knee of the space curve, §V-B), unbounded,
+    /// [`NODE_CACHE_ENTRIES_DEFAULT`] cached node copies.
     fn default() -> Self {
-        Options { extra: 5, keep: None }
+        Options { extra: 5, keep: None, node_cache_entries: NODE_CACHE_ENTRIES_DEFAULT }
     }
 }
 

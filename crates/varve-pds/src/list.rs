@@ -137,7 +137,7 @@ impl<T: Key> VersionedList<T> {
     /// Open (creating if needed) the list `name` in `ns`, completing an
     /// update interrupted by a crash.
     pub fn open(ns: Arc<dyn Namespace>, name: &str, options: Options) -> Result<Self> {
-        let engine = Engine::open(ns, name, Structure::List, options.extra, options.keep, apply_list)?;
+        let engine = Engine::open(ns, name, Structure::List, options, apply_list)?;
         Ok(VersionedList { engine, _types: PhantomData })
     }
 

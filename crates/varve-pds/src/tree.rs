@@ -370,7 +370,7 @@ impl<K: Key, V: Key> SortedMap<K, V> {
                 return Err(PdsError::InvalidArgument { reason: "a sorted map is a bst or a balanced tree".into() })
             }
         };
-        let engine = Engine::open(ns, name, tree, options.extra, options.keep, apply)?;
+        let engine = Engine::open(ns, name, tree, options, apply)?;
         Ok(SortedMap { engine, _types: PhantomData })
     }
 

@@ -234,7 +234,7 @@ pub fn run_named(
     options: RunOptions,
 ) -> Result<RunReport> {
     let verify = options.verify;
-    let structure_options = Options { extra, keep: None };
+    let structure_options = Options { extra, keep: None, ..Options::default() };
     let mut target = match structure {
         Structure::List => Target::List(VersionedList::open(ns, name, structure_options)?),
         tree => Target::Set(SortedSet::open_as(ns, name, tree, structure_options)?),

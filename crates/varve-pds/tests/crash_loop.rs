@@ -41,7 +41,7 @@ fn model_up_to(model: &mut Vec<Vec<u64>>, seed: u64, structure: Structure, v: Ve
 }
 
 fn items(ns: Arc<dyn Namespace>, structure: Structure, name: &str) -> (Version, Box<dyn Fn(Version) -> Vec<u64>>) {
-    let opts = Options { extra: 2, keep: None };
+    let opts = Options { extra: 2, keep: None, ..Options::default() };
     if structure == Structure::List {
         let list = VersionedList::<u64>::open(ns, name, opts).expect("reopen list");
         (list.latest().expect("latest"), Box::new(move |v| list.iter(Some(v)).expect("iter").collect()))

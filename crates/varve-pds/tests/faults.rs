@@ -33,7 +33,7 @@ enum Subject {
 }
 
 fn open(ns: Arc<dyn Namespace>, structure: Structure) -> varve_pds::Result<Subject> {
-    let options = Options { extra: 1, keep: None };
+    let options = Options { extra: 1, keep: None, ..Options::default() };
     Ok(match structure {
         Structure::List => Subject::List(VersionedList::open(ns, "f", options)?),
         tree => Subject::Set(SortedSet::open_as(ns, "f", tree, options)?),
@@ -213,8 +213,13 @@ fn a_stop_during_recovery_is_recovered_by_the_next_open() {
 fn an_update_that_gives_up_is_completed_by_the_next_update() {
     let inner = memory();
     let faulty = FaultyNamespace::new(inner.clone());
-    let mut set =
-        SortedSet::<u64>::open_as(faulty.clone(), "g", Structure::Bst, Options { extra: 1, keep: None }).expect("open");
+    let mut set = SortedSet::<u64>::open_as(
+        faulty.clone(),
+        "g",
+        Structure::Bst,
+        Options { extra: 1, keep: None, ..Options::default() },
+    )
+    .expect("open");
     set.insert(&5).expect("insert");
     // Fail every attempt of the 3rd write of the next update (retries exhausted).
     let base = faulty.writes() + 2;

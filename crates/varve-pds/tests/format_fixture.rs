@@ -59,7 +59,8 @@ fn this_build_reads_every_version_of_the_fixture() {
     let options = JournalOptions { read_only: true, ..JournalOptions::default() };
     let ns: Arc<dyn Namespace> = Arc::new(JournalNamespace::open(copy.path(), "fixture", options).expect("open"));
     let tree =
-        SortedSet::<u64>::open_as(ns, "paper", Structure::Bst, Options { extra: 1, keep: None }).expect("open tree");
+        SortedSet::<u64>::open_as(ns, "paper", Structure::Bst, Options { extra: 1, keep: None, ..Options::default() })
+            .expect("open tree");
     assert_eq!(tree.latest().expect("latest"), 4);
     let expected: [&[u64]; 4] = [&[7], &[7, 2], &[7, 2, 5], &[7, 5]];
     for (v, preorder) in (1..=4).zip(expected) {

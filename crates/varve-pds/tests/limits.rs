@@ -15,7 +15,8 @@ fn memory() -> Arc<dyn Namespace> {
 #[test]
 fn a_full_structure_refuses_updates_and_reads_go_on() {
     let ns = memory();
-    let mut set = SortedSet::<u64>::open(ns.clone(), "k", Options { extra: 2, keep: Some(3) }).expect("open");
+    let mut set = SortedSet::<u64>::open(ns.clone(), "k", Options { extra: 2, keep: Some(3), ..Options::default() })
+        .expect("open");
     for k in [1, 2, 3] {
         set.insert(&k).expect("insert");
     }
@@ -28,7 +29,9 @@ fn a_full_structure_refuses_updates_and_reads_go_on() {
     assert_eq!(set.iter(None).expect("read").collect::<Vec<_>>(), vec![1, 2, 3]);
     assert!(set.contains(&2, Some(2)).expect("read"));
     // Reopening with another retention is a clear error.
-    let err = SortedSet::<u64>::open(ns, "k", Options { extra: 2, keep: Some(4) }).err().expect("mismatch");
+    let err = SortedSet::<u64>::open(ns, "k", Options { extra: 2, keep: Some(4), ..Options::default() })
+        .err()
+        .expect("mismatch");
     assert!(matches!(err, PdsError::ConfigMismatch { .. }), "{err}");
 }
 
@@ -39,7 +42,9 @@ fn a_find_reads_a_bounded_number_of_entries_per_node() {
     for extra in [1u32, 5, 10] {
         // List: o = 1. 30 items, then lots of churn at the tail to grow logs.
         let counting = CountingNamespace::new(memory());
-        let mut list = VersionedList::<u64>::open(counting.clone(), "l", Options { extra, keep: None }).expect("open");
+        let mut list =
+            VersionedList::<u64>::open(counting.clone(), "l", Options { extra, keep: None, ..Options::default() })
+                .expect("open");
         for k in 0..30 {
             list.push_back(&k).expect("push");
         }
@@ -56,8 +61,13 @@ fn a_find_reads_a_bounded_number_of_entries_per_node() {
         }
         // Paper BST with sorted inserts: a chain, so last() visits every node.
         let counting = CountingNamespace::new(memory());
-        let mut bst = SortedSet::<u64>::open_as(counting.clone(), "b", Structure::Bst, Options { extra, keep: None })
-            .expect("open");
+        let mut bst = SortedSet::<u64>::open_as(
+            counting.clone(),
+            "b",
+            Structure::Bst,
+            Options { extra, keep: None, ..Options::default() },
+        )
+        .expect("open");
         for k in 0..25 {
             bst.insert(&k).expect("insert");
         }
@@ -72,7 +82,8 @@ fn a_find_reads_a_bounded_number_of_entries_per_node() {
         assert!(reads <= bound, "bst extra {extra}: {reads} reads > {bound}");
         // Balanced: a find visits at most 2·log2(n+1) nodes.
         let counting = CountingNamespace::new(memory());
-        let mut rb = SortedSet::<u64>::open(counting.clone(), "r", Options { extra, keep: None }).expect("open");
+        let mut rb = SortedSet::<u64>::open(counting.clone(), "r", Options { extra, keep: None, ..Options::default() })
+            .expect("open");
         for k in 0..255 {
             rb.insert(&k).expect("insert");
         }

@@ -29,7 +29,7 @@ enum Subject {
 
 impl Subject {
     fn open(ns: Arc<dyn Namespace>, structure: Structure, extra: u32) -> Subject {
-        let options = Options { extra, keep: None };
+        let options = Options { extra, keep: None, ..Options::default() };
         match structure {
             Structure::List => Subject::List(VersionedList::open(ns, "s", options).expect("open")),
             tree => Subject::Set(SortedSet::open_as(ns, "s", tree, options).expect("open")),

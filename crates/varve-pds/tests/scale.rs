@@ -39,7 +39,9 @@ fn an_insert_into_four_times_the_keys_costs_at_most_twice_the_log_calls() {
     let store = JournalStore::open(dir.path(), options).expect("store");
     let journal: Arc<dyn Namespace> = Arc::new(store.journal_namespace("scale").expect("namespace"));
     let counting = CountingNamespace::new(journal);
-    let mut map = SortedMap::<u64, u64>::open(counting.clone(), "m", Options { extra: 5, keep: None }).expect("open");
+    let mut map =
+        SortedMap::<u64, u64>::open(counting.clone(), "m", Options { extra: 5, keep: None, ..Options::default() })
+            .expect("open");
     let (n, window) = (2_000, 500);
     for i in 0..n {
         map.insert(&key(i), &i).expect("insert");
@@ -54,4 +56,31 @@ fn an_insert_into_four_times_the_keys_costs_at_most_twice_the_log_calls() {
     assert!(at_four_n <= 2.0 * at_one_n, "{at_four_n:.1} calls per insert at 4n > 2 × {at_one_n:.1} at n");
     assert_eq!(map.len(None).expect("len"), usize::try_from(4 * n + window).expect("fits"));
     assert_eq!(map.get(&key(4 * n), None).expect("get"), Some(4 * n));
+}
+
+/// The node cache is the knob between memory and log reads: the same map
+/// with a cache smaller than its nodes reads its logs more per insert, and
+/// still answers the same.
+#[test]
+fn a_smaller_node_cache_costs_log_calls_not_answers() {
+    let mut per_insert = Vec::new();
+    for node_cache_entries in [256, 1 << 16] {
+        let ns: Arc<dyn Namespace> = Arc::new(varve_log::MemoryNamespace::new("cache", varve_log::Limits::default()));
+        let counting = CountingNamespace::new(ns);
+        let options = Options { node_cache_entries, ..Options::default() };
+        let mut map = SortedMap::<u64, u64>::open(counting.clone(), "m", options).expect("open");
+        let (n, window) = (4_000, 500);
+        for i in 0..n {
+            map.insert(&key(i), &i).expect("insert");
+        }
+        per_insert.push(calls_per_insert(&mut map, &counting, n, window));
+        for i in (0..n + window).step_by(97) {
+            assert_eq!(map.get(&key(i), None).expect("get"), Some(i), "key {i} with a cache of {node_cache_entries}");
+        }
+    }
+    println!(
+        "log calls per insert at 4,000 keys: {:.1} with 256 cached copies, {:.1} with 65,536",
+        per_insert[0], per_insert[1]
+    );
+    assert!(per_insert[0] > 1.5 * per_insert[1], "a cache smaller than the map costs more log calls: {per_insert:?}");
 }

@@ -29,7 +29,7 @@ fn main() {
     let store = JournalStore::open(dir, options).expect("open store");
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("crash").expect("namespace"));
     let name = format!("crash-{structure}");
-    let opts = Options { extra: 2, keep: None };
+    let opts = Options { extra: 2, keep: None, ..Options::default() };
     let stdout = std::io::stdout();
     let say = |line: &str| {
         let mut out = stdout.lock();
