@@ -122,7 +122,11 @@ impl DurableMap {
         self.with(py, |m| Ok(m.snapshot().to_map()))
     }
 
+    /// Append `ops` as one batch record; an empty batch writes nothing.
     fn apply(&self, py: Python<'_>, ops: Vec<BatchOp<Vec<u8>>>) -> PyResult<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
         self.with(py, |m| m.apply(ops).map(drop).map_err(Into::into))
     }
 
@@ -194,7 +198,8 @@ impl DurableMap {
 
     /// Apply a batch of puts and deletes as one durable batch record (all or
     /// nothing): a mapping or an iterable of ``(key, value)`` pairs, value
-    /// ``bytes`` or :data:`varve.DELETE`; the last update of a key wins.
+    /// ``bytes`` or :data:`varve.DELETE`; the last update of a key wins. An
+    /// empty batch writes nothing.
     fn update(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let ops = batch_entries(batch)?
             .into_iter()

@@ -370,8 +370,12 @@ const REPR_ENTRIES_MAX: usize = 32;
 /// Costs: ``m[k]``, ``in``, ``m[k] = v``, ``del m[k]`` O(len(k)); ``len``,
 /// ``snapshot``, ``copy`` O(1); ``update`` sorts the batch and applies it
 /// in one descent; set operations reuse the subtrees the maps share.
-/// Not thread-safe for concurrent writers beyond what the GIL gives: each
-/// call holds the GIL (values are Python objects).
+/// Each call holds the GIL (values are Python objects), so threads sharing
+/// a map take turns; a write from inside a call on the same map (the
+/// ``__del__`` of a value that ``m[k] = v`` replaces, say) raises
+/// ``RuntimeError`` (already borrowed) rather than corrupting it
+/// (``union``'s ``combine`` and ``==`` work on O(1) copies, so they may
+/// write to either map).
 #[pyclass(module = "varve")]
 pub struct PersistentMap {
     map: ArtMap<PyValue>,

@@ -333,3 +333,36 @@ def test_sigkilled_durable_writer_keeps_every_acknowledged_put(tmp_path):
             assert present[: acknowledged + 1] == list(range(acknowledged + 1))
             assert len(present) <= acknowledged + 2
             assert all(m[b"%08d" % i] == b"v%d" % i for i in present)
+
+
+def test_bounded_iterators_cross_refill_chunks():
+    # Iterators fetch 256 entries at a time and resume after the last key:
+    # ranges and prefixes longer than a chunk, starting and ending inside one.
+    keys = [b"%05d" % i for i in range(0, 3000, 3)]
+    m = varve.PersistentMap((k, i) for i, k in enumerate(keys))
+    assert list(m.range(b"00100", b"02500")) == [(k, i) for i, k in enumerate(keys) if b"00100" <= k < b"02500"]
+    assert [k for k, _ in m.prefix(b"01")] == [k for k in keys if k.startswith(b"01")]
+    assert list(m.range(b"02000", b"01000")) == [] and list(m.range(b"00003", b"00003")) == []
+    assert list(m.prefix(b"")) == list(m.items())
+    edge = varve.PersistentMap({b"\xff": 1, b"\xff\xff": 2, b"\xfe": 0})
+    assert list(edge.prefix(b"\xff")) == [(b"\xff", 1), (b"\xff\xff", 2)]
+
+
+def test_durable_empty_update_writes_nothing(ns):
+    m = ns.durable_map("empty")
+    before = {info.name: info.latest for info in ns.logs()}
+    m.update({})
+    m.update([])
+    assert {info.name: info.latest for info in ns.logs()} == before
+
+
+def test_a_damaged_batch_record_raises_corrupt_on_reopen(ns):
+    m = ns.durable_map("c")
+    m[b"k"] = b"v"
+    m.close()
+    # A record that is not a batch, appended to the map's batch log by hand.
+    batches = ns.log("part.c.batches.1")
+    seq = batches.append(b"not a batch record")
+    with pytest.raises(varve.Corrupt) as caught:
+        ns.durable_map("c")
+    assert caught.value.log == "part.c.batches.1" and caught.value.seq == seq
