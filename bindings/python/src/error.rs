@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule};
 use varve_log::LogError;
+use varve_part::durable::DurableError;
 use varve_pds::PdsError;
 use varve_runtime::RuntimeError;
 
@@ -23,6 +24,10 @@ pub enum Error {
     Closed(String),
     /// A stored key or value does not decode.
     Corrupt(String),
+    /// A PART durable map failed (`durable_map.rs`).
+    Durable(DurableError),
+    /// A durable map used after its `close()`: `String` is its name.
+    MapClosed(String),
     Runtime(RuntimeError),
     /// A runtime (or a handler context) used in the wrong phase of its
     /// life: `state` is where it is, the message says what to do.
@@ -53,6 +58,15 @@ impl From<RuntimeError> for Error {
 impl From<LogError> for Error {
     fn from(e: LogError) -> Self {
         Error::Log(e)
+    }
+}
+
+impl From<DurableError> for Error {
+    fn from(e: DurableError) -> Self {
+        match e {
+            DurableError::Log(e) => Error::Log(e),
+            other => Error::Durable(other),
+        }
     }
 }
 
@@ -126,6 +140,10 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Pds(e) => e.to_string(),
         Error::Closed(what) => format!("{what} is closed: its store was closed; open the store again to go on"),
         Error::Corrupt(reason) => reason.clone(),
+        Error::Durable(e) => e.to_string(),
+        Error::MapClosed(name) => {
+            format!("durable map {name:?} is closed: open it again with namespace.durable_map({name:?})")
+        }
         Error::Runtime(e) => e.to_string(),
         Error::State { message, .. } => message.clone(),
         Error::TooLargeForServer { target, what, size, limit } => {
@@ -141,6 +159,11 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             kwargs.set_item("reason", reason)?;
             "Corrupt"
         }
+        Error::MapClosed(name) => {
+            kwargs.set_item("what", format!("durable map {name:?}"))?;
+            "Closed"
+        }
+        Error::Durable(e) => durable_fields(e, &kwargs)?,
         Error::Log(e) => log_fields(e, &kwargs)?,
         Error::Pds(e) => pds_fields(e, &kwargs)?,
         Error::Runtime(e) => runtime_fields(e, &kwargs)?,
@@ -346,6 +369,46 @@ fn pds_fields(e: PdsError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
             kw.set_item("reason", reason)?;
             "InvalidArgument"
         }
+        _ => "VarveError",
+    })
+}
+
+/// A PART durable map's errors (its log errors arrive as `Error::Log`).
+/// A record of a newer format is `UnsupportedFormat` with the log and seq
+/// as its `segment` (durable maps live in logs, not segments of their own)
+/// and offset 0; a map poisoned by a failed append is `Poisoned` with the
+/// map named in `namespace`.
+fn durable_fields(e: DurableError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    Ok(match e {
+        DurableError::Corrupt { log, seq, offset, reason } => {
+            kw.set_item("log", log)?;
+            kw.set_item("seq", seq)?;
+            kw.set_item("offset", offset)?;
+            kw.set_item("reason", reason)?;
+            "Corrupt"
+        }
+        e @ DurableError::Version { .. } => {
+            if let DurableError::Version { log, seq, .. } = &e {
+                kw.set_item("segment", format!("log {log:?} seq {seq}"))?;
+            }
+            kw.set_item("offset", 0)?;
+            kw.set_item("reason", e.to_string())?;
+            "UnsupportedFormat"
+        }
+        DurableError::Poisoned { name, cause } => {
+            kw.set_item("namespace", format!("durable map {name:?}"))?;
+            kw.set_item("cause", cause)?;
+            "Poisoned"
+        }
+        e @ DurableError::TooDeep => {
+            kw.set_item(
+                "reason",
+                format!("{e}: keys that are prefixes of each other in long chains make the tree this deep"),
+            )?;
+            "InvalidArgument"
+        }
+        // A checkpoint already in flight, a foreign job, a reference limit:
+        // a VarveError with the map's message.
         _ => "VarveError",
     })
 }

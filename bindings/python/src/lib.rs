@@ -1,7 +1,8 @@
 //! # varve-python — the `varve` Python package's extension module
 //!
 //! `varve._varve`, built by maturin (see `bindings/python/pyproject.toml`):
-//! the Log contract ([`log`]), the `PEDaLS` versioned structures ([`pds`])
+//! the Log contract ([`log`]), the `PEDaLS` versioned structures ([`pds`]),
+//! PART's persistent map in memory ([`part`]) and durable ([`durable_map`])
 //! and the event-driven runtime with Python handlers ([`runtime`]), with
 //! Pythonic types, Python keys mapped to the order-preserving encoding
 //! ([`key`]), and typed errors raised as the exception classes of
@@ -23,10 +24,12 @@
 #![expect(clippy::needless_pass_by_value, reason = "pyo3 extracts arguments by value")]
 
 mod bench;
+mod durable_map;
 mod duration;
 mod error;
 mod key;
 mod log;
+mod part;
 mod pds;
 mod read_only;
 mod records;
@@ -49,6 +52,11 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pds::SortedSet>()?;
     m.add_class::<pds::SortedMap>()?;
     m.add_class::<pds::List>()?;
+    m.add_class::<part::PersistentMap>()?;
+    m.add_class::<part::PartIterator>()?;
+    m.add_class::<part::DeleteType>()?;
+    m.add("DELETE", part::DeleteType)?;
+    m.add_class::<durable_map::DurableMap>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::HandlerContext>()?;
     m.add_class::<runtime::Event>()?;

@@ -85,6 +85,8 @@ pub(crate) struct NsState {
     pub name: String,
     handle: RwLock<Option<Arc<dyn RustNamespace>>>,
     pub structures: Mutex<HashMap<String, Arc<StructState>>>,
+    /// PART durable maps open on this namespace, by name (one writer each).
+    pub durable_maps: Mutex<HashMap<String, Arc<crate::durable_map::DurableState>>>,
     watches: Mutex<Vec<Weak<WatchState>>>,
     /// Runtimes serving this namespace: stopped (and their handles dropped)
     /// on close, before the handle is released.
@@ -183,6 +185,9 @@ impl NsState {
         self.release_writer();
         for structure in lock(&self.structures).drain().map(|(_, s)| s) {
             structure.close();
+        }
+        for map in lock(&self.durable_maps).drain().map(|(_, m)| m) {
+            map.close();
         }
         for watch in lock(&self.watches).drain(..).filter_map(|w| w.upgrade()) {
             watch.close();
@@ -394,6 +399,7 @@ impl Store {
                     name: name.to_owned(),
                     handle: RwLock::new(Some(handle)),
                     structures: Mutex::default(),
+                    durable_maps: Mutex::default(),
                     watches: Mutex::default(),
                     runtimes: Mutex::default(),
                     read_only: self.state.read_only,
@@ -664,6 +670,20 @@ impl Namespace {
     #[pyo3(signature = (name, extra = 5, keep_versions = None))]
     fn list(&self, py: Python<'_>, name: &str, extra: u32, keep_versions: Option<u64>) -> PyResult<crate::pds::List> {
         crate::pds::List::open(py, &self.state, name, extra, keep_versions)
+    }
+
+    /// A PART durable map (see :class:`DurableMap`), created if absent:
+    /// ``bytes`` values, keys ``bytes``/``str`` (``key_type=bytes``, returned
+    /// as bytes) or ``str`` only (``key_type=str``). Its data is in logs
+    /// named ``part.<name>.*``.
+    #[pyo3(signature = (name, *, key_type = None))]
+    fn durable_map(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        key_type: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::durable_map::DurableMap> {
+        crate::durable_map::DurableMap::open(py, &self.state, name, key_type)
     }
 
     /// A :class:`varve.Runtime` over this namespace (same keyword arguments).

@@ -16,6 +16,9 @@ b'21.5'
 - :meth:`Namespace.sorted_set`, :meth:`Namespace.sorted_map` and
   :meth:`Namespace.list` return versioned structures whose every version
   stays readable (``at=version``).
+- :class:`PersistentMap` is PART's in-memory persistent ordered map (O(1)
+  snapshots, set operations); :meth:`Namespace.durable_map` returns a
+  :class:`DurableMap`, the same tree made durable on the namespace's logs.
 - :class:`Runtime` runs handlers (Python functions or commands) when
   records are appended, and records every cause in ``_events``.
 - Errors are :class:`VarveError` subclasses (see :mod:`varve.errors`).
@@ -27,12 +30,17 @@ from __future__ import annotations
 
 from . import errors
 from ._varve import (
+    DELETE,
+    DeleteType,
+    DurableMap,
     KEY_INT_MAX,
     KEY_INT_MIN,
     List,
     Log,
     LogInfo,
     Namespace,
+    PartIterator,
+    PersistentMap,
     Scan,
     SortedMap,
     SortedSet,
@@ -86,6 +94,11 @@ __all__ = [
     "SortedSet",
     "SortedMap",
     "List",
+    "PersistentMap",
+    "DurableMap",
+    "PartIterator",
+    "DeleteType",
+    "DELETE",
     "Runtime",
     "HandlerContext",
     "Event",

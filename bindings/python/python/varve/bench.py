@@ -6,16 +6,23 @@ in the same process, on the same kind of store (journal, ``sync="group"``),
 and reports the difference per call: the binding's overhead, including the
 Python loop itself. For ``append_batch`` it compares throughput. Medians of
 several runs; ratios measured in the same run, as STYLE.md asks.
+
+The PART section times ``varve.PersistentMap`` beside ``dict`` and
+``pyrsistent.pmap`` on the same shuffled 8-byte keys: inserts, lookups, a
+full scan in key order (the dict and the pmap sort their items), and an
+insert followed by a snapshot kept after every insert (``dict.copy()`` at a
+small size only: it is O(n) per snapshot).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, Dict, List
 
 import varve
 from varve._varve import _bench_rust
@@ -69,6 +76,116 @@ def _python_batch(path: Path, n: int, batch: int) -> float:
         return time.perf_counter() - started
 
 
+# ------------------------------------------------------------------- PART
+
+
+def _part_keys(n: int) -> List[bytes]:
+    keys = [b"%08d" % i for i in range(n)]
+    random.Random(42).shuffle(keys)
+    return keys
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def _part_figures(kind: str, keys: List[bytes], dict_copies: bool) -> Dict[str, float]:
+    """Seconds for each operation on `keys` with one kind of map; the dict's
+    "insert+snapshot" (a dict.copy() kept per insert, quadratic in time and
+    memory) only if `dict_copies`."""
+    import pyrsistent
+
+    out: Dict[str, float] = {}
+    if kind == "PersistentMap":
+        m = varve.PersistentMap()
+
+        def insert() -> None:
+            for i, k in enumerate(keys):
+                m[k] = i
+
+        out["insert"] = _timed(insert)
+        out["lookup"] = _timed(lambda: [m[k] for k in keys])
+        out["scan"] = _timed(lambda: sum(1 for _ in m.items()))
+
+        def insert_snapshot() -> None:
+            s = varve.PersistentMap()
+            history = []
+            for i, k in enumerate(keys):
+                s[k] = i
+                history.append(s.snapshot())
+
+        out["insert+snapshot"] = _timed(insert_snapshot)
+    elif kind == "dict":
+        d: Dict[bytes, int] = {}
+
+        def insert_d() -> None:
+            for i, k in enumerate(keys):
+                d[k] = i
+
+        out["insert"] = _timed(insert_d)
+        out["lookup"] = _timed(lambda: [d[k] for k in keys])
+        out["scan"] = _timed(lambda: sum(1 for _ in sorted(d.items())))
+
+        def insert_copy() -> None:
+            c: Dict[bytes, int] = {}
+            history = []
+            for i, k in enumerate(keys):
+                c[k] = i
+                history.append(c.copy())
+
+        if dict_copies:
+            out["insert+snapshot"] = _timed(insert_copy)
+    else:
+        p: "pyrsistent.PMap[bytes, int]" = pyrsistent.pmap()
+
+        def insert_p() -> None:
+            nonlocal p
+            for i, k in enumerate(keys):
+                p = p.set(k, i)
+
+        out["insert"] = _timed(insert_p)
+        out["lookup"] = _timed(lambda: [p[k] for k in keys])
+        out["scan"] = _timed(lambda: sum(1 for _ in sorted(p.items())))
+
+        def insert_versions() -> None:
+            v: "pyrsistent.PMap[bytes, int]" = pyrsistent.pmap()
+            history = []
+            for i, k in enumerate(keys):
+                v = v.set(k, i)
+                history.append(v)  # every version is a snapshot already
+
+        out["insert+snapshot"] = _timed(insert_versions)
+    return out
+
+
+def _part(n: int, n_small: int, runs: int) -> None:
+    kinds = ["PersistentMap", "dict", "pmap"]
+    print()
+    print(f"PART: varve.PersistentMap vs dict vs pyrsistent.pmap, shuffled 8-byte keys, median of {runs} runs "
+          f"(µs per key; ratios = other / PersistentMap)")
+    print(f"{'operation':<18} {'n':>8} {'PersistentMap':>14} {'dict':>9} {'pmap':>9} {'dict/PM':>8} {'pmap/PM':>8}")
+    for size in (n_small, n):
+        keys = _part_keys(size)
+        trials: Dict[str, List[Dict[str, float]]] = {kind: [] for kind in kinds}
+        for _ in range(runs):
+            for kind in kinds:  # interleaved, so drifts in machine load hit every kind alike
+                trials[kind].append(_part_figures(kind, keys, dict_copies=size == n_small))
+        for op in ["insert", "lookup", "scan", "insert+snapshot"]:
+            us = {kind: statistics.median(t[op] for t in trials[kind]) / size * 1e6 for kind in kinds
+                  if op in trials[kind][0]}
+            pmap_ratio = us["pmap"] / us["PersistentMap"]
+            if op == "insert+snapshot" and size != n_small:
+                # dict.copy() per insert is quadratic: timed at the small size only.
+                print(f"{op:<18} {size:>8} {us['PersistentMap']:>14.3f} {'-':>9} {us['pmap']:>9.3f} {'-':>8} "
+                      f"{pmap_ratio:>8.2f}")
+                continue
+            note = "   (dict: a dict.copy() per insert)" if op == "insert+snapshot" else ""
+            print(f"{op:<18} {size:>8} {us['PersistentMap']:>14.3f} {us['dict']:>9.3f} {us['pmap']:>9.3f} "
+                  f"{us['dict'] / us['PersistentMap']:>8.2f} {pmap_ratio:>8.2f}{note}")
+
+
 def _median(runs: int, fn: Callable[[Path], float]) -> float:
     times: List[float] = []
     for _ in range(runs):
@@ -83,7 +200,19 @@ def main(argv: "List[str] | None" = None) -> None:
     parser.add_argument("--n-insert", type=int, default=5_000, help="calls per run for sorted_set.insert")
     parser.add_argument("--batch", type=int, default=1_000, help="records per append_batch")
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (the median is reported)")
+    parser.add_argument("--part-n", type=int, default=20_000, help="keys per run in the PART section")
+    parser.add_argument("--part-n-small", type=int, default=2_000,
+                        help="keys per run at the small PART size (where dict.copy() per insert is timed too)")
+    parser.add_argument("--only", choices=["binding", "part"], help="run one section only")
     args = parser.parse_args(argv)
+
+    if args.only != "part":
+        _binding(args)
+    if args.only != "binding":
+        _part(args.part_n, args.part_n_small, args.runs)
+
+
+def _binding(args: argparse.Namespace) -> None:
 
     print(f"varve Python binding benchmark: median of {args.runs} runs, 16-byte records, sync=\"group\"")
     print(f"{'operation':<20} {'n':>8} {'Python µs/call':>15} {'Rust µs/call':>13} {'overhead µs':>12}  goal ≤ 1 µs")
