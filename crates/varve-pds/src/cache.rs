@@ -44,6 +44,23 @@ impl<K: Hash + Eq + Copy, V> TwoGenerationCache<K, V> {
         Ok(self.recent.get_mut(&key).expect("present or inserted above"))
     }
 
+    /// The entry for `key`, if either generation has it (not moved).
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        match self.recent.get_mut(key) {
+            Some(value) => Some(value),
+            None => self.older.get_mut(key),
+        }
+    }
+
+    /// Hold `value` for `key` (in `recent`), replacing what was there.
+    pub(crate) fn insert(&mut self, key: K, value: V) {
+        self.older.remove(&key);
+        if !self.recent.contains_key(&key) && self.recent.len() >= self.capacity / 2 {
+            self.older = std::mem::take(&mut self.recent);
+        }
+        self.recent.insert(key, value);
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.recent.len() + self.older.len()

@@ -74,6 +74,46 @@ struct CachedCopy {
     entries: Vec<LinkEntry>,
     /// The copy ended (`rem` 0 or `o + extra` entries): nothing more to read.
     complete: bool,
+    /// The cache epoch in which `entries` held every entry of the copy in
+    /// its LinkLog (see [`NodeCache`]); 0 when not known to.
+    synced: u64,
+}
+
+impl CachedCopy {
+    fn note_complete(&mut self, window: usize) {
+        self.complete = self.entries.len() >= window || self.entries.last().is_some_and(|e| e.rem == 0);
+    }
+}
+
+/// The decoded node copies, and what lets a visit skip the LinkLog's
+/// `latest`: within one epoch, only this engine's own updates have written,
+/// and each wrote its entries into the cache as well as the logs (`Engine::
+/// write_through`). So a copy synced in the current epoch holds every entry
+/// of its LinkLog with a version up to `known_through`, and a visit at such
+/// a version needs no log call. An update by another writer (seen when
+/// catching up), completing an interrupted update, or a failed write starts
+/// a new epoch: every copy is read again at its next visit.
+struct NodeCache {
+    copies: TwoGenerationCache<Ref, CachedCopy>,
+    epoch: u64,
+    known_through: Version,
+}
+
+impl NodeCache {
+    fn new_epoch(&mut self, known_through: Version) {
+        self.epoch += 1;
+        self.known_through = known_through;
+    }
+}
+
+/// The entries an update wrote to one node copy, for [`Engine::write_through`].
+pub(crate) struct CopyWrite {
+    copy: Ref,
+    /// The node's value when the copy is new (the entries are all of it);
+    /// `None` for extra pointers appended to an existing copy.
+    new_val: Option<Bytes>,
+    first_seq: Seq,
+    entries: Vec<LinkEntry>,
 }
 
 /// A node copy: DataLog seq and first LinkLog seq (0, 0 is the null node).
@@ -128,7 +168,7 @@ pub(crate) struct Engine {
     pub ops_log: String,
     link_prefix: String,
     committed: Version,
-    cache: Mutex<TwoGenerationCache<Ref, CachedCopy>>,
+    cache: Mutex<NodeCache>,
 }
 
 /// The longest structure name: its longest log name, `pds.<name>.link.<u64>`,
@@ -182,7 +222,11 @@ impl Engine {
             ops_log: format!("{prefix}.ops"),
             link_prefix: format!("{prefix}.link."),
             committed: 0,
-            cache: Mutex::new(TwoGenerationCache::new(node_cache_entries)),
+            cache: Mutex::new(NodeCache {
+                copies: TwoGenerationCache::new(node_cache_entries),
+                epoch: 1,
+                known_through: 0,
+            }),
         };
         engine.create(&meta_log, LogConfig::unbounded())?;
         if engine.ns.latest(&meta_log)? == 0 {
@@ -251,18 +295,27 @@ impl Engine {
     ///
     /// Decoded copies are cached: a repeated visit costs one `latest` (to
     /// see extra pointers appended since) until the copy is complete, then
-    /// no log call at all.
+    /// no log call at all — nor while only this engine has written since
+    /// the copy was read (see [`NodeCache`]).
     pub fn load(&self, r: Ref, at: Version) -> Result<NodeView> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let copy = cache.get_or_try_insert(r, || {
+        let (epoch, known_through) = (cache.epoch, cache.known_through);
+        let copy = cache.copies.get_or_try_insert(r, || {
             let data = self.ns.get(&self.data_log, r.dseq).map_err(|e| self.dangling(e, &self.data_log, r.dseq))?;
             let data = DataEntry::decode(&data, &self.data_log, r.dseq)?;
-            Ok::<_, PdsError>(CachedCopy { val: data.val, link: data.link, entries: Vec::new(), complete: false })
+            Ok::<_, PdsError>(CachedCopy {
+                val: data.val,
+                link: data.link,
+                entries: Vec::new(),
+                complete: false,
+                synced: 0,
+            })
         })?;
         let o = self.kinds.len();
         let window = o + self.extra as usize;
         let seen_enough = |copy: &CachedCopy| copy.entries.last().is_some_and(|e| e.vs > at);
-        if !copy.complete && !seen_enough(copy) {
+        let known = copy.synced == epoch && at <= known_through;
+        if !copy.complete && !seen_enough(copy) && !known {
             let latest = self.ns.latest(&copy.link)?;
             let last = latest.min(r.lseq + window as u64 - 1);
             let mut seq = r.lseq + copy.entries.len() as u64;
@@ -278,6 +331,9 @@ impl Engine {
                 }
                 seq += 1;
             }
+            // Read to the log's end: every entry there now is known.
+            let read_all = copy.complete || r.lseq + copy.entries.len() as u64 > last;
+            copy.synced = if read_all { epoch } else { 0 };
         }
         let mut fields = [Ref::NULL; FIELDS_MAX];
         let mut seen = [false; FIELDS_MAX];
@@ -337,8 +393,15 @@ impl Engine {
             0 => None,
             seq => Some(OpEntry::decode(&self.ns.get(&self.ops_log, seq)?, &self.ops_log, seq)?),
         };
-        self.committed = self.latest()?;
-        if let Some(op) = last_op.filter(|op| op.vs > self.committed) {
+        let committed = self.latest()?;
+        let pending = last_op.filter(|op| op.vs > committed);
+        if committed != self.committed || pending.is_some() {
+            // Another writer's updates (or this one's, before a reopen):
+            // cached copies may lack their entries.
+            self.cache.lock().unwrap_or_else(PoisonError::into_inner).new_epoch(committed);
+        }
+        self.committed = committed;
+        if let Some(op) = pending {
             if op.vs != self.committed + 1 {
                 return Err(PdsError::Corrupt {
                     log: self.ops_log.clone(),
@@ -395,20 +458,63 @@ impl Engine {
         if !apply(&mut txn, op)? {
             return Ok(Some(self.committed));
         }
-        let plan = txn.finish()?;
+        let (plan, copies) = txn.finish()?;
         if let Some(seq) = log_op_at {
             if !self.claim(&self.ops_log, seq, &op.encode())? {
                 return Ok(None);
             }
         }
-        for append in &plan {
+        let written = self.write_plan(&plan);
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&written, log_op_at) {
+            // This engine's own update, whole: the cache learns its entries.
+            (Ok(()), Some(_)) if cache.known_through == v - 1 => self.write_through(&mut cache, v, copies),
+            // Completing another's update (some entries were there already),
+            // or a failed write: read copies again.
+            _ => cache.new_epoch(if written.is_ok() { v } else { v - 1 }),
+        }
+        drop(cache);
+        written?;
+        self.committed = v;
+        Ok(Some(v))
+    }
+
+    fn write_plan(&self, plan: &[PlannedAppend]) -> Result<()> {
+        for append in plan {
             if append.create {
                 self.create(&append.log, LogConfig::unbounded())?;
             }
             self.put(&append.log, append.seq, &append.bytes)?;
         }
-        self.committed = v;
-        Ok(Some(v))
+        Ok(())
+    }
+
+    /// Add version `v`'s entries, just written, to the cached copies they
+    /// belong to, so that visits of them need no `latest` (see [`NodeCache`]).
+    fn write_through(&self, cache: &mut NodeCache, v: Version, copies: Vec<CopyWrite>) {
+        let window = self.kinds.len() + self.extra as usize;
+        let epoch = cache.epoch;
+        for write in copies {
+            if let Some(val) = write.new_val {
+                let mut copy = CachedCopy {
+                    val,
+                    link: self.link_log(write.copy.dseq),
+                    entries: write.entries,
+                    complete: false,
+                    synced: epoch,
+                };
+                copy.note_complete(window);
+                cache.copies.insert(write.copy, copy);
+            } else if let Some(copy) = cache.copies.get_mut(&write.copy) {
+                if copy.synced == epoch && write.copy.lseq + copy.entries.len() as u64 == write.first_seq {
+                    copy.entries.extend(write.entries);
+                    copy.note_complete(window);
+                } else {
+                    copy.synced = 0;
+                }
+            }
+        }
+        cache.known_through = v;
     }
 
     fn create(&self, log: &str, config: LogConfig) -> Result<()> {
@@ -612,7 +718,7 @@ impl Txn<'_> {
     }
 
     /// Turn the working set into the ordered appends of this version.
-    fn finish(mut self) -> Result<Vec<PlannedAppend>> {
+    fn finish(mut self) -> Result<(Vec<PlannedAppend>, Vec<CopyWrite>)> {
         let engine = self.engine;
         let (v, o, extra) = (self.v, engine.kinds.len(), engine.extra);
         // Post-order over the working nodes reachable in the new version, so
@@ -635,6 +741,7 @@ impl Txn<'_> {
             }
         }
         let mut plan = Vec::new();
+        let mut copies = Vec::new();
         let mut dseq = engine.data_tail(v)?;
         for &id in &order {
             let node = &mut self.nodes[id];
@@ -668,10 +775,11 @@ impl Txn<'_> {
                 kind: engine.kinds[f],
             };
             if node.is_new {
-                for f in 0..o {
-                    let seq = f as u64 + 1;
-                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: entry(f, extra).encode(), create: f == 0 });
+                let entries: Vec<LinkEntry> = (0..o).map(|f| entry(f, extra)).collect();
+                for (seq, e) in (1..).zip(&entries) {
+                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: e.encode(), create: seq == 1 });
                 }
+                copies.push(CopyWrite { copy: node.r, new_val: Some(node.val.clone()), first_seq: 1, entries });
                 continue;
             }
             let changed: Vec<usize> = (0..o).filter(|&f| fields[f] != node.orig[f]).collect();
@@ -679,23 +787,27 @@ impl Txn<'_> {
                 continue;
             }
             let mut seq = node.tail_seq;
+            let mut write = CopyWrite { copy: node.r, new_val: None, first_seq: seq + 1, entries: Vec::new() };
             if changed.len() <= node.tail_rem as usize {
                 // Room in the copy: one extra pointer per changed field.
                 let mut rem = node.tail_rem;
                 for &f in &changed {
-                    seq += 1;
                     rem -= 1;
-                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: entry(f, rem).encode(), create: false });
+                    write.entries.push(entry(f, rem));
                 }
             } else {
                 // Copy the node: unchanged fields first, then the new ones.
                 node.r.lseq = seq + 1;
+                write.copy = node.r;
+                write.new_val = Some(node.val.clone());
                 let unchanged = (0..o).filter(|f| !changed.contains(f));
-                for f in unchanged.chain(changed.iter().copied()) {
-                    seq += 1;
-                    plan.push(PlannedAppend { log: log.clone(), seq, bytes: entry(f, extra).encode(), create: false });
-                }
+                write.entries = unchanged.chain(changed.iter().copied()).map(|f| entry(f, extra)).collect();
             }
+            for e in &write.entries {
+                seq += 1;
+                plan.push(PlannedAppend { log: log.clone(), seq, bytes: e.encode(), create: false });
+            }
+            copies.push(write);
         }
         let root = match self.root {
             Slot::Stored(r) => r,
@@ -703,6 +815,6 @@ impl Txn<'_> {
         };
         let ap = ApEntry { vs: v, dseq: root.dseq, lseq: root.lseq };
         plan.push(PlannedAppend { log: engine.ap_log.clone(), seq: v, bytes: ap.encode(), create: false });
-        Ok(plan)
+        Ok((plan, copies))
     }
 }
