@@ -26,14 +26,14 @@ fn leader(servers: &support::Servers, stream: &str) -> usize {
 fn tags_place_a_namespace_on_the_servers_that_carry_them() {
     let servers = support::cluster3();
     // Node i carries tag az:{i+1}; a single replica tagged az:2 must live on node 1.
-    let store = NatsStore::open(&format!("{}?replicas=1&tags=az:2", servers.url)).expect("connect");
+    let store = NatsStore::open(&support::uri(servers, "replicas=1&tags=az:2")).expect("connect");
     let ns = store.nats_namespace(&support::fresh_name("placed")).expect("namespace");
     ns.create_log("t", LogConfig::unbounded()).expect("create");
     assert_eq!(ns.append("t", b"x").expect("append"), 1);
     assert_eq!(leader(servers, ns.stream_name()), 1, "the stream runs on the server tagged az:2");
 
     // Any client finds it by name alone, through any server of the cluster.
-    let elsewhere = NatsStore::open(&servers.url).expect("connect");
+    let elsewhere = NatsStore::open(&support::uri(servers, "")).expect("connect");
     let same = elsewhere.nats_namespace(ns.name()).expect("namespace");
     assert_eq!(same.get("t", 1).expect("read by name"), &b"x"[..]);
 }
@@ -41,7 +41,7 @@ fn tags_place_a_namespace_on_the_servers_that_carry_them() {
 #[test]
 fn an_unsatisfiable_placement_is_a_clear_error() {
     let servers = support::cluster3();
-    let store = NatsStore::open(&format!("{}?replicas=1&tags=az:9", servers.url)).expect("connect");
+    let store = NatsStore::open(&support::uri(servers, "replicas=1&tags=az:9")).expect("connect");
     let ns = store.nats_namespace(&support::fresh_name("nowhere")).expect("namespace");
     let error = ns.create_log("t", LogConfig::unbounded()).expect_err("no server is tagged az:9");
     let message = error.to_string();

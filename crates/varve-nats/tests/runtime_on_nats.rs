@@ -16,7 +16,7 @@ const IDLE: Duration = Duration::from_secs(60);
 #[test]
 fn a_replicated_topic_fires_its_handler_once_per_append() {
     let servers = support::cluster3();
-    let store = NatsStore::open(&format!("{}?replicas=3", servers.url)).unwrap();
+    let store = NatsStore::open(&support::uri(servers, "replicas=3")).unwrap();
     let ns = Arc::new(store.nats_namespace(&support::fresh_name("rt")).unwrap());
     let double = |ctx: &mut varve_runtime::HandlerContext<'_>| {
         let value: u64 = std::str::from_utf8(ctx.record()).unwrap_or("0").parse().unwrap_or(0);

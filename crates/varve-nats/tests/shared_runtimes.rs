@@ -41,7 +41,7 @@ fn two_hosts_share_a_namespace_and_run_each_trigger_once() {
     let servers = support::cluster3();
     let name = support::fresh_name("shared");
     let connect = || -> Arc<dyn Namespace> {
-        let store = NatsStore::open(&format!("{}?replicas=3", servers.url)).unwrap();
+        let store = NatsStore::open(&support::uri(servers, "replicas=3")).unwrap();
         Arc::new(store.nats_namespace(&name).unwrap())
     };
     let (ns_a, ns_b) = (connect(), connect());

@@ -43,6 +43,18 @@ pub fn cluster3() -> &'static Servers {
     SERVERS.get_or_init(|| start(3, "trio"))
 }
 
+/// Each request's timeout in the tests: the default 5 s is what a user gets,
+/// but a stream created at R=3 by a loaded 2-core CI machine (every test
+/// binary in parallel with fsync-always servers) has taken longer, failing
+/// a test for the machine's load, not for Varve.
+pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+
+/// `servers`' URI with the tests' request timeout and then `query` (e.g. `replicas=3`).
+pub fn uri(servers: &Servers, query: &str) -> String {
+    let sep = if query.is_empty() { "" } else { "&" };
+    format!("{}?timeout_ms={REQUEST_TIMEOUT_MS}{sep}{query}", servers.url)
+}
+
 /// A namespace name no other test of this run uses.
 pub fn fresh_name(prefix: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -53,7 +65,7 @@ pub fn fresh_name(prefix: &str) -> String {
 /// (e.g. `replicas=3`).
 pub fn fixture(servers: &Servers, query: &str) -> Fixture {
     // The contract's batches go up to 65,536 records; the servers allow it.
-    let uri = format!("{}?batch_max=65536{}{query}", servers.url, if query.is_empty() { "" } else { "&" });
+    let uri = uri(servers, &format!("batch_max=65536{}{query}", if query.is_empty() { "" } else { "&" }));
     let store = Arc::new(NatsStore::open(&uri).unwrap_or_else(|e| panic!("connecting to {uri}: {e}")));
     let namespace = Arc::new(store.nats_namespace(&fresh_name("t")).expect("a namespace"));
     Fixture { namespace, keep_alive: Box::new(store) }
