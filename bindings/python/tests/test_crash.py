@@ -2,12 +2,9 @@
 SIGKILLed; the parent finds every acknowledged record, in order, and the
 batches whole."""
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+from crashkit import kill_after_acks
 
 import varve
 
@@ -17,20 +14,7 @@ WRITER = Path(__file__).with_name("crash_writer.py")
 def test_sigkilled_writer_leaves_a_prefix(tmp_path):
     acknowledged = 0
     for round_ in range(3):
-        child = subprocess.Popen([sys.executable, str(WRITER), str(tmp_path)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        deadline = time.monotonic() + 30
-        acked_this_round = 0
-        while acked_this_round < 50 + 20 * round_ and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line:
-                break
-            acknowledged = max(acknowledged, int(line))
-            acked_this_round += 1
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        assert acked_this_round > 0, "the writer acknowledged nothing"
-
+        acknowledged = max([acknowledged, *kill_after_acks(WRITER, tmp_path, 50 + 20 * round_, 30)])
         with varve.open(tmp_path) as store:
             ns = store.namespace("crash")
             a, b = ns.log("a"), ns.log("b")

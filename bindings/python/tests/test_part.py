@@ -6,13 +6,10 @@ snapshots, set operations, iteration during writes, typed errors, and
 import operator
 import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from crashkit import kill_after_acks
 
 import varve
 
@@ -313,19 +310,7 @@ def test_durable_map_shared_between_objects_and_typed_errors(ns):
 def test_sigkilled_durable_writer_keeps_every_acknowledged_put(tmp_path):
     acknowledged = -1
     for round_ in range(3):
-        child = subprocess.Popen([sys.executable, str(DURABLE_WRITER), str(tmp_path)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        deadline = time.monotonic() + 60
-        acked_this_round = 0
-        while acked_this_round < 40 + 20 * round_ and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line:
-                break
-            acknowledged = max(acknowledged, int(line))
-            acked_this_round += 1
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
-        assert acked_this_round > 0, "the writer acknowledged nothing"
+        acknowledged = max([acknowledged, *kill_after_acks(DURABLE_WRITER, tmp_path, 40 + 20 * round_, 60)])
         with varve.open(tmp_path) as store:
             m = store.namespace("crash").durable_map("counter")
             present = sorted(int(k) for k in m)
