@@ -207,20 +207,11 @@ fn raw_publishes(
         })
         .await
         .map_err(external)?;
-        // A new R=3 stream may have no leader yet: publish until one answers.
-        let ready = Instant::now();
-        loop {
-            let acked = match js.publish(format!("{name}.warm"), Bytes::new()).await {
-                Ok(ack) => ack.await.is_ok(),
-                Err(_) => false,
-            };
-            if acked {
-                break;
-            }
-            if ready.elapsed() > Duration::from_secs(60) {
-                return Err(external(format!("stream {name} took no publish within 60 s")));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        // A new R=3 stream may have no leader yet, and the server a client
+        // is connected to may not know the stream yet ("no stream found",
+        // seen under load): each connection publishes until one is acknowledged.
+        for client in &clients {
+            warm_up(&jetstream::new(client.clone()), &name).await?;
         }
         let payload = Bytes::from(vec![7u8; size]);
         let started = Instant::now();
@@ -254,6 +245,26 @@ fn raw_publishes(
         let [p50, p99] = p50_p99(all, 0);
         Ok((rate((writers * ops) as u64, elapsed), [p50 / 1e3, p99 / 1e3]))
     })
+}
+
+/// Publish to stream `name` through `js` until a publish is acknowledged
+/// (at most 60 s), so the timed publishes start on a stream this
+/// connection's server can reach.
+async fn warm_up(js: &jetstream::Context, name: &str) -> Result<()> {
+    let ready = Instant::now();
+    loop {
+        let acked = match js.publish(format!("{name}.warm"), Bytes::new()).await {
+            Ok(ack) => ack.await.is_ok(),
+            Err(_) => false,
+        };
+        if acked {
+            return Ok(());
+        }
+        if ready.elapsed() > Duration::from_secs(60) {
+            return Err(external(format!("stream {name} took no publish within 60 s")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Records/s of `append_batch` with [`BATCH`] records, one writer.
