@@ -31,7 +31,9 @@ def nats_url(varve_bin, tmp_path_factory):
     url = up.stdout.strip().splitlines()[-1]
     assert url.startswith("nats://"), up.stdout
     try:
-        yield url + "?replicas=3"
+        # A 30 s request timeout: the default 5 s lost a stream create at
+        # R=3 on a loaded 2-core CI machine (as in crates/varve-nats/tests).
+        yield url + "?replicas=3&timeout_ms=30000"
     finally:
         subprocess.run([varve_bin, "nats", "down", "--dir", str(cluster)], capture_output=True, timeout=60)
 
