@@ -102,7 +102,10 @@ pub fn run(options: &NatsBenchOptions) -> Result<NatsReport> {
     let mut report = NatsReport::default();
     for replicas in [1, 3] {
         let cluster = start(options, replicas, &format!("r{replicas}"))?;
-        let url = format!("{}?replicas={replicas}", cluster.url());
+        // A 30 s request timeout, not the default 5 s: a stream created at
+        // R=3 on a loaded machine has taken longer, and the bench measures
+        // appends, not how patient the setup is.
+        let url = format!("{}?replicas={replicas}&timeout_ms=30000", cluster.url());
         for writers in WRITER_COUNTS {
             for size in RECORD_SIZES {
                 eprintln!("bench nats: R={replicas}, {writers} writer(s), {size} B");

@@ -35,6 +35,11 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Each request's timeout, as a URI parameter: the default 5 s is what a
+/// user gets, but creating the R=3 mirror on a loaded CI machine (every
+/// test binary in parallel with fsync-always servers) has taken longer.
+const TIMEOUT: &str = "timeout_ms=30000";
+
 /// Cut-and-restore cycles of the link.
 const CYCLES: usize = 3;
 
@@ -435,7 +440,8 @@ fn the_cloud_copy_holds_every_acknowledged_edge_append_across_link_cuts() {
     let tiers = Tiers::start();
     let (cloud, proxy, edge) = (&tiers.cloud, &tiers.proxy, &tiers.edge);
 
-    let edge_store = NatsStore::open(&format!("nats://{}?domain=edge", edge.client_addr(0))).expect("open the edge");
+    let edge_store =
+        NatsStore::open(&format!("nats://{}?domain=edge&{TIMEOUT}", edge.client_addr(0))).expect("open the edge");
     let edge_ns = edge_store.nats_namespace(NAMESPACE).expect("the edge's namespace");
     for log in LOGS {
         edge_ns.create_log(log, varve_log::LogConfig::unbounded()).expect("create a log at the edge");
@@ -444,13 +450,15 @@ fn the_cloud_copy_holds_every_acknowledged_edge_append_across_link_cuts() {
     append_round(&edge_ns, &mut acked, "before the mirror");
 
     // The cloud: the mirror (R=3), created once the leaf link is up.
-    let cloud_store = NatsStore::open(&format!("{}?domain=cloud&replicas=3", cloud.url())).expect("open the cloud");
+    let cloud_store =
+        NatsStore::open(&format!("{}?domain=cloud&replicas=3&{TIMEOUT}", cloud.url())).expect("open the cloud");
     create_mirror(&cloud_store);
     assert!(proxy.forwarded() >= 1, "the leaf link goes through the proxy");
     check_refusals(&cloud_store);
 
     // Readers open the cloud as any Varve store.
-    let reader = NatsStore::open(&format!("{}?domain=cloud", cloud.url())).expect("open the cloud for reading");
+    let reader =
+        NatsStore::open(&format!("{}?domain=cloud&{TIMEOUT}", cloud.url())).expect("open the cloud for reading");
     let cloud_ns = reader.nats_namespace(NAMESPACE).expect("the cloud's namespace");
     let streams = RawStreams::connect(&cloud.url());
     append_round(&edge_ns, &mut acked, "link up");
@@ -543,7 +551,7 @@ fn check_refusals(cloud: &NatsStore) {
 /// namespace's subjects, and the edge denies them on the link), and the
 /// edge's logs do not move.
 fn check_cloud_refuses_writes(cloud: &LocalCluster, edge: &NatsNamespace, acked: &Acked) {
-    let writer = NatsStore::open(&format!("{}?domain=cloud", cloud.url())).expect("open the cloud");
+    let writer = NatsStore::open(&format!("{}?domain=cloud&{TIMEOUT}", cloud.url())).expect("open the cloud");
     let namespace = writer.nats_namespace(NAMESPACE).expect("the cloud's namespace");
     let started = std::time::Instant::now();
     let refused = namespace.append(LOGS[0], b"written on the cloud");
@@ -574,14 +582,15 @@ fn a_long_cut_is_caught_up_by_the_mirrors_retry() {
     const CATCH_UP_DEADLINE: Duration = Duration::from_secs(180);
     let tiers = Tiers::start();
     let (cloud, proxy, edge) = (&tiers.cloud, &tiers.proxy, &tiers.edge);
-    let edge_store = NatsStore::open(&format!("nats://{}?domain=edge", edge.client_addr(0))).expect("open the edge");
+    let edge_store =
+        NatsStore::open(&format!("nats://{}?domain=edge&{TIMEOUT}", edge.client_addr(0))).expect("open the edge");
     let edge_ns = edge_store.nats_namespace(NAMESPACE).expect("the edge's namespace");
     for log in LOGS {
         edge_ns.create_log(log, varve_log::LogConfig::unbounded()).expect("create a log at the edge");
     }
     let mut acked = Acked::default();
     append_round(&edge_ns, &mut acked, "before the cut");
-    let cloud_store = NatsStore::open(&format!("{}?domain=cloud", cloud.url())).expect("open the cloud");
+    let cloud_store = NatsStore::open(&format!("{}?domain=cloud&{TIMEOUT}", cloud.url())).expect("open the cloud");
     create_mirror(&cloud_store);
     let cloud_ns = cloud_store.nats_namespace(NAMESPACE).expect("the cloud's namespace");
     let streams = RawStreams::connect(&cloud.url());
