@@ -202,6 +202,51 @@ fn catalog_survives_the_deletion_of_the_segments_that_created_it() {
     assert_eq!(ns.earliest("early").expect("earliest"), 1998);
 }
 
+/// Every segment starts with a header restating the catalog; with many logs
+/// that header is larger than a small segment. Segments then grow to 16
+/// times their header, so headers stay a small share of the disk instead of
+/// one header per frame (`PEDaLS` keeps a log per node: issue 16).
+#[test]
+fn headers_stay_a_small_share_of_the_disk_when_a_namespace_has_many_logs() {
+    const LOGS: usize = 400;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = |i: usize| format!("pds.structure.link.{i:020}");
+    {
+        let ns = open(dir.path(), small_segments());
+        for i in 0..LOGS {
+            ns.create_log(&name(i), LogConfig::unbounded()).expect("create");
+        }
+        for round in 0..2_000usize {
+            ns.append(&name(round % LOGS), &[u8::try_from(round % 251).expect("< 251"); 1000]).expect("append");
+        }
+        ns.close().expect("close");
+    }
+    let mut segments: Vec<(u64, u64)> = std::fs::read_dir(dir.path().join("ns"))
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .map(|path| {
+            let bytes = std::fs::read(&path).expect("read a segment");
+            // The frame header: magic u16, kind u8, reserved u8, body_len u32, …, 16 bytes in all.
+            let header = 16 + u64::from(u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes")));
+            (header, bytes.len() as u64)
+        })
+        .collect();
+    segments.pop(); // the active segment: not full yet
+    let headers: u64 = segments.iter().map(|(header, _)| header).sum();
+    let total: u64 = segments.iter().map(|(_, len)| len).sum();
+    assert!(segments.len() >= 3, "the records fill several segments: {segments:?}");
+    assert!(headers > 16 << 10, "each header ({headers} bytes in all) is larger than segment_bytes_max");
+    assert!(headers * 10 <= total, "headers are {headers} of {total} bytes in sealed segments: {segments:?}");
+    let ns = open(dir.path(), small_segments());
+    assert_eq!(ns.list_logs().expect("list").len(), LOGS);
+    for round in [0usize, 777, 1_999] {
+        let seq = (round / LOGS + 1) as u64;
+        let value = [u8::try_from(round % 251).expect("< 251"); 1000];
+        assert_eq!(&ns.get(&name(round % LOGS), seq).expect("get")[..], &value[..]);
+    }
+}
+
 #[test]
 fn group_commit_and_never_acknowledge_and_sync_on_demand() {
     for sync in [SyncPolicy::Group(Duration::from_millis(2)), SyncPolicy::Never] {

@@ -51,14 +51,15 @@ impl Shared {
         dead.into_iter().try_for_each(|id| self.delete_segment(writer, id))
     }
 
-    /// Is disk use above twice the live data plus the active segment?
+    /// Is disk use above twice the live data plus the active segment (as
+    /// large as it may grow)?
     ///
     /// Invariant this keeps: if every sealed segment is at least half live,
     /// sealed bytes are at most twice live bytes, so over budget implies a
     /// victim exists for `compact` (barring one oversized frame, or damaged
     /// segments, which are kept).
     pub(super) fn over_disk_budget(&self, writer: &Writer) -> bool {
-        writer.disk_bytes > 2 * self.read_state().live_bytes_total + self.options.segment_bytes_max
+        writer.disk_bytes > 2 * self.read_state().live_bytes_total + self.segment_bytes_target(writer)
     }
 
     /// Reclaim mostly-dead segments while disk use is over budget.

@@ -93,6 +93,13 @@ pub use fsck::{fsck, FsckReport, LOSSES_LOG};
 pub const SEGMENT_BYTES_LIMIT: u64 = 2 << 30;
 const _: () = assert!(SEGMENT_BYTES_LIMIT + format::FRAME_BODY_BYTES_MAX as u64 <= u32::MAX as u64);
 
+/// A segment grows to at least this many times its header before it rolls.
+/// The header restates the whole catalog, so a namespace of very many logs
+/// (a `PEDaLS` structure has one per node) would otherwise spend most of each
+/// segment restating it: with 1M logs the header is ~40 MB, more than half
+/// of a default 64 MiB segment, and the rolls and compaction it causes kept
+/// a 1M-key map from finishing. At 16, headers are at most ~6% of the disk.
+const SEGMENT_BYTES_PER_HEADER_BYTE_MIN: u64 = 16;
 /// Most segments the compactor reclaims in one call (after an append that
 /// left disk use over budget): bounds the pause an append can see.
 const COMPACTION_SEGMENTS_PER_CALL_MAX: usize = 4;
@@ -111,7 +118,9 @@ pub struct JournalOptions {
     /// pick `Group` for throughput when losing the last few milliseconds to a
     /// power cut is acceptable.
     pub sync: SyncPolicy,
-    /// A segment rolls once it would grow past this. Default 64 MiB.
+    /// A segment rolls once it would grow past this, or past 16 times its
+    /// header (which restates the catalog) if that is larger, up to
+    /// [`SEGMENT_BYTES_LIMIT`]. Default 64 MiB.
     pub segment_bytes_max: u64,
     /// Size limits on records and batches. Default [`Limits::default`]; must keep
     /// `record_bytes_max <= batch_bytes_max <= 1 GiB - 4`, or opening is `InvalidArgument`.

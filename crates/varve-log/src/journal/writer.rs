@@ -17,13 +17,17 @@ use std::sync::Arc;
 use crate::codec::ByteWriter;
 use crate::contract::{LogConfig, Seq, SyncPolicy};
 use crate::error::{IoContext, LogError, Result};
+use crate::journal::format::FRAME_HEADER_BYTES;
 use crate::journal::format::{self, FrameEncoder, FrameKind, LogDescriptor};
 use crate::journal::io::SegmentIo;
 use crate::journal::mapped::{reserve_for, ReadMap, SegmentMap};
 use crate::journal::published::PublishedEnd;
+use crate::journal::read::read_up_to;
 use crate::journal::scan::segment_path;
 use crate::journal::state::{Position, State};
-use crate::journal::{JournalOptions, Shared, Tail, PWRITE_FRAME_BYTES_MIN};
+use crate::journal::{
+    JournalOptions, Shared, Tail, PWRITE_FRAME_BYTES_MIN, SEGMENT_BYTES_LIMIT, SEGMENT_BYTES_PER_HEADER_BYTE_MIN,
+};
 use crate::rules;
 
 /// The unit a reserve is rounded to when only the bytes needed fit.
@@ -41,6 +45,8 @@ pub(super) struct Writer {
     /// Valid bytes in the active segment; the next frame goes here. The
     /// file and map are longer (the reserve), zero past this point.
     pub(super) active_len: u64,
+    /// Bytes of the active segment's header frame (see [`Shared::segment_bytes_target`]).
+    pub(super) header_len: u64,
     /// Frames after the header in the active segment (unknown, so 1, for a
     /// segment found non-empty on open).
     pub(super) frames_in_active: u64,
@@ -74,11 +80,13 @@ pub(crate) fn open_writer(
     let capacity = reserve_for(0, active_len + 1, options.segment_bytes_max);
     let map = map_segment(&active, &path, capacity, active_len + 1, io)?;
     let frames_in_active = u64::from(active_len > 0);
+    let header_len = if active_len == 0 { 0 } else { header_frame_len(&active, &path)? };
     let mut writer = Writer {
         active_id,
         active,
         map,
         active_len,
+        header_len,
         frames_in_active,
         written_total: 0,
         disk_bytes: state.segments.values().map(|s| s.bytes).sum::<u64>()
@@ -93,11 +101,19 @@ pub(crate) fn open_writer(
         io.sync_data(&writer.active).context(|| format!("syncing {}", path.display()))?;
         io.sync_dir(dir).context(|| format!("syncing directory {}", dir.display()))?;
         writer.active_len = len as u64;
+        writer.header_len = len as u64;
         writer.disk_bytes += len as u64;
         writer.scratch.clear();
     }
     writer.end.publish(writer.active_id, writer.active_len);
     Ok(writer)
+}
+
+/// The length of the header frame at the start of a segment, from its frame header.
+fn header_frame_len(file: &File, path: &Path) -> Result<u64> {
+    let head = read_up_to(file, 0, FRAME_HEADER_BYTES as u64).context(|| format!("reading {}", path.display()))?;
+    let body_len = head.get(4..8).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    Ok(FRAME_HEADER_BYTES as u64 + u64::from(body_len))
 }
 
 /// Map every segment but the active one for reading (see `ReadMap`).
@@ -129,12 +145,12 @@ impl Shared {
     pub(super) fn write_frame(&self, writer: &mut Writer) -> Result<(u32, u64)> {
         let len = writer.frame.len() as u64;
         // A frame larger than a whole segment goes alone into a fresh one.
-        if writer.active_len + len > self.options.segment_bytes_max && writer.frames_in_active > 0 {
+        if writer.active_len + len > self.segment_bytes_target(writer) && writer.frames_in_active > 0 {
             self.roll(writer)?;
         }
         let at = writer.active_len;
         if at + len > writer.map.capacity() {
-            let capacity = reserve_for(writer.map.capacity(), at + len, self.options.segment_bytes_max);
+            let capacity = reserve_for(writer.map.capacity(), at + len, self.segment_bytes_target(writer));
             let path = segment_path(&self.dir, writer.active_id);
             writer.map = map_segment(&writer.active, &path, capacity, at + len, &*self.io)?;
             self.map_for_reading(writer.active_id, &writer.active);
@@ -155,6 +171,14 @@ impl Shared {
         writer.end.publish(writer.active_id, writer.active_len);
         self.durability.lock().written = writer.written_total;
         Ok((writer.active_id, at))
+    }
+
+    /// The size at which the active segment rolls: `segment_bytes_max`, or
+    /// [`SEGMENT_BYTES_PER_HEADER_BYTE_MIN`] times its header if larger.
+    pub(super) fn segment_bytes_target(&self, writer: &Writer) -> u64 {
+        (writer.header_len.saturating_mul(SEGMENT_BYTES_PER_HEADER_BYTE_MIN))
+            .min(SEGMENT_BYTES_LIMIT)
+            .max(self.options.segment_bytes_max)
     }
 
     /// Map segment `id` (its file as long as it is now) for reads; see `ReadMap`.
@@ -199,6 +223,7 @@ impl Shared {
         self.map_for_reading(writer.active_id, &sealed_file);
         writer.active_id = id;
         writer.active_len = len as u64;
+        writer.header_len = len as u64;
         writer.frames_in_active = 0;
         writer.written_total += len as u64;
         writer.disk_bytes += len as u64;
@@ -213,7 +238,8 @@ impl Shared {
     fn start_segment(&self, writer: &mut Writer, id: u32, path: &Path, file: &File) -> Result<(SegmentMap, usize)> {
         writer.scratch.clear();
         let len = format::encode_segment_header(&mut writer.scratch, &self.read_state().catalog(id));
-        let capacity = reserve_for(0, len as u64, self.options.segment_bytes_max);
+        let target = (len as u64).saturating_mul(SEGMENT_BYTES_PER_HEADER_BYTE_MIN).min(SEGMENT_BYTES_LIMIT);
+        let capacity = reserve_for(0, len as u64, target.max(self.options.segment_bytes_max));
         let mut map = map_segment(file, path, capacity, len as u64, &*self.io)?;
         debug_assert!(map.capacity() >= len as u64);
         map.write(0, &writer.scratch[..len]);
