@@ -57,6 +57,7 @@ pub(crate) mod err_code {
     pub(crate) const CLUSTER_NOT_AVAILABLE: u32 = 10008;
     /// A message exceeds the stream's or the server's size limit.
     pub(crate) const MESSAGE_TOO_LARGE: u32 = 10054;
+    pub(crate) const NO_MESSAGE_FOUND: u32 = 10037;
 }
 
 impl Failure {

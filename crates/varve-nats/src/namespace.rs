@@ -35,6 +35,13 @@ const REFRESH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 /// range, so 64 covers any stream).
 const PROBES_MAX: u32 = 128;
 
+/// Who answers a read: any replica (a direct get), or the stream's leader.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    AnyReplica,
+    Leader,
+}
+
 /// What this client knows of one log.
 #[derive(Clone, Debug)]
 pub(crate) struct LogState {
@@ -310,9 +317,32 @@ impl Inner {
 
     /// Record `seq` of `log`, which must exist (`seq` in `[earliest,
     /// latest]` of `state`): found from the anchors, by probing the stream.
+    ///
+    /// Probes go first to any replica (direct gets). A replica may not yet
+    /// have applied what the leader acknowledged (`JetStream` acknowledges
+    /// once a quorum stores a message), so a record a reader saw in
+    /// `latest` can be missing there for a moment: then the stream's leader
+    /// is asked, which has every acknowledged message.
     pub(crate) fn locate(&self, log: &str, state: &LogState, seq: Seq) -> Result<Stored> {
-        let subject = self.layout.data(log);
         let map = |failure: Failure| failure.into_read_error(self.target(), &format!("read log {log:?} seq {seq}"));
+        for source in [Source::AnyReplica, Source::Leader] {
+            if let Some(found) = self.search(log, state, seq, source).map_err(map)? {
+                return Ok(found);
+            }
+        }
+        // Not where it must be: trimmed or deleted meanwhile.
+        let now = self.refresh(log)?;
+        rules::check_readable(log, seq, now.earliest(), now.latest)?;
+        Err(LogError::Protocol {
+            target: self.target().to_owned(),
+            reason: format!("log {log:?} seq {seq} is not in stream {} where it must be", self.layout.stream),
+        })
+    }
+
+    /// Probe `source` for record `seq` of `log`, between bounds on its
+    /// stream sequence; `None` if `source` does not have it.
+    fn search(&self, log: &str, state: &LogState, seq: Seq, source: Source) -> Result<Option<Stored>, Failure> {
+        let subject = self.layout.data(log);
         // Bounds on its stream sequence: every record of the log has its own
         // stream sequence, in seq order, after the configuration message.
         let mut low = state.config_sseq + seq;
@@ -333,9 +363,9 @@ impl Inner {
             }
         };
         if let Some(sseq) = exact {
-            if let Some(found) = self.conn.block_on(self.direct(serde_json::json!({ "seq": sseq }))).map_err(map)? {
-                if found.subject == subject && found.seq == seq {
-                    return Ok(found);
+            if let Some(found) = self.conn.block_on(self.next_of(source, &subject, sseq))? {
+                if found.sseq == sseq && found.subject == subject && found.seq == seq {
+                    return Ok(Some(found));
                 }
             }
         }
@@ -346,7 +376,7 @@ impl Inner {
             // Alternate a probe at the lower bound (right at once when the
             // log is dense in the stream) with one in the middle.
             let probe = if probe_count % 2 == 0 { low } else { low + (high - low) / 2 };
-            let Some(found) = self.conn.block_on(self.direct_next(&subject, probe)).map_err(map)? else {
+            let Some(found) = self.conn.block_on(self.next_of(source, &subject, probe))? else {
                 high = probe.saturating_sub(1);
                 continue;
             };
@@ -354,18 +384,32 @@ impl Inner {
                 self.learn(log, state.config_sseq, found.seq, found.sseq);
             }
             match found.seq.cmp(&seq) {
-                std::cmp::Ordering::Equal => return Ok(found),
+                std::cmp::Ordering::Equal => return Ok(Some(found)),
                 std::cmp::Ordering::Less => low = found.sseq + (seq - found.seq),
                 std::cmp::Ordering::Greater => high = high.min(probe.saturating_sub(1)),
             }
         }
-        // Not where it must be: trimmed or deleted meanwhile.
-        let now = self.refresh(log)?;
-        rules::check_readable(log, seq, now.earliest(), now.latest)?;
-        Err(LogError::Protocol {
-            target: self.target().to_owned(),
-            reason: format!("log {log:?} seq {seq} is not in stream {} where it must be", self.layout.stream),
-        })
+        Ok(None)
+    }
+
+    /// The first message of `subject` at stream sequence `from` or later, as `source` has it.
+    async fn next_of(&self, source: Source, subject: &str, from: u64) -> Result<Option<Stored>, Failure> {
+        match source {
+            Source::AnyReplica => self.direct_next(subject, from).await,
+            Source::Leader => self.leader_next(subject, from).await,
+        }
+    }
+
+    /// The first message of `subject` at stream sequence `from` or later,
+    /// from the stream's leader (`STREAM.MSG.GET`, not a direct get).
+    pub(crate) async fn leader_next(&self, subject: &str, from: u64) -> Result<Option<Stored>, Failure> {
+        let op = format!("STREAM.MSG.GET.{}", self.layout.stream);
+        let body = serde_json::json!({ "seq": from.max(1), "next_by_subj": subject });
+        match self.conn.api::<crate::stored::MessageGetJson>(&op, &body).await {
+            Ok(answer) => Stored::from_leader(answer).map(Some),
+            Err(Failure::Api(error)) if error.err_code == err_code::NO_MESSAGE_FOUND => Ok(None),
+            Err(failure) => Err(failure),
+        }
     }
 
     /// Purge the records of an overwrite log that its retention no longer
@@ -533,5 +577,55 @@ impl Namespace for NatsNamespace {
     /// servers' `sync_interval` says (docs/nats.md, "Durability").
     fn sync(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ClusterOptions, LocalCluster};
+
+    /// A record's value with bytes a header block would treat specially.
+    fn value(i: u64) -> Vec<u8> {
+        format!("v{i}\r\nVarve-Seq: 999\r\n\r\n").into_bytes().into_iter().chain([0, 255]).collect()
+    }
+
+    /// The leader's answers (`STREAM.MSG.GET`: headers and payload in
+    /// base64) read exactly as a replica's direct gets, for every record of
+    /// a log interleaved with another's: what `locate` asks when a replica
+    /// is behind the leader. Past the log's end the leader has nothing.
+    #[test]
+    fn the_leader_finds_each_record_as_a_replica_does() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = ClusterOptions { name: "leader".to_owned(), ..ClusterOptions::new(dir.path(), 1) };
+        let cluster = LocalCluster::start(options).unwrap_or_else(|e| panic!("starting a nats-server: {e}"));
+        let store = crate::NatsStore::open(&format!("{}?timeout_ms=30000", cluster.url())).expect("connect");
+        let ns = store.nats_namespace("leaderreads").expect("a namespace");
+        ns.create_log("a", LogConfig::unbounded()).expect("create a");
+        ns.create_log("b", LogConfig::unbounded()).expect("create b");
+        for i in 1..=40u64 {
+            ns.append("a", &value(i)).expect("append to a");
+            if i % 3 == 0 {
+                ns.append_batch(&[("b", b"other"), ("a", b"")]).expect("a batch");
+                ns.append("b", b"").expect("append to b");
+            }
+        }
+        let inner = &ns.inner;
+        inner.forget("a");
+        let state = inner.state("a").expect("a's state");
+        assert_eq!(state.latest, 53);
+        for seq in 1..=state.latest {
+            let replica = inner.search("a", &state, seq, Source::AnyReplica).expect("a direct get").expect("found");
+            let leader = inner.search("a", &state, seq, Source::Leader).expect("the leader").expect("found");
+            assert_eq!(leader.seq, seq);
+            assert!(leader.append_id.is_some(), "seq {seq}: the append id header");
+            assert_eq!(
+                (leader.sseq, &leader.subject, leader.seq, &leader.append_id, &leader.value),
+                (replica.sseq, &replica.subject, replica.seq, &replica.append_id, &replica.value),
+                "seq {seq}"
+            );
+        }
+        let past = inner.conn.block_on(inner.leader_next(&inner.layout.data("a"), state.latest_sseq + 1));
+        assert!(past.expect("the leader answers").is_none(), "nothing after the last record");
     }
 }

@@ -72,7 +72,11 @@ impl NatsScan {
         };
         let fetched = fetch(&self.inner, &self.log, after + 1, self.last - self.next + 1)?;
         if fetched.is_empty() {
-            return Err(self.vanished());
+            // The replica that answered may be behind the leader: `locate`
+            // asks the leader before calling the record gone.
+            let next = self.inner.locate(&self.log, &self.state, self.next)?;
+            self.buffer.push_back(next);
+            return Ok(());
         }
         self.buffer.extend(fetched);
         Ok(())

@@ -51,6 +51,56 @@ impl Stored {
     }
 }
 
+/// The answer of `STREAM.MSG.GET` (a read from the stream's leader): the
+/// message with its headers and payload in base64.
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessageGetJson {
+    message: StoredMessageJson,
+}
+
+#[derive(Debug, Deserialize)]
+struct StoredMessageJson {
+    subject: String,
+    seq: u64,
+    /// The header block (`NATS/1.0\r\nName: value\r\n…`), base64.
+    #[serde(default)]
+    hdrs: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+}
+
+impl Stored {
+    /// Read a leader's `STREAM.MSG.GET` answer.
+    pub(crate) fn from_leader(answer: MessageGetJson) -> Result<Stored, Failure> {
+        use base64::Engine as _;
+        let bad = |what: String| Failure::Api(ApiError { code: 0, err_code: 0, description: what });
+        let decode = |field: Option<String>, what: &str| -> Result<Vec<u8>, Failure> {
+            field.map_or(Ok(Vec::new()), |text| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|e| bad(format!("a stored message's {what} is not base64 ({e})")))
+            })
+        };
+        let message = answer.message;
+        let headers = decode(message.hdrs, "headers")?;
+        let headers = String::from_utf8_lossy(&headers);
+        // The first line is the version (`NATS/1.0`); then `Name: value` lines.
+        let field = |name: &str| {
+            headers.lines().skip(1).find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_owned())
+            })
+        };
+        Ok(Stored {
+            sseq: message.seq,
+            subject: message.subject,
+            seq: field(SEQ_HEADER).and_then(|s| s.parse().ok()).unwrap_or(0),
+            append_id: field(APPEND_ID_HEADER),
+            value: Bytes::from(decode(message.data, "payload")?),
+        })
+    }
+}
+
 /// A log's configuration as stored in its configuration subject.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub(crate) struct ConfigJson {
