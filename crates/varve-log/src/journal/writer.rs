@@ -109,7 +109,15 @@ pub(crate) fn open_writer(
     Ok(writer)
 }
 
-/// The length of the header frame at the start of a segment, from its frame header.
+/// The size at which a segment headed by `header_len` bytes rolls:
+/// `segment_bytes_max`, or [`SEGMENT_BYTES_PER_HEADER_BYTE_MIN`] times its
+/// header if larger (at most [`SEGMENT_BYTES_LIMIT`]).
+fn segment_bytes_target(header_len: u64, segment_bytes_max: u64) -> u64 {
+    header_len.saturating_mul(SEGMENT_BYTES_PER_HEADER_BYTE_MIN).min(SEGMENT_BYTES_LIMIT).max(segment_bytes_max)
+}
+
+/// The length of the header frame at the start of a segment, from its
+/// frame header (`body_len` at bytes 4..8: see `format.rs`).
 fn header_frame_len(file: &File, path: &Path) -> Result<u64> {
     let head = read_up_to(file, 0, FRAME_HEADER_BYTES as u64).context(|| format!("reading {}", path.display()))?;
     let body_len = head.get(4..8).map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
@@ -173,12 +181,9 @@ impl Shared {
         Ok((writer.active_id, at))
     }
 
-    /// The size at which the active segment rolls: `segment_bytes_max`, or
-    /// [`SEGMENT_BYTES_PER_HEADER_BYTE_MIN`] times its header if larger.
+    /// The size at which the active segment rolls (see [`segment_bytes_target`]).
     pub(super) fn segment_bytes_target(&self, writer: &Writer) -> u64 {
-        (writer.header_len.saturating_mul(SEGMENT_BYTES_PER_HEADER_BYTE_MIN))
-            .min(SEGMENT_BYTES_LIMIT)
-            .max(self.options.segment_bytes_max)
+        segment_bytes_target(writer.header_len, self.options.segment_bytes_max)
     }
 
     /// Map segment `id` (its file as long as it is now) for reads; see `ReadMap`.
@@ -238,8 +243,7 @@ impl Shared {
     fn start_segment(&self, writer: &mut Writer, id: u32, path: &Path, file: &File) -> Result<(SegmentMap, usize)> {
         writer.scratch.clear();
         let len = format::encode_segment_header(&mut writer.scratch, &self.read_state().catalog(id));
-        let target = (len as u64).saturating_mul(SEGMENT_BYTES_PER_HEADER_BYTE_MIN).min(SEGMENT_BYTES_LIMIT);
-        let capacity = reserve_for(0, len as u64, target.max(self.options.segment_bytes_max));
+        let capacity = reserve_for(0, len as u64, segment_bytes_target(len as u64, self.options.segment_bytes_max));
         let mut map = map_segment(file, path, capacity, len as u64, &*self.io)?;
         debug_assert!(map.capacity() >= len as u64);
         map.write(0, &writer.scratch[..len]);
