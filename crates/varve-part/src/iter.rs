@@ -3,10 +3,10 @@
 
 use std::ops::Bound;
 
-use crate::node::{Child, Node};
+use crate::node::{Child, NodeView};
 
 struct Frame<'a, V> {
-    node: &'a Node<V>,
+    node: NodeView<'a, V>,
     /// Cursor into the node's children (see `Body::next_from`).
     pos: usize,
     /// Length of the key buffer up to and including this node's prefix.
@@ -40,10 +40,12 @@ impl<'a, V> Iter<'a, V> {
             upper: Bound::Unbounded,
             skip_equal: None,
         };
-        match root {
-            None => {}
-            Some(Child::Node(node)) => iter.push_node(node),
-            Some(leaf) => iter.root_leaf = leaf.as_leaf(),
+        if let Some(root) = root {
+            if let Some(node) = root.node() {
+                iter.push_node(node);
+            } else {
+                iter.root_leaf = root.as_leaf();
+            }
         }
         iter
     }
@@ -53,9 +55,9 @@ impl<'a, V> Iter<'a, V> {
         self
     }
 
-    fn push_node(&mut self, node: &'a Node<V>) {
+    fn push_node(&mut self, node: NodeView<'a, V>) {
         if self.build_keys {
-            self.key.extend_from_slice(&node.prefix);
+            self.key.extend_from_slice(&node.header().prefix);
         }
         self.stack.push(Frame { node, pos: 0, key_len: self.key.len(), value_pending: true });
     }
@@ -74,16 +76,13 @@ impl<'a, V> Iter<'a, V> {
         let mut depth = 0;
         loop {
             let rest = &lower[depth..];
-            let node = match child {
-                Child::Node(node) => node,
-                leaf => {
-                    // Only reached for a leaf root: deeper leaves are decided below.
-                    let (suffix, value) = leaf.as_leaf().expect("leaf");
-                    if suffix >= rest {
-                        iter.root_leaf = Some((suffix, value));
-                    }
-                    return iter;
+            let Some(node) = child.node() else {
+                // Only reached for a leaf root: deeper leaves are decided below.
+                let (suffix, value) = child.as_leaf().expect("leaf");
+                if suffix >= rest {
+                    iter.root_leaf = Some((suffix, value));
                 }
+                return iter;
             };
             let prefix = &node.prefix;
             let shared = prefix.len().min(rest.len());
@@ -102,31 +101,30 @@ impl<'a, V> Iter<'a, V> {
             iter.key.extend_from_slice(prefix);
             depth += prefix.len();
             let byte = lower[depth];
-            let pos = node.body.seek(byte);
+            let pos = node.seek(byte);
             let mut frame = Frame {
                 node,
                 pos,
                 key_len: iter.key.len(),
                 value_pending: false, // its key is a proper prefix of `lower`
             };
-            match node.body.next_from(pos) {
-                Some((at, found, next)) if found == byte => match next {
-                    Child::Node(_) => {
+            match node.next_from(pos) {
+                Some((at, found, next)) if found == byte => {
+                    if next.is_node() {
                         frame.pos = at + 1;
                         iter.stack.push(frame);
                         iter.key.push(byte);
                         child = next;
                         depth += 1;
-                    }
-                    leaf => {
-                        let (suffix, _) = leaf.as_leaf().expect("leaf");
+                    } else {
+                        let (suffix, _) = next.as_leaf().expect("leaf");
                         if suffix < &lower[depth + 1..] {
                             frame.pos = at + 1;
                         }
                         iter.stack.push(frame);
                         return iter;
                     }
-                },
+                }
                 _ => {
                     iter.stack.push(frame);
                     return iter;
@@ -146,15 +144,15 @@ impl<'a, V> Iter<'a, V> {
             let frame = self.stack.last_mut()?;
             if frame.value_pending {
                 frame.value_pending = false;
-                if let Some(value) = &frame.node.value {
+                if let Some(value) = &frame.node.header().value {
                     self.key.truncate(frame.key_len);
                     return Some(value);
                 }
             }
             // Fast path, most entries of a scan: the next child of a
             // Node4/16 (cursor = index) is a leaf.
-            if let Some((keys, children)) = frame.node.body.sorted_parts() {
-                let Some(child) = children.get(frame.pos) else {
+            if let Some((keys, children)) = frame.node.sorted_parts() {
+                let Some(Some(child)) = children.get(frame.pos) else {
                     self.stack.pop();
                     continue;
                 };
@@ -168,7 +166,7 @@ impl<'a, V> Iter<'a, V> {
                     return Some(value);
                 }
             }
-            let Some((at, byte, child)) = frame.node.body.next_from(frame.pos) else {
+            let Some((at, byte, child)) = frame.node.next_from(frame.pos) else {
                 self.stack.pop();
                 continue;
             };
@@ -178,28 +176,26 @@ impl<'a, V> Iter<'a, V> {
                 self.key.truncate(key_len);
                 self.key.push(byte);
             }
-            match child {
-                Child::Node(node) => {
-                    // Scans are bound by cache misses on inner nodes (they
-                    // are allocated in update order, not key order): ask for
-                    // the next sibling node while this one is walked.
-                    if let Some((next_at, _, Child::Node(next))) = frame.node.body.next_from(at + 1) {
-                        // Its header was asked for one step ago: now its
-                        // children, and the header of the one after.
-                        next.body.prefetch_children();
-                        if let Some((_, _, Child::Node(after))) = frame.node.body.next_from(next_at + 1) {
-                            crate::node::prefetch(&**after);
-                        }
+            if let Some(node) = child.node() {
+                // Scans are bound by cache misses on inner nodes (they are
+                // allocated in update order, not key order): ask for the
+                // next sibling node while this one is walked.
+                if let Some((next_at, _, Some(next))) = frame.node.next_from(at + 1).map(|(a, b, c)| (a, b, c.node())) {
+                    // Its first lines were asked for one step ago: now the
+                    // rest of its inline slots, and the first lines of the
+                    // one after.
+                    next.prefetch(2..6);
+                    if let Some(after) = frame.node.next_from(next_at + 1).and_then(|(_, _, c)| c.node()) {
+                        after.prefetch(0..2);
                     }
-                    self.push_node(node);
                 }
-                leaf => {
-                    let (suffix, value) = leaf.as_leaf().expect("leaf");
-                    if self.build_keys {
-                        self.key.extend_from_slice(suffix);
-                    }
-                    return Some(value);
+                self.push_node(node);
+            } else {
+                let (suffix, value) = child.as_leaf().expect("leaf");
+                if self.build_keys {
+                    self.key.extend_from_slice(suffix);
                 }
+                return Some(value);
             }
         }
     }

@@ -36,6 +36,11 @@
 //!   bytes for 4-byte values: a leaf keeps up to 10 bytes of key suffix (the
 //!   bytes its path does not imply) and the value inline; longer suffixes go
 //!   to one heap box. Only inner nodes are `Arc`-allocated.
+//! - **One allocation per inner node.** Each node kind is its own type, so
+//!   a Node4 or Node16 keeps its key bytes and child slots inline after its
+//!   header, and a Node256 its 16 chunk pointers: a lookup costs one cache
+//!   miss per Node4/16 level (two per Node48/256 level: the child vector or
+//!   the chunk).
 //! - **Counts.** Every inner node keeps the number of entries below it, so
 //!   `len()` is O(1) on any map, including the results of set operations,
 //!   which reuse whole subtrees without walking them.
@@ -43,7 +48,7 @@
 //!   reference count of every child of a copied node, and those children are
 //!   cold in cache; chunks cut that from 256 to 32 per copied Node256 (5×
 //!   faster "insert + snapshot"). Node4/16 keep sorted keys (Node16 searched
-//!   with SSE2 on `x86_64`), Node48 a 256-byte index.
+//!   with SSE2 on `x86_64`), Node48 a 256-bit presence bitmap.
 //! - **Iterative where depth is unbounded.** Insert, remove, lookup,
 //!   iteration and `Drop` use no recursion per tree level (a tree of long
 //!   keys that are prefixes of each other can be as deep as its key count).
@@ -85,10 +90,11 @@ pub mod testing {
         std::mem::size_of::<crate::node::Child<V>>()
     }
 
-    /// Bytes of one inner node (without its `Arc` header and heap parts).
+    /// Bytes of one Node4 (header and its four inline slots, without its
+    /// `Arc` counts and heap parts).
     #[must_use]
     pub fn node_bytes<V>() -> usize {
-        std::mem::size_of::<crate::node::Node<V>>()
+        std::mem::size_of::<crate::node::Node4<V>>()
     }
 
     /// Check the tree invariants; panics with a description on violation.

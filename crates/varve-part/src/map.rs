@@ -3,8 +3,7 @@
 use std::ops::{Bound, Deref, RangeBounds};
 
 use crate::iter::{Iter, Values};
-use crate::node::{common_prefix_len, node_mut, Child, Node};
-use std::sync::Arc;
+use crate::node::{common_prefix_len, node_mut, Child, Header};
 
 /// A persistent, ordered map from byte strings to `V`, stored as an
 /// adaptive radix tree (PART, §3 of `seeds/002_…`).
@@ -165,22 +164,18 @@ impl<V> ArtMap<V> {
         let mut child = self.root.as_ref()?;
         let mut key = Vec::new();
         loop {
-            match child {
-                Child::Node(node) => {
-                    key.extend_from_slice(&node.prefix);
-                    match node.body.max_child() {
-                        Some((byte, next)) => {
-                            key.push(byte);
-                            child = next;
-                        }
-                        None => return node.value.as_ref().map(|v| (key, v)),
-                    }
+            let Some(node) = child.node() else {
+                let (suffix, value) = child.as_leaf()?;
+                key.extend_from_slice(suffix);
+                return Some((key, value));
+            };
+            key.extend_from_slice(&node.header().prefix);
+            match node.max_child() {
+                Some((byte, next)) => {
+                    key.push(byte);
+                    child = next;
                 }
-                Child::Short { .. } | Child::Long { .. } => {
-                    let (suffix, value) = child.as_leaf()?;
-                    key.extend_from_slice(suffix);
-                    return Some((key, value));
-                }
+                None => return node.header().value.as_ref().map(|v| (key, v)),
             }
         }
     }
@@ -225,18 +220,17 @@ impl<V: Clone> ArtMap<V> {
         let mut slot = self.root.as_mut()?;
         let mut depth = 0;
         loop {
-            let arc = match slot {
-                Child::Node(arc) => arc,
-                leaf => return leaf.leaf_value_mut(),
-            };
-            let node = node_mut(arc);
+            if !slot.is_node() {
+                return slot.leaf_value_mut();
+            }
+            let node = node_mut(slot);
             depth += node.prefix.len();
             if depth == key.len() {
-                return node.value.as_mut();
+                return node.into_header_mut().value.as_mut();
             }
-            let at = node.body.find(key[depth])?;
+            let at = node.find(key[depth])?;
             depth += 1;
-            slot = node.body.child_mut(at);
+            slot = node.into_child_mut(at);
         }
     }
 
@@ -258,7 +252,7 @@ impl<V: Clone> ArtMap<V> {
         if !ops.is_sorted_by(|a, b| a.0 < b.0) {
             ops = sort_batch(ops);
         }
-        let placeholder = Arc::new(Node::new(b""));
+        let placeholder = Child::node_from_entries(Header::new(b""), Vec::new(), 0);
         apply_sorted(&mut self.root, &mut ops, 0, 0, &placeholder);
     }
 
@@ -302,21 +296,21 @@ fn apply_sorted<V: Clone>(
     ops: &mut [(Vec<u8>, Option<V>)],
     depth: usize,
     level: usize,
-    placeholder: &Arc<Node<V>>,
+    placeholder: &Child<V>,
 ) {
     let (Some(first), Some(last)) = (ops.first(), ops.last()) else {
         return;
     };
-    let descend = match &*root {
-        Some(Child::Node(node)) => {
+    let descend = match root.as_ref().and_then(Child::node) {
+        Some(node) => {
             // Sorted keys: if the first and last start with the prefix, all do.
-            let prefix = &*node.prefix;
+            let prefix = &*node.header().prefix;
             ops.len() > 1
                 && level < BATCH_RECURSION_DEPTH_MAX
                 && first.0[depth..].starts_with(prefix)
                 && last.0[depth..].starts_with(prefix)
         }
-        _ => false,
+        None => false,
     };
     if !descend {
         for (key, value) in ops.iter_mut() {
@@ -333,8 +327,8 @@ fn apply_sorted<V: Clone>(
         }
         return;
     }
-    let Some(Child::Node(arc)) = root.as_mut() else { unreachable!("checked above") };
-    let node = node_mut(arc);
+    let Some(arc) = root.as_mut() else { unreachable!("checked above") };
+    let mut node = node_mut(arc);
     let end = depth + node.prefix.len();
     let mut i = 0;
     if ops[0].0.len() == end {
@@ -352,27 +346,33 @@ fn apply_sorted<V: Clone>(
         let run = ops[i..].iter().take_while(|(key, _)| key[end] == byte).count();
         let group = &mut ops[i..i + run];
         i += run;
-        if let Some(slot) = node.body.find(byte) {
-            let child = node.body.child_mut(slot);
+        // Adding or removing a child may replace the node (a change of
+        // kind), so the writable borrow is taken again for each group; the
+        // node is not shared any more, so that copies nothing.
+        let mut node = node_mut(arc);
+        if let Some(slot) = node.find(byte) {
+            let child = node.child_mut(slot);
             let before = child.count();
-            let mut sub = Some(std::mem::replace(child, Child::Node(Arc::clone(placeholder))));
+            let mut sub = Some(std::mem::replace(child, placeholder.clone()));
             apply_sorted(&mut sub, group, end + 1, level + 1, placeholder);
-            let after = sub.as_ref().map_or(0, Child::count);
-            match sub {
-                Some(tree) => *node.body.child_mut(slot) = tree,
-                None => drop(node.body.remove(byte)),
+            if let Some(tree) = sub {
+                let after = tree.count();
+                *node.child_mut(slot) = tree;
+                node.count = node.count + after - before;
+            } else {
+                drop(arc.remove_child(byte));
+                node_mut(arc).count -= before;
             }
-            node.count = node.count + after - before;
         } else {
             let mut sub = None;
             apply_sorted(&mut sub, group, end + 1, level + 1, placeholder);
             if let Some(tree) = sub {
                 node.count += tree.count();
-                node.body.add(byte, tree);
+                arc.add_child(byte, tree);
             }
         }
     }
-    if node.count == 0 {
+    if arc.count() == 0 {
         *root = None;
     } else if let Some(slot) = root.as_mut() {
         restructure(slot);
@@ -400,28 +400,24 @@ fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 pub(crate) fn get_in<'a, V>(mut child: &'a Child<V>, key: &[u8]) -> Option<&'a V> {
     let mut depth = 0;
     loop {
-        match child {
-            Child::Node(node) => {
-                let prefix = &node.prefix;
-                // Most inner nodes of dense trees have no prefix: skip the
-                // comparison call for them.
-                if !prefix.is_empty() {
-                    if key.len() - depth < prefix.len() || key[depth..depth + prefix.len()] != **prefix {
-                        return None;
-                    }
-                    depth += prefix.len();
-                }
-                if depth == key.len() {
-                    return node.value.as_ref();
-                }
-                child = node.body.get(key[depth])?;
-                depth += 1;
+        let Some(node) = child.node() else {
+            let (suffix, value) = child.as_leaf()?;
+            return (suffix == &key[depth..]).then_some(value);
+        };
+        let prefix = &node.header().prefix;
+        // Most inner nodes of dense trees have no prefix: skip the
+        // comparison call for them.
+        if !prefix.is_empty() {
+            if key.len() - depth < prefix.len() || key[depth..depth + prefix.len()] != **prefix {
+                return None;
             }
-            leaf => {
-                let (suffix, value) = leaf.as_leaf()?;
-                return (suffix == &key[depth..]).then_some(value);
-            }
+            depth += prefix.len();
         }
+        if depth == key.len() {
+            return node.header().value.as_ref();
+        }
+        child = node.get(key[depth])?;
+        depth += 1;
     }
 }
 
@@ -435,38 +431,39 @@ pub(crate) fn insert_in<V: Clone>(root: &mut Child<V>, key: &[u8], value: V) -> 
     let mut depth = 0;
     let old = loop {
         let rest = &key[depth..];
-        let split_at = match &*slot {
-            Child::Node(node) => {
-                let common = common_prefix_len(&node.prefix, rest);
-                (common < node.prefix.len()).then_some(common)
+        let Some(node) = slot.node() else {
+            let (suffix, _) = slot.as_leaf().expect("not a node");
+            if suffix == rest {
+                break Some(std::mem::replace(slot.leaf_value_mut().expect("leaf"), value));
             }
-            leaf => {
-                let (suffix, _) = leaf.as_leaf().expect("not a node");
-                if suffix == rest {
-                    break Some(std::mem::replace(slot.leaf_value_mut().expect("leaf"), value));
-                }
-                split_leaf(slot, rest, value);
-                break None;
-            }
+            split_leaf(slot, rest, value);
+            break None;
         };
+        let common = common_prefix_len(&node.prefix, rest);
+        let split_at = (common < node.prefix.len()).then_some(common);
         if let Some(common) = split_at {
             split_node(slot, common, rest, value);
             break None;
         }
-        let moved = slot;
-        let Child::Node(arc) = moved else { unreachable!("checked above") };
-        let node = node_mut(arc);
-        node.count += 1;
-        depth += node.prefix.len();
+        // Found before the node is made writable: the borrow that goes on
+        // down (into `slot`) must not be taken on the path that adds here.
+        let arc = slot;
+        let view = arc.node().expect("checked above");
+        depth += view.prefix.len();
         if depth == key.len() {
+            let mut node = node_mut(arc);
+            node.count += 1;
             break node.value.replace(value);
         }
         let byte = key[depth];
-        if let Some(at) = node.body.find(byte) {
+        if let Some(at) = view.find(byte) {
+            let mut node = node_mut(arc);
+            node.count += 1;
             depth += 1;
-            slot = node.body.child_mut(at);
+            slot = node.into_child_mut(at);
         } else {
-            node.body.add(byte, Child::leaf(&key[depth + 1..], value));
+            node_mut(arc).count += 1;
+            arc.add_child(byte, Child::leaf(&key[depth + 1..], value));
             break None;
         }
     };
@@ -479,16 +476,16 @@ pub(crate) fn insert_in<V: Clone>(root: &mut Child<V>, key: &[u8], value: V) -> 
 fn undo_count_raise<V: Clone>(root: &mut Child<V>, key: &[u8]) {
     let mut slot = root;
     let mut depth = 0;
-    while let Child::Node(arc) = slot {
-        let node = node_mut(arc);
+    while slot.is_node() {
+        let mut node = node_mut(slot);
         node.count -= 1;
         depth += node.prefix.len();
         if depth == key.len() {
             return;
         }
-        let at = node.body.find(key[depth]).expect("path of a replaced key");
+        let at = node.find(key[depth]).expect("path of a replaced key");
         depth += 1;
-        slot = node.body.child_mut(at);
+        slot = node.into_child_mut(at);
     }
 }
 
@@ -496,37 +493,36 @@ fn undo_count_raise<V: Clone>(root: &mut Child<V>, key: &[u8]) {
 fn split_leaf<V: Clone>(slot: &mut Child<V>, rest: &[u8], value: V) {
     let (suffix, _) = slot.as_leaf().expect("leaf");
     let common = common_prefix_len(suffix, rest);
-    let mut node = Node::new(&rest[..common]);
-    node.count = 2;
+    let mut header = Header::new(&rest[..common]);
+    header.count = 2;
+    let mut node = Child::node_from_entries(header, Vec::new(), 2);
     add_entry(&mut node, &rest[common..], value);
-    let old = std::mem::replace(slot, Child::Node(Arc::new(node)));
-    let (old_suffix, _) = old.as_leaf().expect("leaf");
-    let old_tail = old_suffix[common..].to_vec();
-    let old_value = old.into_leaf_value().expect("leaf");
-    let Child::Node(arc) = slot else { unreachable!("just stored") };
-    add_entry(Arc::get_mut(arc).expect("fresh node"), &old_tail, old_value);
+    match std::mem::replace(slot, node) {
+        Child::Short { len, bytes, value } => add_entry(slot, &bytes[common..usize::from(len)], value),
+        Child::Long { suffix, value } => add_entry(slot, &suffix[common..], value),
+        _ => unreachable!("a leaf"),
+    }
 }
 
 /// `slot` is a node whose prefix diverges from `rest` after `common` bytes
 /// (or `rest` ends inside it): put a new node with the common part above it.
 fn split_node<V: Clone>(slot: &mut Child<V>, common: usize, rest: &[u8], value: V) {
-    let Child::Node(arc) = slot else { unreachable!("node") };
-    let node = node_mut(arc);
+    let mut node = node_mut(slot);
     let old_prefix = std::mem::take(&mut node.prefix);
     node.prefix = old_prefix[common + 1..].into();
-    let mut parent = Node::new(&old_prefix[..common]);
-    parent.count = node.count + 1;
+    let mut header = Header::new(&old_prefix[..common]);
+    header.count = node.count + 1;
+    let mut parent = Child::node_from_entries(header, Vec::new(), 2);
     add_entry(&mut parent, &rest[common..], value);
-    let old = std::mem::replace(slot, Child::Node(Arc::new(parent)));
-    let Child::Node(arc) = slot else { unreachable!("just stored") };
-    Arc::get_mut(arc).expect("fresh node").body.add(old_prefix[common], old);
+    let old = std::mem::replace(slot, parent);
+    slot.add_child(old_prefix[common], old);
 }
 
 /// Put an entry whose key relative to `node` (after its prefix) is `tail`.
-fn add_entry<V: Clone>(node: &mut Node<V>, tail: &[u8], value: V) {
+fn add_entry<V: Clone>(node: &mut Child<V>, tail: &[u8], value: V) {
     match tail.split_first() {
-        None => node.value = Some(value),
-        Some((&byte, suffix)) => node.body.add(byte, Child::leaf(suffix, value)),
+        None => node_mut(node).value = Some(value),
+        Some((&byte, suffix)) => node.add_child(byte, Child::leaf(suffix, value)),
     }
 }
 
@@ -542,45 +538,39 @@ enum RemoveAt {
 pub(crate) fn remove_in<V: Clone>(root: &mut Option<Child<V>>, key: &[u8]) -> Option<V> {
     let tree = root.as_ref()?;
     get_in(tree, key)?; // a miss must not copy the path
-    if !matches!(tree, Child::Node(_)) {
+    if !tree.is_node() {
         return root.take().and_then(Child::into_leaf_value);
     }
     let mut slot = root.as_mut()?;
     let mut depth = 0;
     loop {
-        let Child::Node(node) = &*slot else { unreachable!("leaves are handled by the parent") };
+        let node = slot.node().expect("leaves are handled by the parent");
         let end = depth + node.prefix.len();
         let at = if end == key.len() {
             RemoveAt::Value
+        } else if node.get(key[end]).expect("key is present").is_node() {
+            RemoveAt::Descend
         } else {
-            match node.body.get(key[end]).expect("key is present") {
-                Child::Node(_) => RemoveAt::Descend,
-                _ => RemoveAt::Leaf(key[end]),
-            }
+            RemoveAt::Leaf(key[end])
         };
         match at {
             RemoveAt::Descend => {
-                let moved = slot;
-                let Child::Node(arc) = moved else { unreachable!() };
-                let node = node_mut(arc);
+                let mut node = node_mut(slot);
                 node.count -= 1;
-                let at = node.body.find(key[end]).expect("key is present");
+                let at = node.find(key[end]).expect("key is present");
                 depth = end + 1;
-                slot = node.body.child_mut(at);
+                slot = node.into_child_mut(at);
             }
             RemoveAt::Value => {
-                let Child::Node(arc) = &mut *slot else { unreachable!() };
-                let node = node_mut(arc);
+                let mut node = node_mut(slot);
                 node.count -= 1;
                 let value = node.value.take();
                 restructure(slot);
                 return value;
             }
             RemoveAt::Leaf(byte) => {
-                let Child::Node(arc) = &mut *slot else { unreachable!() };
-                let node = node_mut(arc);
-                node.count -= 1;
-                let removed = node.body.remove(byte);
+                node_mut(slot).count -= 1;
+                let removed = slot.remove_child(byte);
                 restructure(slot);
                 return removed.into_leaf_value();
             }
@@ -591,16 +581,16 @@ pub(crate) fn remove_in<V: Clone>(root: &mut Option<Child<V>>, key: &[u8]) -> Op
 /// After an entry left the node in `slot`: a node with no children becomes
 /// a leaf; one with a single child and no value merges into that child.
 fn restructure<V: Clone>(slot: &mut Child<V>) {
-    let Child::Node(arc) = slot else { return };
-    let node = node_mut(arc);
-    let replacement = match (node.body.len(), node.value.is_some()) {
+    let Some(node) = slot.node() else { return };
+    let replacement = match (node.len(), node.value.is_some()) {
         (0, true) => {
+            let mut node = node_mut(slot);
             let value = node.value.take().expect("checked");
             Child::leaf(&node.prefix, value)
         }
         (1, false) => {
-            let (byte, child) = node.body.take_entries().pop().expect("one child");
-            let mut head = node.prefix.to_vec();
+            let (byte, child) = slot.take_children().pop().expect("one child");
+            let mut head = slot.node().expect("a node").prefix.to_vec();
             head.push(byte);
             child.prepend(&head)
         }

@@ -2,19 +2,27 @@
 //!
 //! A tree is a [`Child`]: either a leaf stored inline in its parent's slot
 //! (the key bytes not implied by the path, plus the value) or an
-//! `Arc`-counted inner [`Node`]. Inner nodes hold a compressed path
-//! (`prefix`, stored whole), an optional value for the key that ends exactly
-//! after the prefix (so any key may be a prefix of another), the number of
-//! entries below them, a checkpoint reference slot for the durable layer, and
-//! a body of 4, 16, 48 or 256 children.
+//! `Arc`-counted inner node. Inner nodes hold a compressed
+//! path (`prefix`, stored whole), an optional value for the key that ends
+//! exactly after the prefix (so any key may be a prefix of another), the
+//! number of entries below them, a checkpoint reference slot for the durable
+//! layer, and a body of 4, 16, 48 or 256 children.
+//!
+//! One allocation per node: each kind is its own type (`Node<V, Sorted<V,
+//! 4>>`, …) with its own [`Child`] variant, so a Node4 or Node16 keeps its
+//! keys and child slots inline, next to its header (one allocation and one
+//! cache miss per level on a lookup), and a Node256 keeps its 16 chunk
+//! pointers inline. [`NodeView`] reads any kind, [`NodeMut`] writes one.
 //!
 //! Invariants (checked by `check` in tests):
 //! - an inner node holds at least two entries (`count >= 2`): a node with one
 //!   child and no value is collapsed into its child, a node with no children
 //!   becomes a leaf;
 //! - `count` is the number of entries in the subtree;
-//! - children are keyed by distinct bytes; sorted bodies keep keys ascending.
+//! - children are keyed by distinct bytes; sorted bodies keep keys ascending;
+//! - a body holds at most its kind's capacity (4, 16, 48, 256) children.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -27,14 +35,30 @@ pub(crate) const INLINE_SUFFIX_BYTES_MAX: usize = 10;
 #[derive(Clone)]
 pub(crate) enum Child<V> {
     /// A leaf whose key suffix fits inline.
-    Short { len: u8, bytes: [u8; INLINE_SUFFIX_BYTES_MAX], value: V },
+    Short {
+        len: u8,
+        bytes: [u8; INLINE_SUFFIX_BYTES_MAX],
+        value: V,
+    },
     /// A leaf with a long key suffix, shared (not copied) when path copying
     /// clones the slot: a deep copy cost two allocations per long leaf of
     /// every copied node. The inner box keeps the slot thin.
-    Long { suffix: Arc<Box<[u8]>>, value: V },
-    /// An inner node, shared between versions by reference counting.
-    Node(Arc<Node<V>>),
+    Long {
+        suffix: Arc<Box<[u8]>>,
+        value: V,
+    },
+    /// Inner nodes, one variant per kind (the kind is the slot's tag: a
+    /// separate enum of the four `Arc`s would not share it and make every
+    /// slot 8 bytes larger), shared between versions by reference counting.
+    N4(Arc<Node4<V>>),
+    N16(Arc<Node16<V>>),
+    N48(Arc<Node48<V>>),
+    N256(Arc<Node256<V>>),
 }
+
+// The slot size is what memory per entry is made of (leaves live in their
+// parent's slots).
+const _: () = assert!(std::mem::size_of::<Child<u32>>() == 16);
 
 impl<V> Child<V> {
     pub(crate) fn leaf(suffix: &[u8], value: V) -> Self {
@@ -52,10 +76,24 @@ impl<V> Child<V> {
     /// Entries in this subtree.
     #[inline]
     pub(crate) fn count(&self) -> usize {
+        self.node().map_or(1, |node| node.header().count)
+    }
+
+    /// The inner node in this slot, if it holds one.
+    #[inline]
+    pub(crate) fn node(&self) -> Option<NodeView<'_, V>> {
         match self {
-            Child::Node(node) => node.count,
-            _ => 1,
+            Child::Short { .. } | Child::Long { .. } => None,
+            Child::N4(a) => Some(NodeView::N4(a)),
+            Child::N16(a) => Some(NodeView::N16(a)),
+            Child::N48(a) => Some(NodeView::N48(a)),
+            Child::N256(a) => Some(NodeView::N256(a)),
         }
+    }
+
+    #[inline]
+    pub(crate) fn is_node(&self) -> bool {
+        !matches!(self, Child::Short { .. } | Child::Long { .. })
     }
 
     #[inline]
@@ -63,28 +101,34 @@ impl<V> Child<V> {
         match self {
             Child::Short { len, bytes, value } => Some((&bytes[..usize::from(*len)], value)),
             Child::Long { suffix, value } => Some((suffix, value)),
-            Child::Node(_) => None,
+            _ => None,
         }
     }
 
     pub(crate) fn leaf_value_mut(&mut self) -> Option<&mut V> {
         match self {
             Child::Short { value, .. } | Child::Long { value, .. } => Some(value),
-            Child::Node(_) => None,
+            _ => None,
         }
     }
 
     pub(crate) fn into_leaf_value(self) -> Option<V> {
         match self {
             Child::Short { value, .. } | Child::Long { value, .. } => Some(value),
-            Child::Node(_) => None,
+            _ => None,
         }
     }
 
     /// Both are the same shared node: the subtrees are equal without looking.
     #[inline]
     pub(crate) fn ptr_eq(&self, other: &Self) -> bool {
-        matches!((self, other), (Child::Node(a), Child::Node(b)) if Arc::ptr_eq(a, b))
+        match (self, other) {
+            (Child::N4(a), Child::N4(b)) => Arc::ptr_eq(a, b),
+            (Child::N16(a), Child::N16(b)) => Arc::ptr_eq(a, b),
+            (Child::N48(a), Child::N48(b)) => Arc::ptr_eq(a, b),
+            (Child::N256(a), Child::N256(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 }
 
@@ -96,13 +140,13 @@ impl<V: Clone> Child<V> {
             return self;
         }
         match self {
-            Child::Node(mut arc) => {
-                let node = node_mut(&mut arc);
+            mut tree @ (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_)) => {
+                let mut node = node_mut(&mut tree);
                 let mut prefix = Vec::with_capacity(head.len() + node.prefix.len());
                 prefix.extend_from_slice(head);
                 prefix.extend_from_slice(&node.prefix);
                 node.prefix = prefix.into_boxed_slice();
-                Child::Node(arc)
+                tree
             }
             leaf => {
                 let (suffix, _) = leaf.as_leaf().expect("not a node");
@@ -122,11 +166,11 @@ impl<V: Clone> Child<V> {
             return self.clone();
         }
         match self {
-            Child::Node(arc) => {
-                let mut arc = Arc::clone(arc);
-                let node = node_mut(&mut arc);
+            Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_) => {
+                let mut tree = self.clone();
+                let mut node = node_mut(&mut tree);
                 node.prefix = node.prefix[n..].into();
-                Child::Node(arc)
+                tree
             }
             leaf => {
                 let (suffix, value) = leaf.as_leaf().expect("not a node");
@@ -136,98 +180,338 @@ impl<V: Clone> Child<V> {
     }
 }
 
-/// Mutable access to a node for an update: in place when nobody else holds
-/// it, otherwise a copy of just this node (path copying, §3.2). Either way
-/// the node is now different from anything a checkpoint wrote, so its
-/// checkpoint reference is cleared.
-#[inline]
-pub(crate) fn node_mut<V: Clone>(arc: &mut Arc<Node<V>>) -> &mut Node<V> {
-    let node = Arc::make_mut(arc);
-    *node.checkpoint_ref.get_mut() = 0;
-    node
-}
+/// A child slot of a Node4/16 or of a Node256 chunk; `None` = empty.
+pub(crate) type Slot<V> = Option<Child<V>>;
 
-/// An inner node.
-pub struct Node<V> {
+/// What every inner node holds besides its children.
+pub(crate) struct Header<V> {
     pub(crate) prefix: Box<[u8]>,
     pub(crate) value: Option<V>,
     pub(crate) count: usize,
     /// See [`crate::raw`]: 0 = not (known to be) in any checkpoint.
     pub(crate) checkpoint_ref: AtomicU64,
-    pub(crate) body: Body<V>,
 }
 
-impl<V: Clone> Clone for Node<V> {
+impl<V: Clone> Clone for Header<V> {
+    /// A copy is a new node: no checkpoint holds it yet.
     fn clone(&self) -> Self {
-        Node {
+        Header {
             prefix: self.prefix.clone(),
             value: self.value.clone(),
             count: self.count,
             checkpoint_ref: AtomicU64::new(0),
-            body: self.body.clone(),
         }
     }
 }
 
-impl<V> Node<V> {
+impl<V> Header<V> {
     pub(crate) fn new(prefix: &[u8]) -> Self {
-        Node {
-            prefix: prefix.into(),
-            value: None,
-            count: 0,
-            checkpoint_ref: AtomicU64::new(0),
-            body: Body::N4(Sorted::new()),
+        Header { prefix: prefix.into(), value: None, count: 0, checkpoint_ref: AtomicU64::new(0) }
+    }
+}
+
+/// An inner node of one kind: the header and the body (`B` is one of
+/// [`Sorted`], [`Indexed`], [`Direct`]) in one allocation.
+#[derive(Clone)]
+pub(crate) struct Node<V, B> {
+    pub(crate) header: Header<V>,
+    pub(crate) body: B,
+}
+
+pub(crate) type Node4<V> = Node<V, Sorted<V, 4>>;
+pub(crate) type Node16<V> = Node<V, Sorted<V, 16>>;
+pub(crate) type Node48<V> = Node<V, Indexed<V>>;
+pub(crate) type Node256<V> = Node<V, Direct<V>>;
+
+/// A borrowed inner node of any kind (what a [`Child`] slot holding a
+/// node points to).
+pub(crate) enum NodeView<'a, V> {
+    N4(&'a Arc<Node4<V>>),
+    N16(&'a Arc<Node16<V>>),
+    N48(&'a Arc<Node48<V>>),
+    N256(&'a Arc<Node256<V>>),
+}
+
+impl<V> Clone for NodeView<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V> Copy for NodeView<'_, V> {}
+
+/// Run `$body` with `$n` bound to the payload of whichever variant of
+/// `$enum` (`NodeView` or `NodeMut`) `$node` is.
+macro_rules! each_kind {
+    ($enum:ident, $node:expr, $n:ident => $body:expr) => {
+        match $node {
+            $enum::N4($n) => $body,
+            $enum::N16($n) => $body,
+            $enum::N48($n) => $body,
+            $enum::N256($n) => $body,
+        }
+    };
+}
+
+impl<V> Deref for NodeView<'_, V> {
+    type Target = Header<V>;
+    #[inline]
+    fn deref(&self) -> &Header<V> {
+        self.header()
+    }
+}
+
+/// A node made writable by [`node_mut`]: header fields through `Deref`, and
+/// the child slots. Adding or removing a child may change the node's kind,
+/// which replaces the allocation: that is [`Child::add_child`] and
+/// [`Child::remove_child`], on the slot.
+pub(crate) enum NodeMut<'a, V> {
+    N4(&'a mut Node4<V>),
+    N16(&'a mut Node16<V>),
+    N48(&'a mut Node48<V>),
+    N256(&'a mut Node256<V>),
+}
+
+impl<V> Deref for NodeMut<'_, V> {
+    type Target = Header<V>;
+    #[inline]
+    fn deref(&self) -> &Header<V> {
+        each_kind!(NodeMut, self, n => &n.header)
+    }
+}
+
+impl<V> DerefMut for NodeMut<'_, V> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Header<V> {
+        each_kind!(NodeMut, self, n => &mut n.header)
+    }
+}
+
+impl<'a, V: Clone> NodeMut<'a, V> {
+    /// The slot of the child for `byte`, if any (a position for
+    /// [`NodeMut::into_child_mut`]).
+    #[inline]
+    pub(crate) fn find(&self, byte: u8) -> Option<usize> {
+        each_kind!(NodeMut, self, n => n.body.find(byte))
+    }
+
+    /// The child in `slot` (from [`NodeMut::find`]), for the rest of the
+    /// node's borrow.
+    #[inline]
+    pub(crate) fn into_child_mut(self, slot: usize) -> &'a mut Child<V> {
+        each_kind!(NodeMut, self, n => n.body.child_mut(slot))
+    }
+
+    /// The header, for the rest of the node's borrow.
+    #[inline]
+    pub(crate) fn into_header_mut(self) -> &'a mut Header<V> {
+        each_kind!(NodeMut, self, n => &mut n.header)
+    }
+
+    /// The child in `slot` (from [`NodeMut::find`]).
+    #[inline]
+    pub(crate) fn child_mut(&mut self, slot: usize) -> &mut Child<V> {
+        each_kind!(NodeMut, self, n => n.body.child_mut(slot))
+    }
+
+    /// Move the header and every child out (in byte order), leaving an
+    /// empty node behind: for a change of kind.
+    fn take_all(self) -> (Header<V>, Vec<(u8, Child<V>)>) {
+        each_kind!(NodeMut, self, n => (std::mem::replace(&mut n.header, Header::new(b"")), n.body.take_entries()))
+    }
+}
+
+/// Mutable access to a node for an update: in place when nobody else holds
+/// it, otherwise a copy of just this node (path copying, §3.2). Either way
+/// the node is now different from anything a checkpoint wrote, so its
+/// checkpoint reference is cleared. `slot` must hold a node.
+#[inline]
+pub(crate) fn node_mut<V: Clone>(slot: &mut Child<V>) -> NodeMut<'_, V> {
+    let mut node = match slot {
+        Child::N4(a) => NodeMut::N4(Arc::make_mut(a)),
+        Child::N16(a) => NodeMut::N16(Arc::make_mut(a)),
+        Child::N48(a) => NodeMut::N48(Arc::make_mut(a)),
+        Child::N256(a) => NodeMut::N256(Arc::make_mut(a)),
+        Child::Short { .. } | Child::Long { .. } => unreachable!("node_mut of a leaf"),
+    };
+    *node.checkpoint_ref.get_mut() = 0;
+    node
+}
+
+/// What each body kind provides. Cursor positions (`next_from`, `seek`) are
+/// opaque to callers: start at 0 or at `seek`, continue at `at + 1`.
+pub(crate) trait Kind<V>: Sized {
+    /// Children this kind holds at most.
+    const CAPACITY: usize;
+    fn len(&self) -> usize;
+    /// The slot of the child for `byte`, if any.
+    fn find(&self, byte: u8) -> Option<usize>;
+    /// The child for `byte` (the lookup hot path: `find` and the slot in one).
+    fn get(&self, byte: u8) -> Option<&Child<V>>;
+    /// The first child at cursor position `>= pos`: (its position, byte, child).
+    fn next_from(&self, pos: usize) -> Option<(usize, u8, &Child<V>)>;
+    /// The cursor position of the first child whose byte is `>= byte`.
+    fn seek(&self, byte: u8) -> usize;
+    fn max_child(&self) -> Option<(u8, &Child<V>)>;
+    /// Built from `entries` (sorted, distinct bytes, at most `CAPACITY`).
+    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self;
+    /// Move every inner-node child onto `stack` (leaves are dropped here).
+    fn drain_nodes(&mut self, stack: &mut Vec<Child<V>>);
+    /// The child in `slot` (from `find`).
+    fn child_mut(&mut self, slot: usize) -> &mut Child<V>
+    where
+        V: Clone;
+    /// Add a child for a byte that has none; the body has room.
+    fn insert(&mut self, byte: u8, child: Child<V>)
+    where
+        V: Clone;
+    /// Remove the child in `slot` (from `find(byte)`).
+    fn remove(&mut self, slot: usize, byte: u8) -> Child<V>
+    where
+        V: Clone;
+    /// Move all children out, in byte order, leaving the body empty.
+    fn take_entries(&mut self) -> Vec<(u8, Child<V>)>
+    where
+        V: Clone;
+}
+
+/// Drop a body without recursing once per tree level: a deep tree (long
+/// keys that are prefixes of each other) or a huge one would overflow the
+/// stack. Nodes we own alone are emptied onto a heap stack; shared ones just
+/// lose a reference. Every body kind's `Drop` calls this.
+fn drop_body<V, K: Kind<V>>(body: &mut K) {
+    let mut stack: Vec<Child<V>> = Vec::new();
+    body.drain_nodes(&mut stack);
+    while let Some(child) = stack.pop() {
+        // `into_inner` hands the node to exactly one of its holders; it
+        // drops here with an empty body: no recursion.
+        match child {
+            Child::Short { .. } | Child::Long { .. } => {}
+            Child::N4(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
+            Child::N16(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
+            Child::N48(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
+            Child::N256(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
         }
     }
 }
 
-impl<V> Drop for Node<V> {
-    /// Iterative: a deep tree (long keys that are prefixes of each other) or
-    /// a huge one must not recurse once per level. Nodes we own alone are
-    /// emptied onto a heap stack; shared ones just lose a reference.
-    fn drop(&mut self) {
-        let mut stack: Vec<Arc<Node<V>>> = Vec::new();
-        self.body.drain_nodes(&mut stack);
-        while let Some(arc) = stack.pop() {
-            if let Some(mut node) = Arc::into_inner(arc) {
-                node.body.drain_nodes(&mut stack);
-                // `node` drops here with an empty body: no recursion.
-            }
-        }
-    }
-}
-
-/// Node4 and Node16: keys sorted ascending, children in the same order.
+/// Node4 and Node16: keys sorted ascending, children in the same order,
+/// both inline. Slots `len..N` are `None`.
 #[derive(Clone)]
 pub(crate) struct Sorted<V, const N: usize> {
+    len: u8,
     pub(crate) keys: [u8; N],
-    pub(crate) children: Vec<Child<V>>,
+    pub(crate) children: [Slot<V>; N],
+}
+
+impl<V, const N: usize> Drop for Sorted<V, N> {
+    fn drop(&mut self) {
+        drop_body(self);
+    }
 }
 
 impl<V, const N: usize> Sorted<V, N> {
     fn new() -> Self {
-        Sorted { keys: [0; N], children: Vec::new() }
+        Sorted { len: 0, keys: [0; N], children: std::array::from_fn(|_| None) }
     }
 
     #[inline]
     fn lower_bound(&self, byte: u8) -> usize {
-        self.keys[..self.children.len()].partition_point(|&k| k < byte)
+        self.keys[..usize::from(self.len)].partition_point(|&k| k < byte)
+    }
+}
+
+impl<V, const N: usize> Kind<V> for Sorted<V, N> {
+    const CAPACITY: usize = N;
+
+    #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    #[inline]
+    fn find(&self, byte: u8) -> Option<usize> {
+        let len = usize::from(self.len);
+        #[cfg(target_arch = "x86_64")]
+        if let Ok(keys) = <&[u8; 16]>::try_from(&self.keys[..]) {
+            return find16_simd(keys, len, byte);
+        }
+        self.keys[..len].iter().position(|&k| k == byte)
+    }
+
+    #[inline]
+    fn get(&self, byte: u8) -> Option<&Child<V>> {
+        self.children[self.find(byte)?].as_ref()
+    }
+
+    #[inline]
+    fn next_from(&self, pos: usize) -> Option<(usize, u8, &Child<V>)> {
+        if pos < usize::from(self.len) {
+            self.children[pos].as_ref().map(|c| (pos, self.keys[pos], c))
+        } else {
+            None
+        }
+    }
+
+    #[inline]
+    fn seek(&self, byte: u8) -> usize {
+        self.lower_bound(byte)
+    }
+
+    fn max_child(&self) -> Option<(u8, &Child<V>)> {
+        let last = usize::from(self.len).checked_sub(1)?;
+        self.children[last].as_ref().map(|c| (self.keys[last], c))
+    }
+
+    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self {
+        debug_assert!(entries.len() <= N);
+        let mut s = Sorted::new();
+        s.len = u8::try_from(entries.len()).expect("at most N <= 16 entries");
+        for (i, (byte, child)) in entries.into_iter().enumerate() {
+            s.keys[i] = byte;
+            s.children[i] = Some(child);
+        }
+        s
+    }
+
+    fn drain_nodes(&mut self, stack: &mut Vec<Child<V>>) {
+        for slot in &mut self.children[..usize::from(self.len)] {
+            if let Some(child) = slot.take().filter(Child::is_node) {
+                stack.push(child);
+            }
+        }
+        self.len = 0;
+    }
+
+    #[inline]
+    fn child_mut(&mut self, slot: usize) -> &mut Child<V> {
+        self.children[slot].as_mut().expect("slot from find")
     }
 
     fn insert(&mut self, byte: u8, child: Child<V>) {
-        let len = self.children.len();
+        let len = usize::from(self.len);
         debug_assert!(len < N);
-        grow_exact(&mut self.children, N);
         let at = self.lower_bound(byte);
         self.keys.copy_within(at..len, at + 1);
         self.keys[at] = byte;
-        self.children.insert(at, child);
+        // Slot `len` is `None`: rotating it to `at` opens the gap.
+        self.children[at..=len].rotate_right(1);
+        self.children[at] = Some(child);
+        self.len += 1;
     }
 
-    fn remove_at(&mut self, at: usize) -> Child<V> {
-        let len = self.children.len();
-        self.keys.copy_within(at + 1..len, at);
-        self.children.remove(at)
+    fn remove(&mut self, slot: usize, _byte: u8) -> Child<V> {
+        let len = usize::from(self.len);
+        let removed = self.children[slot].take().expect("present child");
+        self.children[slot..len].rotate_left(1);
+        self.keys.copy_within(slot + 1..len, slot);
+        self.len -= 1;
+        removed
+    }
+
+    fn take_entries(&mut self) -> Vec<(u8, Child<V>)> {
+        let len = usize::from(self.len);
+        self.len = 0;
+        (0..len).map(|i| (self.keys[i], self.children[i].take().expect("slot below len"))).collect()
     }
 }
 
@@ -235,22 +519,28 @@ impl<V, const N: usize> Sorted<V, N> {
 /// child for byte `b` is at `rank(b)` (the number of present bytes below
 /// `b`).
 ///
-/// Why not the paper's 256-byte index: the index was a separate allocation
-/// (one more cache miss per lookup) and 256 bytes per node; with random
+/// Why not the paper's 256-byte index: 256 bytes per node; with random
 /// 4-byte keys a third of the bottom nodes are Node48s, and the index cost
 /// ~5 bytes per entry. The bitmap is 32 bytes inline, rank is four masked
 /// popcounts, and sorted children make ordered iteration a slice walk.
+///
+/// Why the children are a separate vector (unlike Node4/16): a Node48
+/// holds 17 to 48 children, and 48 inline slots (768 bytes for `u32`
+/// values) would leave most of a typical Node48 empty; the vector grows by
+/// small steps instead.
 #[derive(Clone)]
 pub(crate) struct Indexed<V> {
     pub(crate) present: [u64; 4],
     pub(crate) children: Vec<Child<V>>,
 }
 
-impl<V> Indexed<V> {
-    fn empty(capacity: usize) -> Self {
-        Indexed { present: [0; 4], children: Vec::with_capacity(capacity) }
+impl<V> Drop for Indexed<V> {
+    fn drop(&mut self) {
+        drop_body(self);
     }
+}
 
+impl<V> Indexed<V> {
     #[inline]
     fn has(&self, byte: usize) -> bool {
         self.present[byte / 64] & (1 << (byte % 64)) != 0
@@ -293,17 +583,113 @@ impl<V> Indexed<V> {
         }
     }
 
-    fn present_next_or_panic(&self, from: usize) -> usize {
-        self.next_present(from).expect("one present byte per child")
-    }
-
     /// The largest present byte, if any.
     fn last_present(&self) -> Option<usize> {
         (0..4).rev().find(|&w| self.present[w] != 0).map(|w| w * 64 + 63 - self.present[w].leading_zeros() as usize)
     }
 }
 
-/// Node256: one slot per byte, in 16 shared chunks of 16 slots.
+/// Node48 cursor positions: the low bits hold a byte cursor (0..=256), the
+/// high bits the index of the child at that byte (see `next_from`).
+const N48_CURSOR_BYTE_BITS: usize = 9;
+const N48_CURSOR_BYTE_MASK: usize = (1 << N48_CURSOR_BYTE_BITS) - 1;
+
+impl<V> Kind<V> for Indexed<V> {
+    const CAPACITY: usize = 48;
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.children.len()
+    }
+
+    #[inline]
+    fn find(&self, byte: u8) -> Option<usize> {
+        let byte = usize::from(byte);
+        self.has(byte).then(|| self.rank(byte))
+    }
+
+    #[inline]
+    fn get(&self, byte: u8) -> Option<&Child<V>> {
+        let byte = usize::from(byte);
+        if self.has(byte) {
+            self.children.get(self.rank(byte))
+        } else {
+            None
+        }
+    }
+
+    #[inline]
+    fn next_from(&self, pos: usize) -> Option<(usize, u8, &Child<V>)> {
+        // pos = (index << N48_CURSOR_BYTE_BITS) | byte: the index is
+        // rank(byte) (kept by the cursor, not recomputed per child), and
+        // `at + 1` advances both fields at once.
+        let index = pos >> N48_CURSOR_BYTE_BITS;
+        let b = self.next_present(pos & N48_CURSOR_BYTE_MASK)?;
+        debug_assert_eq!(index, self.rank(b));
+        let child = self.children.get(index)?;
+        #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
+        Some(((index + 1) << N48_CURSOR_BYTE_BITS | b, b as u8, child))
+    }
+
+    #[inline]
+    fn seek(&self, byte: u8) -> usize {
+        let byte = usize::from(byte);
+        self.rank(byte) << N48_CURSOR_BYTE_BITS | byte
+    }
+
+    fn max_child(&self) -> Option<(u8, &Child<V>)> {
+        #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
+        self.last_present().map(|b| (b as u8, self.children.last().expect("a present byte")))
+    }
+
+    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self {
+        debug_assert!(entries.len() <= 48);
+        let mut n = Indexed { present: [0; 4], children: Vec::with_capacity(entries.len()) };
+        for (byte, child) in entries {
+            n.children.push(child);
+            n.present[usize::from(byte) / 64] |= 1 << (byte % 64);
+        }
+        n
+    }
+
+    fn drain_nodes(&mut self, stack: &mut Vec<Child<V>>) {
+        self.present = [0; 4];
+        stack.extend(self.children.drain(..).filter(Child::is_node));
+    }
+
+    #[inline]
+    fn child_mut(&mut self, slot: usize) -> &mut Child<V> {
+        &mut self.children[slot]
+    }
+
+    fn insert(&mut self, byte: u8, child: Child<V>) {
+        grow_exact(&mut self.children, 48);
+        let at = self.rank(usize::from(byte));
+        self.children.insert(at, child);
+        self.present[usize::from(byte) / 64] |= 1 << (byte % 64);
+    }
+
+    fn remove(&mut self, slot: usize, byte: u8) -> Child<V> {
+        self.present[usize::from(byte) / 64] &= !(1 << (byte % 64));
+        self.children.remove(slot)
+    }
+
+    fn take_entries(&mut self) -> Vec<(u8, Child<V>)> {
+        let mut out = Vec::with_capacity(self.children.len());
+        let mut byte = 0;
+        for child in std::mem::take(&mut self.children) {
+            byte = self.next_present(byte).expect("one present byte per child");
+            #[expect(clippy::cast_possible_truncation, reason = "byte < 256")]
+            out.push((byte as u8, child));
+            byte += 1;
+        }
+        self.present = [0; 4];
+        out
+    }
+}
+
+/// Node256: one slot per byte, in 16 shared chunks of 16 slots; the chunk
+/// pointers are inline in the node.
 ///
 /// Why chunks: copying a node for path copying must bump the reference count
 /// of every child it shares, and the children of a wide node are cold in
@@ -312,9 +698,15 @@ impl<V> Indexed<V> {
 /// copy bumps 16 chunk counts and then copies only the one chunk it changes.
 #[derive(Clone)]
 pub(crate) struct Direct<V> {
-    /// `CHUNKS` entries; `None` = 16 empty slots.
-    pub(crate) chunks: Box<[Option<Arc<Chunk<V>>>]>,
+    /// `None` = 16 empty slots.
+    pub(crate) chunks: [Option<Arc<Chunk<V>>>; CHUNKS],
     pub(crate) len: usize,
+}
+
+impl<V> Drop for Direct<V> {
+    fn drop(&mut self) {
+        drop_body(self);
+    }
 }
 
 pub(crate) const CHUNK_SLOTS: usize = 16;
@@ -322,7 +714,7 @@ const CHUNKS: usize = 256 / CHUNK_SLOTS;
 
 #[derive(Clone)]
 pub(crate) struct Chunk<V> {
-    pub(crate) slots: [Option<Child<V>>; CHUNK_SLOTS],
+    pub(crate) slots: [Slot<V>; CHUNK_SLOTS],
 }
 
 impl<V> Chunk<V> {
@@ -340,24 +732,122 @@ impl<V> Direct<V> {
 
 impl<V: Clone> Direct<V> {
     /// The slot for `byte`, copying its chunk if shared.
-    fn slot_mut(&mut self, byte: usize) -> &mut Option<Child<V>> {
+    fn slot_mut(&mut self, byte: usize) -> &mut Slot<V> {
         let chunk = self.chunks[byte / CHUNK_SLOTS].get_or_insert_with(|| Arc::new(Chunk::empty()));
         &mut Arc::make_mut(chunk).slots[byte % CHUNK_SLOTS]
     }
 }
 
-#[derive(Clone)]
-pub(crate) enum Body<V> {
-    N4(Sorted<V, 4>),
-    N16(Sorted<V, 16>),
-    N48(Indexed<V>),
-    N256(Direct<V>),
-}
+impl<V> Kind<V> for Direct<V> {
+    const CAPACITY: usize = 256;
 
-/// Node48 cursor positions: the low bits hold a byte cursor (0..=256), the
-/// high bits the index of the child at that byte (see `Body::next_from`).
-const N48_CURSOR_BYTE_BITS: usize = 9;
-const N48_CURSOR_BYTE_MASK: usize = (1 << N48_CURSOR_BYTE_BITS) - 1;
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn find(&self, byte: u8) -> Option<usize> {
+        self.slot(usize::from(byte)).map(|_| usize::from(byte))
+    }
+
+    #[inline]
+    fn get(&self, byte: u8) -> Option<&Child<V>> {
+        self.slot(usize::from(byte))
+    }
+
+    #[inline]
+    fn next_from(&self, pos: usize) -> Option<(usize, u8, &Child<V>)> {
+        let mut b = pos;
+        while b < 256 {
+            match &self.chunks[b / CHUNK_SLOTS] {
+                None => b = (b / CHUNK_SLOTS + 1) * CHUNK_SLOTS,
+                Some(chunk) => {
+                    if let Some(c) = &chunk.slots[b % CHUNK_SLOTS] {
+                        #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
+                        return Some((b, b as u8, c));
+                    }
+                    b += 1;
+                }
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn seek(&self, byte: u8) -> usize {
+        usize::from(byte)
+    }
+
+    fn max_child(&self) -> Option<(u8, &Child<V>)> {
+        #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
+        (0..256usize).rev().find_map(|b| self.slot(b).map(|c| (b as u8, c)))
+    }
+
+    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self {
+        let mut chunks: [Option<Chunk<V>>; CHUNKS] = std::array::from_fn(|_| None);
+        let len = entries.len();
+        for (byte, child) in entries {
+            let byte = usize::from(byte);
+            chunks[byte / CHUNK_SLOTS].get_or_insert_with(Chunk::empty).slots[byte % CHUNK_SLOTS] = Some(child);
+        }
+        Direct { chunks: chunks.map(|c| c.map(Arc::new)), len }
+    }
+
+    fn drain_nodes(&mut self, stack: &mut Vec<Child<V>>) {
+        for chunk in &mut self.chunks {
+            // `into_inner` hands the chunk to exactly one of its holders, so
+            // it is never freed by recursive drop glue.
+            if let Some(chunk) = chunk.take().and_then(Arc::into_inner) {
+                stack.extend(chunk.slots.into_iter().flatten().filter(Child::is_node));
+            }
+        }
+        self.len = 0;
+    }
+
+    #[inline]
+    fn child_mut(&mut self, slot: usize) -> &mut Child<V>
+    where
+        V: Clone,
+    {
+        self.slot_mut(slot).as_mut().expect("slot from find")
+    }
+
+    fn insert(&mut self, byte: u8, child: Child<V>)
+    where
+        V: Clone,
+    {
+        *self.slot_mut(usize::from(byte)) = Some(child);
+        self.len += 1;
+    }
+
+    fn remove(&mut self, slot: usize, _byte: u8) -> Child<V>
+    where
+        V: Clone,
+    {
+        self.len -= 1;
+        self.slot_mut(slot).take().expect("present child")
+    }
+
+    fn take_entries(&mut self) -> Vec<(u8, Child<V>)>
+    where
+        V: Clone,
+    {
+        let mut out = Vec::with_capacity(self.len);
+        for (i, chunk) in self.chunks.iter_mut().enumerate() {
+            let Some(chunk) = chunk.take() else { continue };
+            let chunk = Arc::try_unwrap(chunk).unwrap_or_else(|shared| (*shared).clone());
+            for (j, slot) in chunk.slots.into_iter().enumerate() {
+                if let Some(child) = slot {
+                    #[expect(clippy::cast_possible_truncation, reason = "byte < 256")]
+                    out.push(((i * CHUNK_SLOTS + j) as u8, child));
+                }
+            }
+        }
+        self.len = 0;
+        out
+    }
+}
 
 /// Shrink thresholds are below the grow points so that alternating
 /// insert/remove at a boundary does not convert a node every time.
@@ -399,150 +889,95 @@ pub fn find16_scalar(keys: &[u8; 16], len: usize, byte: u8) -> Option<usize> {
     keys[..len].iter().position(|&k| k == byte)
 }
 
-impl<V> Body<V> {
+impl<V> Child<V> {
+    /// A node holding `entries` (sorted by byte, distinct bytes) with room
+    /// for `room` more children, of the smallest kind that fits.
+    pub(crate) fn node_from_entries(header: Header<V>, entries: Vec<(u8, Child<V>)>, room: usize) -> Self {
+        let need = entries.len() + room;
+        debug_assert!(need <= 256);
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+        if need <= Sorted::<V, 4>::CAPACITY {
+            Child::N4(Arc::new(Node { header, body: Sorted::from_entries(entries) }))
+        } else if need <= Sorted::<V, 16>::CAPACITY {
+            Child::N16(Arc::new(Node { header, body: Sorted::from_entries(entries) }))
+        } else if need <= Indexed::<V>::CAPACITY {
+            let mut body = Indexed::from_entries(entries);
+            body.children.reserve_exact(room);
+            Child::N48(Arc::new(Node { header, body }))
+        } else {
+            Child::N256(Arc::new(Node { header, body: Direct::from_entries(entries) }))
+        }
+    }
+}
+
+impl<'a, V> NodeView<'a, V> {
+    /// The header, for the whole borrow of the tree.
     #[inline]
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn header(self) -> &'a Header<V> {
+        each_kind!(NodeView, self, n => &n.header)
+    }
+
+    /// The node's address: its identity while anyone holds it.
+    pub(crate) fn addr(self) -> usize {
+        each_kind!(NodeView, self, a => Arc::as_ptr(a).cast::<u8>() as usize)
+    }
+
+    #[inline]
+    pub(crate) fn len(self) -> usize {
+        each_kind!(NodeView, self, n => n.body.len())
+    }
+
+    pub(crate) fn kind_capacity(self) -> usize {
         match self {
-            Body::N4(s) => s.children.len(),
-            Body::N16(s) => s.children.len(),
-            Body::N48(n) => n.children.len(),
-            Body::N256(n) => n.len,
+            NodeView::N4(_) => Sorted::<V, 4>::CAPACITY,
+            NodeView::N16(_) => Sorted::<V, 16>::CAPACITY,
+            NodeView::N48(_) => Indexed::<V>::CAPACITY,
+            NodeView::N256(_) => Direct::<V>::CAPACITY,
         }
     }
 
     /// The slot of the child for `byte`, if any.
     #[inline]
-    pub(crate) fn find(&self, byte: u8) -> Option<usize> {
-        match self {
-            Body::N4(s) => s.keys[..s.children.len()].iter().position(|&k| k == byte),
-            Body::N16(s) => {
-                #[cfg(target_arch = "x86_64")]
-                {
-                    find16_simd(&s.keys, s.children.len(), byte)
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                {
-                    find16_scalar(&s.keys, s.children.len(), byte)
-                }
-            }
-            Body::N48(n) => {
-                let byte = usize::from(byte);
-                n.has(byte).then(|| n.rank(byte))
-            }
-            Body::N256(n) => n.slot(usize::from(byte)).map(|_| usize::from(byte)),
-        }
+    pub(crate) fn find(self, byte: u8) -> Option<usize> {
+        each_kind!(NodeView, self, n => n.body.find(byte))
     }
 
-    /// The child for `byte`: `find` and `child` in one dispatch (the
-    /// lookup hot path; Node256 looks its slot up once, not twice).
+    /// The child for `byte`.
     #[inline]
-    pub(crate) fn get(&self, byte: u8) -> Option<&Child<V>> {
-        match self {
-            Body::N4(s) => {
-                let len = s.children.len();
-                let at = s.keys[..len].iter().position(|&k| k == byte)?;
-                s.children.get(at)
-            }
-            Body::N16(s) => {
-                #[cfg(target_arch = "x86_64")]
-                let at = find16_simd(&s.keys, s.children.len(), byte)?;
-                #[cfg(not(target_arch = "x86_64"))]
-                let at = find16_scalar(&s.keys, s.children.len(), byte)?;
-                s.children.get(at)
-            }
-            Body::N48(n) => {
-                let byte = usize::from(byte);
-                if n.has(byte) {
-                    n.children.get(n.rank(byte))
-                } else {
-                    None
-                }
-            }
-            Body::N256(n) => n.slot(usize::from(byte)),
-        }
+    pub(crate) fn get(self, byte: u8) -> Option<&'a Child<V>> {
+        each_kind!(NodeView, self, n => n.body.get(byte))
     }
 
-    /// Ordered cursor: positions are indexes for Node4/16, bytes for
-    /// Node256, and for Node48 `(child index << 9) | byte` (opaque to
-    /// callers: start at 0 or at `seek`, continue at `at + 1`). Returns the first child at position `>= pos`.
+    /// Ordered cursor: returns the first child at position `>= pos` (see
+    /// [`Kind`]).
     #[inline]
-    pub(crate) fn next_from(&self, pos: usize) -> Option<(usize, u8, &Child<V>)> {
-        #[expect(clippy::cast_possible_truncation, reason = "positions of 48/256 are bytes")]
-        match self {
-            Body::N4(s) => s.children.get(pos).map(|c| (pos, s.keys[pos], c)),
-            Body::N16(s) => s.children.get(pos).map(|c| (pos, s.keys[pos], c)),
-            Body::N48(n) => {
-                // pos = (index << N48_CURSOR_BYTE_BITS) | byte: the index is
-                // rank(byte) (kept by the cursor, not recomputed per child),
-                // and `at + 1` advances both fields at once.
-                let index = pos >> N48_CURSOR_BYTE_BITS;
-                let b = n.next_present(pos & N48_CURSOR_BYTE_MASK)?;
-                debug_assert_eq!(index, n.rank(b));
-                let child = n.children.get(index)?;
-                Some(((index + 1) << N48_CURSOR_BYTE_BITS | b, b as u8, child))
-            }
-            Body::N256(n) => {
-                let mut b = pos;
-                while b < 256 {
-                    match &n.chunks[b / CHUNK_SLOTS] {
-                        None => b = (b / CHUNK_SLOTS + 1) * CHUNK_SLOTS,
-                        Some(chunk) => {
-                            if let Some(c) = &chunk.slots[b % CHUNK_SLOTS] {
-                                return Some((b, b as u8, c));
-                            }
-                            b += 1;
-                        }
-                    }
-                }
-                None
-            }
-        }
-    }
-
-    /// Keys and children of a Node4/16 (whose cursor positions are
-    /// indexes into both), for the scan fast path.
-    #[inline]
-    pub(crate) fn sorted_parts(&self) -> Option<(&[u8], &[Child<V>])> {
-        match self {
-            Body::N4(s) => Some((&s.keys, &s.children)),
-            Body::N16(s) => Some((&s.keys, &s.children)),
-            Body::N48(_) | Body::N256(_) => None,
-        }
+    pub(crate) fn next_from(self, pos: usize) -> Option<(usize, u8, &'a Child<V>)> {
+        each_kind!(NodeView, self, n => n.body.next_from(pos))
     }
 
     /// The cursor position of the first child whose byte is `>= byte`.
     #[inline]
-    pub(crate) fn seek(&self, byte: u8) -> usize {
-        match self {
-            Body::N4(s) => s.lower_bound(byte),
-            Body::N16(s) => s.lower_bound(byte),
-            Body::N48(n) => {
-                let byte = usize::from(byte);
-                n.rank(byte) << N48_CURSOR_BYTE_BITS | byte
-            }
-            Body::N256(_) => usize::from(byte),
-        }
+    pub(crate) fn seek(self, byte: u8) -> usize {
+        each_kind!(NodeView, self, n => n.body.seek(byte))
     }
 
-    pub(crate) fn max_child(&self) -> Option<(u8, &Child<V>)> {
+    pub(crate) fn max_child(self) -> Option<(u8, &'a Child<V>)> {
+        each_kind!(NodeView, self, n => n.body.max_child())
+    }
+
+    /// Keys and children of a Node4/16 (whose cursor positions are indexes
+    /// into both), for the scan fast path.
+    #[inline]
+    pub(crate) fn sorted_parts(self) -> Option<(&'a [u8], &'a [Slot<V>])> {
         match self {
-            Body::N4(s) => s.children.last().map(|c| (s.keys[s.children.len() - 1], c)),
-            Body::N16(s) => s.children.last().map(|c| (s.keys[s.children.len() - 1], c)),
-            Body::N48(n) =>
-            {
-                #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
-                n.last_present().map(|b| (b as u8, n.children.last().expect("a present byte")))
-            }
-            Body::N256(_) =>
-            {
-                #[expect(clippy::cast_possible_truncation, reason = "b < 256")]
-                (0..256usize).rev().find_map(|b| self.get(b as u8).map(|c| (b as u8, c)))
-            }
+            NodeView::N4(n) => Some((&n.body.keys, &n.body.children[..n.body.len()])),
+            NodeView::N16(n) => Some((&n.body.keys, &n.body.children[..n.body.len()])),
+            NodeView::N48(_) | NodeView::N256(_) => None,
         }
     }
 
     /// Children in byte order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u8, &Child<V>)> {
+    pub(crate) fn iter(self) -> impl Iterator<Item = (u8, &'a Child<V>)> + 'a {
         let mut pos = 0;
         std::iter::from_fn(move || {
             let (at, byte, child) = self.next_from(pos)?;
@@ -551,176 +986,58 @@ impl<V> Body<V> {
         })
     }
 
-    pub(crate) fn kind_capacity(&self) -> usize {
-        match self {
-            Body::N4(_) => 4,
-            Body::N16(_) => 16,
-            Body::N48(_) => 48,
-            Body::N256(_) => 256,
-        }
-    }
-
-    /// The smallest kind that holds `entries` plus `room` more children.
-    /// `entries` must be sorted by byte with distinct bytes.
-    pub(crate) fn from_entries_with_room(entries: Vec<(u8, Child<V>)>, room: usize) -> Self {
-        let need = entries.len() + room;
-        debug_assert!(need <= 256);
-        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
-        if need <= 4 {
-            let mut s = Sorted::<V, 4>::new();
-            for (i, (byte, child)) in entries.into_iter().enumerate() {
-                s.keys[i] = byte;
-                s.children.push(child);
-            }
-            Body::N4(s)
-        } else if need <= 16 {
-            let mut s = Sorted::<V, 16>::new();
-            s.children.reserve_exact(need);
-            for (i, (byte, child)) in entries.into_iter().enumerate() {
-                s.keys[i] = byte;
-                s.children.push(child);
-            }
-            Body::N16(s)
-        } else if need <= 48 {
-            let mut n = Indexed::empty(need);
-            for (byte, child) in entries {
-                n.children.push(child);
-                n.present[usize::from(byte) / 64] |= 1 << (byte % 64);
-            }
-            Body::N48(n)
-        } else {
-            let mut chunks: Vec<Option<Chunk<V>>> = (0..CHUNKS).map(|_| None).collect();
-            let len = entries.len();
-            for (byte, child) in entries {
-                let byte = usize::from(byte);
-                chunks[byte / CHUNK_SLOTS].get_or_insert_with(Chunk::empty).slots[byte % CHUNK_SLOTS] = Some(child);
-            }
-            let chunks = chunks.into_iter().map(|c| c.map(Arc::new)).collect();
-            Body::N256(Direct { chunks, len })
-        }
-    }
-
-    /// Move every inner-node child onto `stack` (leaves are dropped here).
-    fn drain_nodes(&mut self, stack: &mut Vec<Arc<Node<V>>>) {
-        let take = |child: Child<V>, stack: &mut Vec<Arc<Node<V>>>| {
-            if let Child::Node(arc) = child {
-                stack.push(arc);
-            }
-        };
-        match self {
-            Body::N4(s) => s.children.drain(..).for_each(|c| take(c, stack)),
-            Body::N16(s) => s.children.drain(..).for_each(|c| take(c, stack)),
-            Body::N48(n) => n.children.drain(..).for_each(|c| take(c, stack)),
-            Body::N256(n) => {
-                for chunk in &mut *n.chunks {
-                    // `into_inner` hands the chunk to exactly one of its
-                    // holders, so it is never freed by recursive drop glue.
-                    if let Some(chunk) = chunk.take().and_then(Arc::into_inner) {
-                        for c in chunk.slots.into_iter().flatten() {
-                            take(c, stack);
-                        }
-                    }
-                }
-                n.len = 0;
+    /// Hint the CPU to load cache lines `lines` (64 bytes each, counted
+    /// from the node's start) of this node, those that it has.
+    #[inline]
+    pub(crate) fn prefetch(self, lines: std::ops::Range<usize>) {
+        fn of<T>(arc: &Arc<T>, lines: std::ops::Range<usize>) {
+            let start: *const u8 = Arc::as_ptr(arc).cast();
+            for line in lines.take_while(|l| l * 64 < std::mem::size_of::<T>()) {
+                prefetch_ptr(start.wrapping_add(line * 64));
             }
         }
+        each_kind!(NodeView, self, a => of(a, lines));
     }
 }
 
-impl<V: Clone> Body<V> {
-    #[inline]
-    pub(crate) fn child_mut(&mut self, slot: usize) -> &mut Child<V> {
-        match self {
-            Body::N4(s) => &mut s.children[slot],
-            Body::N16(s) => &mut s.children[slot],
-            Body::N48(n) => &mut n.children[slot],
-            Body::N256(n) => n.slot_mut(slot).as_mut().expect("slot from find"),
+impl<V: Clone> Child<V> {
+    /// Add a child for a byte that has none to the node in this slot,
+    /// moving the node to the next kind if it is full (copying it first if
+    /// it is shared).
+    pub(crate) fn add_child(&mut self, byte: u8, child: Child<V>) {
+        let node = self.node().expect("add_child to a node");
+        debug_assert!(node.find(byte).is_none());
+        if node.len() == node.kind_capacity() {
+            let (header, entries) = node_mut(self).take_all();
+            *self = Child::node_from_entries(header, entries, 1);
         }
+        each_kind!(NodeMut, node_mut(self), n => n.body.insert(byte, child));
     }
 
-    /// Add a child for a byte that has none, growing the node if full.
-    pub(crate) fn add(&mut self, byte: u8, child: Child<V>) {
-        debug_assert!(self.find(byte).is_none());
-        if self.len() == self.kind_capacity() {
-            let entries = self.take_entries();
-            *self = Body::from_entries_with_room(entries, 1);
-        }
-        match self {
-            Body::N4(s) => s.insert(byte, child),
-            Body::N16(s) => s.insert(byte, child),
-            Body::N48(n) => {
-                grow_exact(&mut n.children, 48);
-                let at = n.rank(usize::from(byte));
-                n.children.insert(at, child);
-                n.present[usize::from(byte) / 64] |= 1 << (byte % 64);
-            }
-            Body::N256(n) => {
-                *n.slot_mut(usize::from(byte)) = Some(child);
-                n.len += 1;
-            }
-        }
-    }
-
-    /// Remove the child for `byte` (which must exist), shrinking the node
-    /// when it becomes sparse.
-    pub(crate) fn remove(&mut self, byte: u8) -> Child<V> {
-        let slot = self.find(byte).expect("remove of a present child");
-        let removed = match self {
-            Body::N4(s) => s.remove_at(slot),
-            Body::N16(s) => s.remove_at(slot),
-            Body::N48(n) => {
-                n.present[usize::from(byte) / 64] &= !(1 << (byte % 64));
-                n.children.remove(slot)
-            }
-            Body::N256(n) => {
-                n.len -= 1;
-                n.slot_mut(slot).take().expect("present child")
-            }
-        };
-        let shrink = match self {
-            Body::N4(_) => false,
-            Body::N16(_) => self.len() < N16_SHRINK_BELOW,
-            Body::N48(_) => self.len() < N48_SHRINK_BELOW,
-            Body::N256(_) => self.len() < N256_SHRINK_BELOW,
+    /// Remove the child for `byte` (which must exist) from the node in this
+    /// slot, moving the node to a smaller kind when it becomes sparse.
+    pub(crate) fn remove_child(&mut self, byte: u8) -> Child<V> {
+        let removed = each_kind!(NodeMut, node_mut(self), n => {
+            let slot = n.body.find(byte).expect("remove of a present child");
+            n.body.remove(slot, byte)
+        });
+        let shrink = match self.node().expect("a node") {
+            NodeView::N4(_) => false,
+            NodeView::N16(n) => n.body.len() < N16_SHRINK_BELOW,
+            NodeView::N48(n) => n.body.len() < N48_SHRINK_BELOW,
+            NodeView::N256(n) => n.body.len() < N256_SHRINK_BELOW,
         };
         if shrink {
-            let entries = self.take_entries();
-            *self = Body::from_entries_with_room(entries, 0);
+            let (header, entries) = node_mut(self).take_all();
+            *self = Child::node_from_entries(header, entries, 0);
         }
         removed
     }
 
-    /// Move all children out, in byte order, leaving the body empty.
-    pub(crate) fn take_entries(&mut self) -> Vec<(u8, Child<V>)> {
-        let mut out = Vec::with_capacity(self.len());
-        match self {
-            Body::N4(s) => out.extend(s.keys.iter().copied().zip(s.children.drain(..))),
-            Body::N16(s) => out.extend(s.keys.iter().copied().zip(s.children.drain(..))),
-            Body::N48(n) => {
-                let present = Indexed::<V> { present: std::mem::take(&mut n.present), children: Vec::new() };
-                let mut byte = 0;
-                for child in n.children.drain(..) {
-                    byte = present.present_next_or_panic(byte);
-                    #[expect(clippy::cast_possible_truncation, reason = "byte < 256")]
-                    out.push((byte as u8, child));
-                    byte += 1;
-                }
-            }
-            Body::N256(n) => {
-                for (i, chunk) in n.chunks.iter_mut().enumerate() {
-                    let Some(chunk) = chunk.take() else { continue };
-                    let chunk = Arc::try_unwrap(chunk).unwrap_or_else(|shared| (*shared).clone());
-                    for (j, slot) in chunk.slots.into_iter().enumerate() {
-                        if let Some(child) = slot {
-                            #[expect(clippy::cast_possible_truncation, reason = "byte < 256")]
-                            out.push(((i * CHUNK_SLOTS + j) as u8, child));
-                        }
-                    }
-                }
-                n.len = 0;
-            }
-        }
-        out
+    /// Move all children of the node in this slot out, in byte order,
+    /// leaving the node without children (its header stays).
+    pub(crate) fn take_children(&mut self) -> Vec<(u8, Child<V>)> {
+        each_kind!(NodeMut, node_mut(self), n => n.body.take_entries())
     }
 }
 
@@ -734,25 +1051,6 @@ fn grow_exact<T>(children: &mut Vec<T>, kind_capacity: usize) {
     if children.len() == children.capacity() {
         let room = GROW_STEP.min(kind_capacity - children.len()).max(1);
         children.reserve_exact(room);
-    }
-}
-
-/// Hint the CPU to load `value`'s cache line.
-#[inline]
-pub(crate) fn prefetch<T>(value: &T) {
-    prefetch_ptr(std::ptr::from_ref(value).cast());
-}
-
-impl<V> Body<V> {
-    /// Hint the CPU to load the first children of this body.
-    #[inline]
-    pub(crate) fn prefetch_children(&self) {
-        match self {
-            Body::N4(s) => prefetch_ptr(s.children.as_ptr().cast()),
-            Body::N16(s) => prefetch_ptr(s.children.as_ptr().cast()),
-            Body::N48(n) => prefetch_ptr(n.children.as_ptr().cast()),
-            Body::N256(_) => {}
-        }
     }
 }
 
@@ -784,23 +1082,26 @@ pub(crate) fn check<V>(root: &Child<V>) -> usize {
     let mut total = 0;
     let mut stack = vec![root];
     while let Some(child) = stack.pop() {
-        let Child::Node(node) = child else {
+        let Some(node) = child.node() else {
             total += 1;
             continue;
         };
-        let below: usize = node.body.iter().map(|(_, c)| c.count()).sum();
+        let below: usize = node.iter().map(|(_, c)| c.count()).sum();
         assert_eq!(node.count, below + usize::from(node.value.is_some()), "count of a node");
         assert!(node.count >= 2, "an inner node holds >= 2 entries");
-        assert!(node.body.len() >= 2 || node.value.is_some(), "a lone child is collapsed");
-        assert!(node.body.len() <= node.body.kind_capacity());
-        let bytes: Vec<u8> = node.body.iter().map(|(b, _)| b).collect();
+        assert!(node.len() >= 2 || node.value.is_some(), "a lone child is collapsed");
+        assert!(node.len() <= node.kind_capacity());
+        let bytes: Vec<u8> = node.iter().map(|(b, _)| b).collect();
         assert!(bytes.windows(2).all(|w| w[0] < w[1]), "children in byte order");
-        assert_eq!(bytes.len(), node.body.len());
+        assert_eq!(bytes.len(), node.len());
         for &b in &bytes {
-            assert!(node.body.get(b).is_some(), "find agrees with iteration");
+            assert!(node.get(b).is_some(), "find agrees with iteration");
+        }
+        if let Some((keys, children)) = node.sorted_parts() {
+            assert_eq!(&keys[..children.len()], &bytes[..], "sorted keys match the cursor order");
         }
         total += usize::from(node.value.is_some());
-        stack.extend(node.body.iter().map(|(_, c)| c));
+        stack.extend(node.iter().map(|(_, c)| c));
     }
     total
 }

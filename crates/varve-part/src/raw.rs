@@ -23,10 +23,9 @@
 //! [`into_map`].
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use crate::map::ArtMap;
-use crate::node::{Body, Child, Node};
+use crate::node::{Child, Header, NodeView};
 
 /// Node kinds (§3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +34,7 @@ pub enum NodeKind {
     Node4,
     /// Up to 16 children, their key bytes kept sorted (searched with SSE2 on `x86_64`).
     Node16,
-    /// Up to 48 children, found through a 256-byte index.
+    /// Up to 48 children, found through a 256-bit presence bitmap.
     Node48,
     /// A slot for every byte value, in 16 shared chunks of 16 slots.
     Node256,
@@ -56,7 +55,7 @@ pub enum ChildRef<'a, V> {
 }
 
 /// A borrowed inner node.
-pub struct NodeRef<'a, V>(&'a Arc<Node<V>>);
+pub struct NodeRef<'a, V>(NodeView<'a, V>);
 
 impl<V> Clone for NodeRef<'_, V> {
     fn clone(&self) -> Self {
@@ -66,12 +65,11 @@ impl<V> Clone for NodeRef<'_, V> {
 impl<V> Copy for NodeRef<'_, V> {}
 
 fn child_ref<V>(child: &Child<V>) -> ChildRef<'_, V> {
-    match child {
-        Child::Node(node) => ChildRef::Node(NodeRef(node)),
-        leaf => {
-            let (suffix, value) = leaf.as_leaf().expect("leaf");
-            ChildRef::Leaf { suffix, value }
-        }
+    if let Some(node) = child.node() {
+        ChildRef::Node(NodeRef(node))
+    } else {
+        let (suffix, value) = child.as_leaf().expect("leaf");
+        ChildRef::Leaf { suffix, value }
     }
 }
 
@@ -85,30 +83,30 @@ impl<'a, V> NodeRef<'a, V> {
     /// Identity of the node (its address), stable while anyone holds it.
     #[must_use]
     pub fn id(&self) -> usize {
-        Arc::as_ptr(self.0) as usize
+        self.0.addr()
     }
 
     /// Which of the four layouts (§3.1) holds the children.
     #[must_use]
     pub fn kind(&self) -> NodeKind {
-        match self.0.body {
-            Body::N4(_) => NodeKind::Node4,
-            Body::N16(_) => NodeKind::Node16,
-            Body::N48(_) => NodeKind::Node48,
-            Body::N256(_) => NodeKind::Node256,
+        match self.0 {
+            NodeView::N4(_) => NodeKind::Node4,
+            NodeView::N16(_) => NodeKind::Node16,
+            NodeView::N48(_) => NodeKind::Node48,
+            NodeView::N256(_) => NodeKind::Node256,
         }
     }
 
     /// The compressed path, stored whole.
     #[must_use]
     pub fn prefix(&self) -> &'a [u8] {
-        &self.0.prefix
+        &self.0.header().prefix
     }
 
     /// The value of the key that ends right after the prefix.
     #[must_use]
     pub fn value(&self) -> Option<&'a V> {
-        self.0.value.as_ref()
+        self.0.header().value.as_ref()
     }
 
     /// Entries in this subtree.
@@ -125,8 +123,7 @@ impl<'a, V> NodeRef<'a, V> {
 
     /// Children in byte order.
     pub fn children(&self) -> impl Iterator<Item = (u8, ChildRef<'a, V>)> + 'a {
-        let node: &'a Node<V> = self.0;
-        node.body.iter().map(|(byte, child)| (byte, child_ref(child)))
+        self.0.iter().map(|(byte, child)| (byte, child_ref(child)))
     }
 
     /// 0 unless a checkpoint set it and the subtree has not changed since.
@@ -183,12 +180,11 @@ pub fn node<V>(
     if count < 2 || (entries.len() == 1 && value.is_none()) {
         return Err(BuildError::TooFewEntries { entries: count });
     }
-    let mut node = Node::new(prefix);
-    node.value = value;
-    node.count = count;
-    node.body = Body::from_entries_with_room(entries, 0);
-    *node.checkpoint_ref.get_mut() = checkpoint_ref;
-    Ok(OwnedChild(Child::Node(Arc::new(node))))
+    let mut header = Header::new(prefix);
+    header.value = value;
+    header.count = count;
+    *header.checkpoint_ref.get_mut() = checkpoint_ref;
+    Ok(OwnedChild(Child::node_from_entries(header, entries, 0)))
 }
 
 /// A map whose tree is `root`.

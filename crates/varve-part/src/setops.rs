@@ -8,10 +8,8 @@
 //! Recursion depth is the depth of the trees (one frame per inner node on a
 //! path), not the number of entries.
 
-use std::sync::Arc;
-
 use crate::map::{get_in, insert_in, remove_in, ArtMap};
-use crate::node::{common_prefix_len, Body, Child, Node};
+use crate::node::{common_prefix_len, Child, Header, NodeView};
 
 type MergeFn<'f, V> = &'f mut dyn FnMut(&[u8], &V, &V) -> V;
 
@@ -80,11 +78,10 @@ fn make_node<V: Clone>(prefix: &[u8], value: Option<V>, entries: Vec<(u8, Child<
         }
         (_, value) => {
             let count = entries.iter().map(|(_, c)| c.count()).sum::<usize>() + usize::from(value.is_some());
-            let mut node = Node::new(prefix);
-            node.value = value;
-            node.count = count;
-            node.body = Body::from_entries_with_room(entries, 0);
-            Some(Child::Node(Arc::new(node)))
+            let mut header = Header::new(prefix);
+            header.value = value;
+            header.count = count;
+            Some(Child::node_from_entries(header, entries, 0))
         }
     }
 }
@@ -101,8 +98,8 @@ fn merged_leaf<V>(path: &mut Vec<u8>, suffix: &[u8], ours: &V, theirs: &V, merge
 
 /// Merge the sorted children of two nodes with `both` for common bytes.
 fn merge_children<V: Clone>(
-    a: &Body<V>,
-    b: &Body<V>,
+    a: NodeView<'_, V>,
+    b: NodeView<'_, V>,
     keep_ours_only: bool,
     keep_theirs_only: bool,
     mut both: impl FnMut(u8, &Child<V>, &Child<V>) -> Option<Child<V>>,
@@ -176,8 +173,10 @@ fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeF
         return a.clone();
     }
     let (na, nb) = match (a, b) {
-        (Child::Node(na), Child::Node(nb)) => (na, nb),
-        (Child::Node(_), leaf) => {
+        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
+            (a.node().expect("a node"), b.node().expect("a node"))
+        }
+        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
             let (suffix, value) = leaf.as_leaf().expect("leaf");
             return union_leaf(a, suffix, value, false, path, merge);
         }
@@ -195,7 +194,7 @@ fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeF
             (Some(x), Some(y)) => Some(merge(path, x, y)),
             (x, y) => x.clone().or_else(|| y.clone()),
         };
-        let entries = merge_children(&na.body, &nb.body, true, true, |byte, ca, cb| {
+        let entries = merge_children(na, nb, true, true, |byte, ca, cb| {
             path.push(byte);
             let child = union(ca, cb, path, merge);
             path.pop();
@@ -208,7 +207,7 @@ fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeF
         let b_rest = b.strip_front(common + 1);
         path.extend_from_slice(pa);
         path.push(byte);
-        let child = match na.body.get(byte) {
+        let child = match na.get(byte) {
             Some(ca) => union(ca, &b_rest, path, merge),
             None => b_rest,
         };
@@ -218,7 +217,7 @@ fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeF
         let a_rest = a.strip_front(common + 1);
         path.extend_from_slice(pb);
         path.push(byte);
-        let child = match nb.body.get(byte) {
+        let child = match nb.get(byte) {
             Some(cb) => union(&a_rest, cb, path, merge),
             None => a_rest,
         };
@@ -237,9 +236,9 @@ fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeF
 
 /// A copy of `node` with the child for `byte` replaced (or removed for
 /// `None`), normalized.
-fn replace_child<V: Clone>(node: &Arc<Node<V>>, byte: u8, child: Option<Child<V>>) -> Child<V> {
+fn replace_child<V: Clone>(node: NodeView<'_, V>, byte: u8, child: Option<Child<V>>) -> Child<V> {
     let mut entries: Vec<(u8, Child<V>)> =
-        node.body.iter().filter(|(b, _)| *b != byte).map(|(b, c)| (b, c.clone())).collect();
+        node.iter().filter(|(b, _)| *b != byte).map(|(b, c)| (b, c.clone())).collect();
     if let Some(child) = child {
         let at = entries.partition_point(|(b, _)| *b < byte);
         entries.insert(at, (byte, child));
@@ -252,8 +251,10 @@ fn intersection<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge:
         return Some(a.clone());
     }
     let (na, nb) = match (a, b) {
-        (Child::Node(na), Child::Node(nb)) => (na, nb),
-        (Child::Node(_), leaf) => {
+        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
+            (a.node().expect("a node"), b.node().expect("a node"))
+        }
+        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
             let (suffix, theirs) = leaf.as_leaf().expect("leaf");
             let ours = get_in(a, suffix)?;
             return Some(merged_leaf(path, suffix, ours, theirs, merge));
@@ -273,7 +274,7 @@ fn intersection<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge:
             (Some(x), Some(y)) => Some(merge(path, x, y)),
             _ => None,
         };
-        let entries = merge_children(&na.body, &nb.body, false, false, |byte, ca, cb| {
+        let entries = merge_children(na, nb, false, false, |byte, ca, cb| {
             path.push(byte);
             let child = intersection(ca, cb, path, merge);
             path.pop();
@@ -284,13 +285,13 @@ fn intersection<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge:
         let byte = pb[common];
         path.extend_from_slice(pa);
         path.push(byte);
-        let out = na.body.get(byte).and_then(|ca| intersection(ca, &b.strip_front(common + 1), path, merge));
+        let out = na.get(byte).and_then(|ca| intersection(ca, &b.strip_front(common + 1), path, merge));
         out.map(|c| c.prepend(&pb[..=common]))
     } else if common == pb.len() {
         let byte = pa[common];
         path.extend_from_slice(pb);
         path.push(byte);
-        let out = nb.body.get(byte).and_then(|cb| intersection(&a.strip_front(common + 1), cb, path, merge));
+        let out = nb.get(byte).and_then(|cb| intersection(&a.strip_front(common + 1), cb, path, merge));
         out.map(|c| c.prepend(&pa[..=common]))
     } else {
         None
@@ -304,8 +305,10 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
         return None;
     }
     let (na, nb) = match (a, b) {
-        (Child::Node(na), Child::Node(nb)) => (na, nb),
-        (Child::Node(_), leaf) => {
+        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
+            (a.node().expect("a node"), b.node().expect("a node"))
+        }
+        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
             let (suffix, _) = leaf.as_leaf().expect("leaf");
             let mut out = Some(a.clone());
             remove_in(&mut out, suffix);
@@ -320,11 +323,11 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
     let common = common_prefix_len(pa, pb);
     if common == pa.len() && common == pb.len() {
         let value = if nb.value.is_some() { None } else { na.value.clone() };
-        let entries = merge_children(&na.body, &nb.body, true, false, |_, ca, cb| difference(ca, cb));
+        let entries = merge_children(na, nb, true, false, |_, ca, cb| difference(ca, cb));
         make_node(pa, value, entries)
     } else if common == pa.len() {
         let byte = pb[common];
-        match na.body.get(byte) {
+        match na.get(byte) {
             Some(ca) => {
                 let child = difference(ca, &b.strip_front(common + 1));
                 Some(replace_child_or_collapse(na, byte, child))
@@ -333,7 +336,7 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
         }
     } else if common == pb.len() {
         let byte = pa[common];
-        match nb.body.get(byte) {
+        match nb.get(byte) {
             Some(cb) => difference(&a.strip_front(common + 1), cb).map(|c| c.prepend(&pa[..=common])),
             None => Some(a.clone()),
         }
@@ -342,6 +345,6 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
     }
 }
 
-fn replace_child_or_collapse<V: Clone>(node: &Arc<Node<V>>, byte: u8, child: Option<Child<V>>) -> Child<V> {
+fn replace_child_or_collapse<V: Clone>(node: NodeView<'_, V>, byte: u8, child: Option<Child<V>>) -> Child<V> {
     replace_child(node, byte, child)
 }
