@@ -70,7 +70,8 @@ impl ScaleConfig {
 /// One size of one backend.
 #[derive(Clone, Debug)]
 pub struct ScalePoint {
-    /// `journal` or `memory`.
+    /// `journal`, `memory`, or an in-memory reference (`imbl OrdMap`,
+    /// `std BTreeMap`: no logs, no versions kept).
     pub backend: &'static str,
     /// Keys in the map after the timed window.
     pub keys: u64,
@@ -80,8 +81,8 @@ pub struct ScalePoint {
     pub p99_us: f64,
     /// The window's wall time over its inserts.
     pub mean_us: f64,
-    /// Log calls (gets, latests, appends) per insert.
-    pub calls_per_insert: f64,
+    /// Log calls (gets, latests, appends) per insert (none for references).
+    pub calls_per_insert: Option<f64>,
     /// The process's resident set there, in MiB: heap and mapped file pages.
     pub rss_mib: f64,
     /// Its anonymous part (heap, caches), in MiB: what the structure holds.
@@ -108,6 +109,66 @@ pub struct ScaleReport {
     pub memory_bytes_per_key: Option<f64>,
     /// The process's peak resident set after the journal's run, in MiB.
     pub journal_peak_rss_mib: f64,
+}
+
+/// In-memory maps timed on the same keys in the same order: what the
+/// memory hierarchy alone makes an insert cost as the map grows, for the
+/// goal "an insert at 1M within 1.5× of its cost at 10k". `imbl`'s `OrdMap`
+/// is a persistent B-tree (path copying, the old version dropped), `std`'s
+/// `BTreeMap` an ephemeral one.
+fn grow_references(config: &ScaleConfig) -> Vec<ScalePoint> {
+    let mut persistent = imbl::OrdMap::<u64, u64>::new();
+    let mut ephemeral = std::collections::BTreeMap::<u64, u64>::new();
+    let mut points = grow_reference("imbl OrdMap", config, |k, v| {
+        persistent.insert(k, v);
+    });
+    points.extend(grow_reference("std BTreeMap", config, |k, v| {
+        ephemeral.insert(k, v);
+    }));
+    points
+}
+
+/// Inserts per timed run of an in-memory reference.
+const REFERENCE_RUN: u64 = 20;
+
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+fn grow_reference(backend: &'static str, config: &ScaleConfig, mut insert: impl FnMut(u64, u64)) -> Vec<ScalePoint> {
+    let mut points = Vec::new();
+    let mut inserted = 0u64;
+    for &size in &config.sizes {
+        while inserted < size.saturating_sub(config.window).max(inserted) {
+            insert(key(inserted), inserted);
+            inserted += 1;
+        }
+        // An insert takes tens of ns, as long as reading the clock: time
+        // runs of `REFERENCE_RUN` inserts, each counting as its mean.
+        let mut times = Vec::new();
+        let window_started = Instant::now();
+        while inserted < size {
+            let run = REFERENCE_RUN.min(size - inserted);
+            let t = Instant::now();
+            for _ in 0..run {
+                insert(key(inserted), inserted);
+                inserted += 1;
+            }
+            times.push(nanos(t.elapsed()) / run);
+        }
+        let window = window_started.elapsed();
+        times.sort_unstable();
+        let n = config.window.min(size).max(1) as f64;
+        points.push(ScalePoint {
+            backend,
+            keys: size,
+            p50_us: percentile(&times, 0.5) / 1e3,
+            p99_us: percentile(&times, 0.99) / 1e3,
+            mean_us: window.as_secs_f64() * 1e6 / n,
+            calls_per_insert: None,
+            rss_mib: rss_mib().0,
+            anon_mib: rss_mib().2,
+            disk_bytes_per_key: None,
+        });
+    }
+    points
 }
 
 /// Distinct keys in a scattered order (7919 is prime to the modulus, so
@@ -176,7 +237,7 @@ fn grow(
             p50_us: percentile(&times, 0.5) / 1e3,
             p99_us: percentile(&times, 0.99) / 1e3,
             mean_us: window.as_secs_f64() * 1e6 / n,
-            calls_per_insert: (calls(counting.counts()) - calls_before) as f64 / n,
+            calls_per_insert: Some((calls(counting.counts()) - calls_before) as f64 / n),
             rss_mib: rss_mib().0,
             anon_mib: rss_mib().2,
             disk_bytes_per_key: disk().map(|bytes| bytes as f64 / size as f64),
@@ -225,8 +286,18 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         report.memory_bytes_per_key = Some(counting.counts().bytes_appended as f64 / keys as f64);
         report.points.extend(points);
         report.memory_seconds = Some(seconds);
+        report.points.extend(grow_references(config));
     }
     Ok(report)
+}
+
+/// One decimal, or three significant digits below 1 µs (the references).
+fn micros(us: f64) -> String {
+    if us < 1.0 {
+        format!("{us:.3}")
+    } else {
+        format!("{us:.1}")
+    }
 }
 
 impl ScaleReport {
@@ -248,16 +319,31 @@ impl ScaleReport {
             table.row(vec![
                 p.backend.to_owned(),
                 format!("{}", p.keys),
-                format!("{:.1}", p.p50_us),
-                format!("{:.1}", p.p99_us),
-                format!("{:.1}", p.mean_us),
-                format!("{:.1}", p.calls_per_insert),
+                micros(p.p50_us),
+                micros(p.p99_us),
+                micros(p.mean_us),
+                p.calls_per_insert.map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
                 format!("{:.0}", p.rss_mib),
                 format!("{:.0}", p.anon_mib),
                 p.disk_bytes_per_key.map_or_else(|| "–".to_owned(), |b| format!("{b:.0}")),
             ]);
         }
         let mut out = table.to_markdown();
+        let _ = writeln!(out, "\np50 at the largest size ÷ p50 at the smallest (the goal: ≤ 1.5× from 10k to 1M):");
+        let mut backends: Vec<&str> = self.points.iter().map(|p| p.backend).collect();
+        backends.dedup();
+        for backend in backends {
+            let mut sizes = self.points.iter().filter(|p| p.backend == backend);
+            if let (Some(first), Some(last)) = (sizes.next(), sizes.next_back()) {
+                let _ = writeln!(
+                    out,
+                    "- {backend}: {:.2}× ({} → {} keys)",
+                    last.p50_us / first.p50_us.max(f64::MIN_POSITIVE),
+                    first.keys,
+                    last.keys
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "\njournal: all inserts {:.1} s, peak RSS {:.0} MiB, reopen to the first read {:.2} s",
