@@ -6,8 +6,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use varve_log::journal::CHECKPOINT_FILE;
 use varve_log::{
-    JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, Namespace, OnFull, SeqRange, SyncPolicy,
+    CheckpointUse, JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, Namespace, OnFull, SeqRange,
+    SyncPolicy,
 };
 
 fn open(dir: &Path, options: JournalOptions) -> JournalNamespace {
@@ -60,6 +62,75 @@ fn everything_survives_reopen() {
     assert_eq!(ns.append("o", b"o501").expect("append"), 501);
     assert!(ns.recovery_report().torn_tail.is_none());
     assert!(ns.recovery_report().segments > 1, "small segments rolled");
+    assert_eq!(ns.recovery_report().checkpoint, CheckpointUse::Loaded, "the clean close saved a checkpoint");
+}
+
+/// Three logs over several segments, `n` batches each; closed cleanly.
+fn fill(dir: &Path, from: u64, n: u64) {
+    let ns = open(dir, small_segments());
+    for log in ["u", "o"] {
+        let config = if log == "o" { LogConfig::keep(7, OnFull::Overwrite) } else { LogConfig::unbounded() };
+        ns.create_log(log, config).expect("create");
+    }
+    for i in from..from + n {
+        ns.append_batch(&[("u", format!("u{i}").as_bytes()), ("o", format!("o{i}").as_bytes())]).expect("batch");
+    }
+    ns.close().expect("close");
+}
+
+fn assert_filled(ns: &JournalNamespace, n: u64) {
+    assert_eq!((ns.earliest("u").expect("earliest"), ns.latest("u").expect("latest")), (1, n));
+    assert_eq!((ns.earliest("o").expect("earliest"), ns.latest("o").expect("latest")), (n - 6, n));
+    for i in 1..=n {
+        assert_eq!(ns.get("u", i).expect("get"), format!("u{i}").as_bytes());
+    }
+    assert_eq!(ns.get("o", n).expect("get"), format!("o{n}").as_bytes());
+}
+
+#[test]
+fn a_checkpoint_older_than_the_segments_is_ignored_and_every_frame_replayed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let checkpoint = dir.path().join("ns").join(CHECKPOINT_FILE);
+    let old = std::fs::read(&checkpoint).expect("a clean close saves a checkpoint");
+    // A second session writes more (the overwrite log's trimming lets the
+    // compactor reclaim segments), then closes cleanly: a new checkpoint.
+    fill(dir.path(), 301, 300);
+    // Put the first session's checkpoint back, as if a crash had left it.
+    std::fs::write(&checkpoint, &old).expect("write");
+    let ns = open(dir.path(), small_segments());
+    match &ns.recovery_report().checkpoint {
+        CheckpointUse::Ignored { reason } => assert!(reason.contains("segment"), "{reason}"),
+        other => panic!("a stale checkpoint was not ignored: {other:?}"),
+    }
+    assert!(ns.recovery_report().frames > 0, "the frames were replayed");
+    assert_filled(&ns, 600);
+    assert!(!checkpoint.exists(), "the writer's open removes the checkpoint");
+}
+
+#[test]
+fn a_damaged_or_cut_checkpoint_is_ignored_and_every_frame_replayed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let checkpoint = dir.path().join("ns").join(CHECKPOINT_FILE);
+    let good = std::fs::read(&checkpoint).expect("a clean close saves a checkpoint");
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x01;
+    for (bytes, why) in
+        [(flipped, "checksum"), (good[..good.len() - 3].to_vec(), "cut short"), (Vec::new(), "cut short")]
+    {
+        std::fs::write(&checkpoint, &bytes).expect("write");
+        let ns = open(dir.path(), small_segments());
+        match &ns.recovery_report().checkpoint {
+            CheckpointUse::Ignored { reason } => assert!(reason.contains(why), "{reason}"),
+            other => panic!("a bad checkpoint ({why}) was not ignored: {other:?}"),
+        }
+        assert_filled(&ns, 300);
+    }
+    // After a clean close again, the next open loads the new checkpoint.
+    let ns = open(dir.path(), small_segments());
+    assert_eq!(ns.recovery_report().checkpoint, CheckpointUse::Loaded);
+    assert_filled(&ns, 300);
 }
 
 #[test]

@@ -171,7 +171,7 @@ fn live_entries(state: &State, id: u32, bytes: &[u8]) -> (Vec<LiveEntry>, bool) 
         {
             for (index, entry) in entries.iter().enumerate() {
                 let offset = at + entry.offset_in_frame;
-                let here = state.logs.get(&entry.log_id).and_then(|log| log.position(entry.seq));
+                let here = state.logs.get(entry.log_id).and_then(|log| log.position(entry.seq));
                 if !bad.contains(&index) && here.is_some_and(|p| p.segment == id && p.offset as usize == offset) {
                     let start = offset + ENTRY_HEADER_BYTES;
                     live.push((entry.log_id, entry.seq, start..start + entry.payload.len()));

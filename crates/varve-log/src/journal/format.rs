@@ -213,19 +213,7 @@ impl<'a> FrameEncoder<'a> {
     }
 
     pub(crate) fn descriptor(&mut self, d: &LogDescriptor) {
-        let (tag, k) = match d.config.retention {
-            Retention::Unbounded => (0, 0),
-            Retention::Keep { k, on_full: OnFull::Refuse } => (1, k),
-            Retention::Keep { k, on_full: OnFull::Overwrite } => (2, k),
-        };
-        self.put_u32(d.id);
-        self.put_u64(d.latest);
-        self.put_u8(tag);
-        self.put_u64(k);
-        self.put_u8(u8::from(d.config.system));
-        let name_len = u16::try_from(d.name.len()).expect("names are at most 200 bytes");
-        self.put_u16(name_len);
-        self.put_bytes(d.name.as_bytes());
+        put_descriptor(self, d);
     }
 
     /// Add a record; returns the entry's offset from the frame start.
@@ -271,6 +259,24 @@ impl ByteWriter for FrameEncoder<'_> {
     fn put_u8(&mut self, value: u8) {
         self.buf.push(value);
     }
+}
+
+/// A descriptor as segment headers and `CreateLog` frames hold it (and
+/// index checkpoints, `checkpoint.rs`).
+pub(crate) fn put_descriptor(out: &mut impl ByteWriter, d: &LogDescriptor) {
+    let (tag, k) = match d.config.retention {
+        Retention::Unbounded => (0, 0),
+        Retention::Keep { k, on_full: OnFull::Refuse } => (1, k),
+        Retention::Keep { k, on_full: OnFull::Overwrite } => (2, k),
+    };
+    out.put_u32(d.id);
+    out.put_u64(d.latest);
+    out.put_u8(tag);
+    out.put_u64(k);
+    out.put_u8(u8::from(d.config.system));
+    let name_len = u16::try_from(d.name.len()).expect("names are at most 200 bytes");
+    out.put_u16(name_len);
+    out.put_bytes(d.name.as_bytes());
 }
 
 /// Encode a whole segment header frame.
@@ -406,7 +412,7 @@ impl From<ReadError> for FrameError {
     }
 }
 
-fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescriptor, FrameError> {
+pub(crate) fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescriptor, FrameError> {
     let id = reader.u32()?;
     let latest = reader.u64()?;
     let tag = reader.u8()?;

@@ -85,6 +85,8 @@ pub fn fsck(dir: &Path, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Res
     if repair && report.is_clean() {
         report.repaired = true;
     } else if repair {
+        // The repair needs the damage a replay finds, not a checkpoint's state.
+        super::checkpoint::discard(dir, &super::io::FileSystem)?;
         let ns = JournalNamespace::open(dir, &name, JournalOptions::default())?;
         let outcome = ns.shared.repair()?;
         report.torn_tail.clone_from(&ns.recovery_report().torn_tail);
@@ -233,7 +235,7 @@ fn losses_of(state: &State) -> Vec<Loss> {
 }
 
 fn loss_of(state: &State, run: &crate::journal::state::LostRun) -> Loss {
-    let log = &state.logs[&run.log_id];
+    let log = &state.logs[run.log_id];
     let cause = &state.loss_causes[run.cause];
     Loss {
         log: log.descriptor.name.clone(),

@@ -45,6 +45,8 @@
 //! `published` (the `END` file), `io` (the file-system seam for fault
 //! injection), `lock`, `mapped` (memory maps) and `fsck` (checks and repair).
 
+mod catalog;
+mod checkpoint;
 mod compaction;
 mod durability;
 #[cfg(test)]
@@ -86,6 +88,7 @@ use scan::segment_path;
 use state::{SegmentState, State};
 use writer::{map_sealed_segments, open_writer, Writer};
 
+pub use checkpoint::FILE_NAME as CHECKPOINT_FILE;
 pub use fsck::{fsck, FsckReport, LOSSES_LOG};
 
 /// Largest allowed `segment_bytes_max`: positions are `u32` offsets, and a
@@ -180,6 +183,27 @@ pub struct RecoveryReport {
     pub damage: Vec<Damage>,
     /// Records known to be lost, by log, in runs of seqs.
     pub losses: Vec<Loss>,
+    /// Whether the open loaded an index checkpoint instead of replaying
+    /// the frames (then `frames`, `records` and `bytes` are 0).
+    pub checkpoint: CheckpointUse,
+}
+
+/// Whether a writer's open loaded the index checkpoint its last clean close
+/// saved, instead of replaying every frame (docs/design.md, "Index checkpoints").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CheckpointUse {
+    /// There was none: a first open, a crash while the last writer had the
+    /// namespace open, a read-only open, or a namespace with damage.
+    #[default]
+    Absent,
+    /// Loaded: no frame was replayed.
+    Loaded,
+    /// There was one, but it did not describe the segments on disk (they
+    /// were written since, or it is damaged): every frame was replayed.
+    Ignored {
+        /// What did not match.
+        reason: String,
+    },
 }
 
 impl RecoveryReport {
@@ -380,7 +404,16 @@ impl JournalNamespace {
         } else {
             let lock = acquire_lock(dir)?;
             let end = PublishedEnd::for_writer(dir)?;
-            let (mut state, report, tail) = recover_as_writer(dir, &*io)?;
+            let (mut state, report, tail) = match checkpoint::load(dir)? {
+                checkpoint::Loaded::State(state, report, tail) => (state, report, tail),
+                checkpoint::Loaded::Replay(why) => {
+                    let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
+                    report.checkpoint = why;
+                    (state, report, tail)
+                }
+            };
+            // Before the first write: from here on the segments change.
+            checkpoint::discard(dir, &*io)?;
             let writer = open_writer(dir, &options, &state, tail, end, &*io)?;
             map_sealed_segments(&mut state, writer.active_id);
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
@@ -512,7 +545,10 @@ impl Drop for Shared {
         // namespace takes only the bytes it holds.
         if let Some(writer) = &self.writer {
             let writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = writer.active.set_len(writer.active_len);
+            if writer.active.set_len(writer.active_len).is_ok() && self.durability.poisoned(&self.name).is_ok() {
+                // Best effort too: without it the next open replays every frame.
+                let _ = checkpoint::save(&self.dir, &self.read_state(), (writer.active_id, writer.active_len));
+            }
         }
     }
 }

@@ -263,13 +263,13 @@ impl Scanner<'_, '_> {
         for (log_id, seq) in entries_in_damaged_frame(frame) {
             let expecting: Vec<u32> =
                 self.state.logs.values().filter(|log| log.latest() + 1 == seq).map(|log| log.descriptor.id).collect();
-            let blamed = match self.state.logs.get(&log_id) {
+            let blamed = match self.state.logs.get(log_id) {
                 Some(log) if log.latest() + 1 == seq || expecting.is_empty() => Some(log_id),
                 None if expecting.len() == 1 => Some(expecting[0]),
                 Some(_) | None => None,
             };
             if let Some(log_id) = blamed {
-                let next = self.state.logs[&log_id].latest() + 1;
+                let next = self.state.logs[log_id].latest() + 1;
                 let applied = self.state.salvage_append(log_id, next, Position::lost(cause), || unreachable!("no gap"));
                 debug_assert!(applied.is_ok());
             }

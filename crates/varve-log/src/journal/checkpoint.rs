@@ -1,0 +1,390 @@
+//! Index checkpoints: the writer's in-memory state, saved when it closes
+//! cleanly, so that the next writer open loads it instead of replaying
+//! every frame of every segment (docs/design.md, "Index checkpoints").
+//!
+//! **When a checkpoint is trusted.** Only when the segment files on disk
+//! are exactly the ones it lists, at exactly the lengths it lists — nothing
+//! wrote the namespace since that close — and its CRC checks. Anything else
+//! (a crash since, a build without checkpoints that wrote, a torn or
+//! damaged checkpoint file, a state that breaks an invariant) and the open
+//! replays every frame as before; the report says why.
+//!
+//! **When one exists.** The writer removes the checkpoint as it opens,
+//! before its first write, and saves a new one when it closes: so a crash
+//! while open leaves no checkpoint and the next open replays in full. A
+//! namespace with damage or lost records gets no checkpoint, since every
+//! open must report those and only a replay finds them.
+//!
+//! Skipping the frames' CRCs at open checks no less: each record carries
+//! its own CRC32C, checked on every read, and `fsck` reads everything.
+//!
+//! ```text
+//! file     = magic u32 ("VVIX") | version u16 | reserved u16 (0) | body_len u64 | body_crc u32 | body
+//! body     = next_log_id u32
+//!            | segment_count u32 | (segment_id u32 | segment_len u64)*      ascending ids
+//!            | log_count u32 | log*
+//! log      = descriptor (as in segment headers) | base u64 | count u32 | position*
+//! position = segment_delta zigzag-varint | offset_delta zigzag-varint | len varint
+//! ```
+//!
+//! `count` is `latest + 1 - base`: positions of seqs `base..=latest`. A
+//! position's deltas are from the log's previous position (the first from
+//! segment 0, offset 0); the offset's from 0 when the segment differs.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::codec::{ByteReader, ByteWriter};
+use crate::error::{IoContext, Result};
+use crate::journal::format::{put_descriptor, read_descriptor, ENTRY_HEADER_BYTES};
+use crate::journal::io::SegmentIo;
+use crate::journal::recovery::Tail;
+use crate::journal::scan::{list_segments, segment_path};
+use crate::journal::state::{LogState, Position, SegmentState, State};
+use crate::journal::{CheckpointUse, RecoveryReport};
+
+/// The checkpoint's file in the namespace directory.
+pub const FILE_NAME: &str = "index.checkpoint";
+const TEMP_NAME: &str = "index.checkpoint.tmp";
+const MAGIC: u32 = u32::from_le_bytes(*b"VVIX");
+const VERSION: u16 = 1;
+const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
+
+/// Save `state` as the checkpoint of a writer that has just closed cleanly:
+/// every frame durable, the active segment `active` cut to its length.
+/// Nothing is saved (and `Ok(false)` returned) when the state holds damage
+/// or losses. Not fsynced: a checkpoint lost or torn by a power cut fails
+/// its checks, and the open replays.
+pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<bool> {
+    // (A replay may leave loss causes that no position uses any more: a
+    // gap that a later `Relocate` frame filled. Only lost positions count.)
+    if state.segments.values().any(|s| s.damaged) || !state.lost_runs().is_empty() {
+        return Ok(false);
+    }
+    let mut body = Vec::new();
+    body.put_u32(state.next_log_id);
+    body.put_u32(u32::try_from(state.segments.len()).expect("segment ids are u32"));
+    for (&id, segment) in &state.segments {
+        body.put_u32(id);
+        body.put_u64(if id == active.0 { active.1 } else { segment.bytes });
+    }
+    body.put_u32(u32::try_from(state.logs.values().count()).expect("log ids are u32"));
+    for log in state.logs.values() {
+        put_descriptor(&mut body, &log.descriptor);
+        body.put_u64(log.base);
+        body.put_u32(u32::try_from(log.positions.len()).expect("positions are bounded by segment bytes"));
+        let mut previous = Position { segment: 0, offset: 0, len: 0 };
+        for &position in &log.positions {
+            put_position(&mut body, previous, position);
+            previous = position;
+        }
+    }
+    let mut file = Vec::with_capacity(HEADER_BYTES);
+    file.put_u32(MAGIC);
+    file.put_u16(VERSION);
+    file.put_u16(0);
+    file.put_u64(body.len() as u64);
+    file.put_u32(crc32c::crc32c(&body));
+    let temp = dir.join(TEMP_NAME);
+    let mut out = File::create(&temp)?;
+    out.write_all(&file)?;
+    out.write_all(&body)?;
+    drop(out);
+    fs::rename(&temp, dir.join(FILE_NAME))?;
+    Ok(true)
+}
+
+/// Remove the checkpoint, durably, before the writer's first write.
+pub(crate) fn discard(dir: &Path, io: &dyn SegmentIo) -> Result<()> {
+    let path = dir.join(FILE_NAME);
+    match fs::remove_file(&path) {
+        Ok(()) => io.sync_dir(dir).context(|| format!("syncing directory {}", dir.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).context(|| format!("removing {}: remove it by hand, then open again", path.display())),
+    }
+}
+
+/// What the writer's open gets from the checkpoint.
+#[expect(clippy::large_enum_variant, reason = "one per open, moved once")]
+pub(crate) enum Loaded {
+    /// The state, the report of the open, and where the writer resumes.
+    State(State, RecoveryReport, Tail),
+    /// No checkpoint, or one not to trust; replay (and say why).
+    Replay(CheckpointUse),
+}
+
+/// Load the checkpoint if there is one and it describes the segments on disk.
+pub(crate) fn load(dir: &Path) -> Result<Loaded> {
+    let path = dir.join(FILE_NAME);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Replay(CheckpointUse::Absent)),
+        Err(e) => return Ok(ignored(format!("reading {}: {e}", path.display()))),
+    };
+    let ids = list_segments(dir)?;
+    match decode(dir, &bytes, &ids) {
+        Ok((state, tail)) => {
+            let report = RecoveryReport {
+                segments: state.segments.len() as u64,
+                checkpoint: CheckpointUse::Loaded,
+                ..RecoveryReport::default()
+            };
+            Ok(Loaded::State(state, report, Some(tail)))
+        }
+        Err(reason) => Ok(ignored(reason)),
+    }
+}
+
+/// A position as varints, relative to the log's previous one: records of
+/// a log mostly sit in the same segment, near each other, so this takes
+/// 4–6 bytes where three `u32`s take 12 (at a million logs the checkpoint
+/// shrinks by a third, and so does the time to write it at close).
+fn put_position(out: &mut Vec<u8>, previous: Position, position: Position) {
+    out.put_varint(zigzag(i64::from(position.segment) - i64::from(previous.segment)));
+    let base = if position.segment == previous.segment { previous.offset } else { 0 };
+    out.put_varint(zigzag(i64::from(position.offset) - i64::from(base)));
+    out.put_varint(u64::from(position.len));
+}
+
+fn read_position(reader: &mut ByteReader<'_>, previous: Position) -> Option<Position> {
+    let segment = u32::try_from(i64::from(previous.segment) + unzigzag(reader.varint().ok()?)?).ok()?;
+    let base = if segment == previous.segment { previous.offset } else { 0 };
+    let offset = u32::try_from(i64::from(base) + unzigzag(reader.varint().ok()?)?).ok()?;
+    let len = u32::try_from(reader.varint().ok()?).ok()?;
+    Some(Position { segment, offset, len })
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)).cast_unsigned()
+}
+
+/// `None` for a value no position difference can have (damage).
+fn unzigzag(value: u64) -> Option<i64> {
+    let magnitude = i64::try_from(value >> 1).ok()?;
+    Some(if value & 1 == 0 { magnitude } else { -magnitude - 1 })
+}
+
+fn ignored(reason: String) -> Loaded {
+    Loaded::Replay(CheckpointUse::Ignored { reason })
+}
+
+/// Why a checkpoint is not trusted.
+type Distrust = String;
+
+fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32]) -> std::result::Result<(State, (u32, u64)), Distrust> {
+    let mut header = ByteReader::new(bytes);
+    let short = |e| format!("checkpoint cut short: {e}");
+    if header.u32().map_err(short)? != MAGIC {
+        return Err("not a checkpoint (bad magic)".into());
+    }
+    let version = header.u16().map_err(short)?;
+    if version != VERSION {
+        return Err(format!("checkpoint version {version}, this build reads {VERSION}"));
+    }
+    header.u16().map_err(short)?;
+    let body_len = usize::try_from(header.u64().map_err(short)?).map_err(|_| "checkpoint length overflows")?;
+    let body_crc = header.u32().map_err(short)?;
+    let body = bytes.get(HEADER_BYTES..).filter(|b| b.len() == body_len).ok_or("checkpoint cut short or too long")?;
+    if crc32c::crc32c(body) != body_crc {
+        return Err("checkpoint checksum mismatch".into());
+    }
+    let mut reader = ByteReader::new(body);
+    let bad = |e: crate::codec::ReadError| format!("checkpoint body: {e}");
+    let next_log_id = reader.u32().map_err(bad)?;
+
+    let segment_count = reader.u32().map_err(bad)? as usize;
+    if segment_count != ids_on_disk.len() || segment_count == 0 {
+        return Err(format!("checkpoint lists {segment_count} segments, the directory holds {}", ids_on_disk.len()));
+    }
+    let mut segments = BTreeMap::new();
+    let newest = *ids_on_disk.last().expect("not empty");
+    for &id in ids_on_disk {
+        let (listed, len) = (reader.u32().map_err(bad)?, reader.u64().map_err(bad)?);
+        if listed != id {
+            return Err(format!("checkpoint lists segment {listed} where the directory holds segment {id}"));
+        }
+        let path = segment_path(dir, id);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(id == newest)
+            .open(&path)
+            .map_err(|e| format!("opening {}: {e}", path.display()))?;
+        let on_disk = file.metadata().map_err(|e| format!("reading {}: {e}", path.display()))?.len();
+        if on_disk != len {
+            return Err(format!("segment {id} is {on_disk} bytes, the checkpoint says {len}: written since"));
+        }
+        let mut segment = SegmentState::new(PathBuf::from(&path), Arc::new(file));
+        segment.bytes = len;
+        segments.insert(id, segment);
+    }
+    let disk_bytes: u64 = segments.values().map(|s| s.bytes).sum();
+    let mut state = State {
+        next_log_id,
+        segments,
+        gap_records_max: disk_bytes / ENTRY_HEADER_BYTES as u64 + 1,
+        ..State::default()
+    };
+
+    let log_count = reader.u32().map_err(bad)?;
+    // Bounded by the bytes: a descriptor takes more than 16.
+    state.logs.reserve((log_count as usize).min(body.len() / 16));
+    for _ in 0..log_count {
+        let descriptor = read_descriptor(&mut reader).map_err(|e| format!("checkpoint descriptor: {}", e.reason()))?;
+        if descriptor.id >= next_log_id {
+            return Err(format!("log id {} is beyond the next id {next_log_id}", descriptor.id));
+        }
+        let base = reader.u64().map_err(bad)?;
+        let count = u64::from(reader.u32().map_err(bad)?);
+        if base == 0 || base.checked_add(count) != descriptor.latest.checked_add(1) {
+            return Err(format!("log {:?}: positions do not end at its latest seq", descriptor.name));
+        }
+        // Bounded by the bytes: a position takes at least 3.
+        let mut positions = VecDeque::with_capacity(usize::try_from(count).unwrap_or(usize::MAX).min(body.len() / 3));
+        let mut previous = Position { segment: 0, offset: 0, len: 0 };
+        for _ in 0..count {
+            let position = read_position(&mut reader, previous)
+                .ok_or_else(|| format!("log {:?}: a position does not decode", descriptor.name))?;
+            previous = position;
+            let Some(segment) = state.segments.get_mut(&position.segment) else {
+                return Err(format!(
+                    "log {:?}: a record in segment {}, which is not listed",
+                    descriptor.name, position.segment
+                ));
+            };
+            if u64::from(position.offset) + position.entry_bytes() > segment.bytes {
+                return Err(format!(
+                    "log {:?}: a record past the end of segment {}",
+                    descriptor.name, position.segment
+                ));
+            }
+            segment.live_records += 1;
+            segment.live_bytes += position.entry_bytes();
+            state.live_bytes_total += position.entry_bytes();
+            positions.push_back(position);
+        }
+        let log = LogState { descriptor, base, positions };
+        if log.latest() > 0 && log.base != log.earliest() {
+            return Err(format!("log {:?}: its first position is not its earliest kept seq", log.descriptor.name));
+        }
+        if let Err(log) = state.logs.try_insert(log) {
+            return Err(format!("log {:?} (id {}) listed twice", log.descriptor.name, log.descriptor.id));
+        }
+    }
+    reader.finish().map_err(|e| format!("checkpoint body: {e}"))?;
+    let newest_len = state.segments[&newest].bytes;
+    Ok((state, (newest, newest_len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::contract::{LogConfig, Namespace, OnFull};
+    use crate::journal::io::FileSystem;
+    use crate::journal::recovery::recover_as_writer;
+    use crate::journal::{JournalNamespace, JournalOptions};
+    use crate::SyncPolicy;
+
+    /// Everything of a state that reads and writes depend on, in a
+    /// comparable order. (Not the loss causes: with no lost position, none
+    /// is used, and a replay may keep causes of gaps it filled later.)
+    fn summary(state: &State) -> String {
+        let mut logs: Vec<&LogState> = state.logs.values().collect();
+        logs.sort_by_key(|log| log.descriptor.id);
+        let segments: Vec<_> =
+            state.segments.iter().map(|(id, s)| (id, s.bytes, s.live_records, s.live_bytes, s.damaged)).collect();
+        format!(
+            "next {} live {}\nsegments {segments:?}\nlogs {:#?}",
+            state.next_log_id,
+            state.live_bytes_total,
+            logs.iter().map(|l| (&l.descriptor, l.base, &l.positions)).collect::<Vec<_>>()
+        )
+    }
+
+    /// A seeded mix of creates, deletes, appends and batches on logs of
+    /// every retention, in small segments so that they roll and compact.
+    fn churn(ns: &JournalNamespace, rng: &mut StdRng, ops: usize) {
+        let configs =
+            [LogConfig::unbounded(), LogConfig::keep(5, OnFull::Overwrite), LogConfig::keep(40, OnFull::Refuse)];
+        for _ in 0..ops {
+            let name = format!("l{}", rng.gen_range(0..12));
+            match rng.gen_range(0..20) {
+                0 => {
+                    let _ = ns.delete_log(&name);
+                }
+                1..=3 => {
+                    let _ = ns.create_log(&name, configs[rng.gen_range(0..configs.len())]);
+                }
+                4..=6 => {
+                    let other = format!("l{}", rng.gen_range(0..12));
+                    let value = vec![b'b'; rng.gen_range(0..300)];
+                    let _ = ns.append_batch(&[(&name, &value), (&other, &value)]);
+                }
+                _ => {
+                    let _ = ns.append(&name, &vec![b'a'; rng.gen_range(0..300)]);
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Positions anywhere (segments back and forth, offsets and lengths
+        /// to `u32::MAX`) decode to what was encoded.
+        #[test]
+        fn positions_round_trip(raw in proptest::collection::vec(proptest::prelude::any::<(u32, u32, u32)>(), 0..64)) {
+            let positions: Vec<Position> = raw.iter().map(|&(segment, offset, len)| Position { segment, offset, len }).collect();
+            let mut bytes = Vec::new();
+            let mut previous = Position { segment: 0, offset: 0, len: 0 };
+            for &position in &positions {
+                put_position(&mut bytes, previous, position);
+                previous = position;
+            }
+            let mut reader = ByteReader::new(&bytes);
+            let mut previous = Position { segment: 0, offset: 0, len: 0 };
+            for &position in &positions {
+                let decoded = read_position(&mut reader, previous);
+                proptest::prop_assert_eq!(decoded, Some(position));
+                previous = position;
+            }
+            proptest::prop_assert!(reader.finish().is_ok());
+        }
+    }
+
+    #[test]
+    fn a_loaded_checkpoint_equals_a_replay_of_every_frame() {
+        let base_seed: u64 = rand::random();
+        println!("seed {base_seed}");
+        for round in 0..8 {
+            let mut rng = StdRng::seed_from_u64(base_seed.wrapping_add(round));
+            let dir = tempfile::tempdir().expect("tempdir");
+            let options =
+                JournalOptions { sync: SyncPolicy::Never, segment_bytes_max: 4096, ..JournalOptions::default() };
+            // Two sessions, so the second opens from the first's checkpoint.
+            for session in 0..2 {
+                let ns = JournalNamespace::open(dir.path(), "ns", options).expect("open");
+                if session == 1 {
+                    assert_eq!(
+                        ns.recovery_report().checkpoint,
+                        CheckpointUse::Loaded,
+                        "seed {base_seed} round {round}"
+                    );
+                }
+                churn(&ns, &mut rng, 400);
+                drop(ns);
+            }
+            let Loaded::State(loaded, _, loaded_tail) = load(dir.path()).expect("load") else {
+                panic!("seed {base_seed} round {round}: the clean close saved no checkpoint to trust");
+            };
+            let (replayed, _, replayed_tail) = recover_as_writer(dir.path(), &FileSystem).expect("replay");
+            assert!(replayed.lost_runs().is_empty(), "seed {base_seed} round {round}");
+            assert_eq!(summary(&loaded), summary(&replayed), "seed {base_seed} round {round}");
+            assert_eq!(loaded_tail, replayed_tail, "seed {base_seed} round {round}");
+            assert!(loaded.segments.len() > 1, "seed {base_seed} round {round}: segments rolled");
+        }
+    }
+}
