@@ -17,6 +17,10 @@
 //! The plan is a pure function of the committed state and the op, so running
 //! it again after a crash reproduces it exactly. Appends go DataLog →
 //! LinkLogs (children before parents) → APLog; the APLog append commits.
+//! They go in one atomic batch when they can (see [`Engine::write_plan`]),
+//! so on the Log's backends an update is written whole or not at all; the
+//! order and the per-entry path below still hold for an update that a
+//! failed batch leaves to be completed entry by entry.
 //!
 //! **Failures (C3, C4).** Each append is `append_if(log, seq - 1, entry)`: if
 //! an earlier attempt already wrote it (a lost acknowledgement — Type 2 — or a
@@ -479,14 +483,48 @@ impl Engine {
         Ok(Some(v))
     }
 
+    /// Write a plan: its new LinkLogs, then every entry in one atomic batch
+    /// (one journal frame: a frame header per update instead of one per
+    /// entry). When the batch does not land as planned — an earlier attempt
+    /// or a crashed run of the op wrote some of it, or the batch failed —
+    /// the entries are written one by one, each idempotently.
     fn write_plan(&self, plan: &[PlannedAppend]) -> Result<()> {
+        for append in plan.iter().filter(|a| a.create) {
+            self.create(&append.log, LogConfig::unbounded())?;
+        }
+        if self.write_batch(plan) {
+            return Ok(());
+        }
         for append in plan {
-            if append.create {
-                self.create(&append.log, LogConfig::unbounded())?;
-            }
             self.put(&append.log, append.seq, &append.bytes)?;
         }
         Ok(())
+    }
+
+    /// The plan as one `append_batch_if`, each log expected to end right
+    /// before its first entry. `true` when every entry landed at its seq;
+    /// `false` when the batch was refused or failed (written or not: the
+    /// entry-by-entry path finds out) or the plan's seqs of a log are not
+    /// consecutive.
+    fn write_batch(&self, plan: &[PlannedAppend]) -> bool {
+        // (log, next seq): a plan touches a few dozen logs at most.
+        let mut ends: Vec<(&str, Seq)> = Vec::new();
+        let mut expected: Vec<(&str, Seq)> = Vec::new();
+        for append in plan {
+            match ends.iter_mut().find(|(log, _)| *log == append.log) {
+                Some((_, next)) if *next == append.seq => *next += 1,
+                Some(_) => return false,
+                None => {
+                    ends.push((&append.log, append.seq + 1));
+                    expected.push((&append.log, append.seq - 1));
+                }
+            }
+        }
+        let batch: Vec<(&str, &[u8])> = plan.iter().map(|a| (a.log.as_str(), &a.bytes[..])).collect();
+        match self.ns.append_batch_if(&batch, &expected) {
+            Ok(seqs) => seqs.len() == plan.len() && seqs.iter().zip(plan).all(|(&got, a)| got == a.seq),
+            Err(_) => false,
+        }
     }
 
     /// Add version `v`'s entries, just written, to the cached copies they

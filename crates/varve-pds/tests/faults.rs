@@ -221,9 +221,11 @@ fn an_update_that_gives_up_is_completed_by_the_next_update() {
     )
     .expect("open");
     set.insert(&5).expect("insert");
-    // Fail every attempt of the 3rd write of the next update (retries exhausted).
+    // From the 3rd write of the next update (after its op and its new
+    // node's LinkLog), fail its batch and then every attempt of the first
+    // entry written one by one (retries exhausted).
     let base = faulty.writes() + 2;
-    for i in 0..varve_pds::APPEND_ATTEMPTS_MAX {
+    for i in 0..=varve_pds::APPEND_ATTEMPTS_MAX {
         faulty.fail_before(base + u64::from(i));
     }
     let err = set.insert(&3).expect_err("gives up");
