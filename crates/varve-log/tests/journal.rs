@@ -109,6 +109,32 @@ fn a_checkpoint_older_than_the_segments_is_ignored_and_every_frame_replayed() {
 }
 
 #[test]
+fn a_read_only_open_loads_the_checkpoint_until_a_writer_opens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let reader = open(dir.path(), read_only());
+    assert_eq!(reader.recovery_report().checkpoint, CheckpointUse::Loaded);
+    assert_filled(&reader, 300);
+    // A writer opens (from the checkpoint, which it removes) and appends:
+    // the reader that loaded the checkpoint follows it from there.
+    let writer = open(dir.path(), small_segments());
+    assert_eq!(writer.recovery_report().checkpoint, CheckpointUse::Loaded);
+    for i in 301..=400u64 {
+        writer.append_batch(&[("u", format!("u{i}").as_bytes()), ("o", format!("o{i}").as_bytes())]).expect("batch");
+    }
+    reader.refresh().expect("refresh");
+    assert_filled(&reader, 400);
+    // While the writer has it open there is no checkpoint: a reader replays.
+    let second = open(dir.path(), read_only());
+    assert_eq!(second.recovery_report().checkpoint, CheckpointUse::Absent);
+    assert_filled(&second, 400);
+    drop(writer);
+    let third = open(dir.path(), read_only());
+    assert_eq!(third.recovery_report().checkpoint, CheckpointUse::Loaded, "the writer's clean close saved one");
+    assert_filled(&third, 400);
+}
+
+#[test]
 fn a_damaged_or_cut_checkpoint_is_ignored_and_every_frame_replayed() {
     let dir = tempfile::tempdir().expect("tempdir");
     fill(dir.path(), 1, 300);

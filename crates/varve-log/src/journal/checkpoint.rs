@@ -9,6 +9,11 @@
 //! damaged checkpoint file, a state that breaks an invariant) and the open
 //! replays every frame as before; the report says why.
 //!
+//! **Who loads it.** The writer's open, and a read-only open when the
+//! writer's published end (`END`) is the checkpoint's end as well: no
+//! writer has opened since the close. (A writer that opens after that
+//! check only appends, which the reader follows from the end as usual.)
+//!
 //! **When one exists.** The writer removes the checkpoint as it opens,
 //! before its first write, and saves a new one when it closes: so a crash
 //! while open leaves no checkpoint and the next open replays in full. A
@@ -116,8 +121,19 @@ pub(crate) enum Loaded {
     Replay(CheckpointUse),
 }
 
+/// Who loads a checkpoint: the writer opens the newest segment for writing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opener {
+    Writer,
+    /// A read-only handle: it also requires the writer's published end to
+    /// be the checkpoint's, so that no writer has written since.
+    Reader {
+        published: Option<(u32, u64)>,
+    },
+}
+
 /// Load the checkpoint if there is one and it describes the segments on disk.
-pub(crate) fn load(dir: &Path) -> Result<Loaded> {
+pub(crate) fn load(dir: &Path, opener: Opener) -> Result<Loaded> {
     let path = dir.join(FILE_NAME);
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
@@ -125,7 +141,10 @@ pub(crate) fn load(dir: &Path) -> Result<Loaded> {
         Err(e) => return Ok(ignored(format!("reading {}: {e}", path.display()))),
     };
     let ids = list_segments(dir)?;
-    match decode(dir, &bytes, &ids) {
+    match decode(dir, &bytes, &ids, opener == Opener::Writer) {
+        Ok((_, tail)) if matches!(opener, Opener::Reader { published } if published != Some(tail)) => {
+            Ok(ignored("the writer's published end is not the checkpoint's: a writer has opened since".into()))
+        }
         Ok((state, tail)) => {
             let report = RecoveryReport {
                 segments: state.segments.len() as u64,
@@ -174,7 +193,12 @@ fn ignored(reason: String) -> Loaded {
 /// Why a checkpoint is not trusted.
 type Distrust = String;
 
-fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32]) -> std::result::Result<(State, (u32, u64)), Distrust> {
+fn decode(
+    dir: &Path,
+    bytes: &[u8],
+    ids_on_disk: &[u32],
+    writer: bool,
+) -> std::result::Result<(State, (u32, u64)), Distrust> {
     let mut header = ByteReader::new(bytes);
     let short = |e| format!("checkpoint cut short: {e}");
     if header.u32().map_err(short)? != MAGIC {
@@ -209,7 +233,7 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32]) -> std::result::Result<
         let path = segment_path(dir, id);
         let file = OpenOptions::new()
             .read(true)
-            .write(id == newest)
+            .write(writer && id == newest)
             .open(&path)
             .map_err(|e| format!("opening {}: {e}", path.display()))?;
         let on_disk = file.metadata().map_err(|e| format!("reading {}: {e}", path.display()))?.len();
@@ -377,7 +401,7 @@ mod tests {
                 churn(&ns, &mut rng, 400);
                 drop(ns);
             }
-            let Loaded::State(loaded, _, loaded_tail) = load(dir.path()).expect("load") else {
+            let Loaded::State(loaded, _, loaded_tail) = load(dir.path(), Opener::Writer).expect("load") else {
                 panic!("seed {base_seed} round {round}: the clean close saved no checkpoint to trust");
             };
             let (replayed, _, replayed_tail) = recover_as_writer(dir.path(), &FileSystem).expect("replay");

@@ -193,7 +193,7 @@ pub struct RecoveryReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum CheckpointUse {
     /// There was none: a first open, a crash while the last writer had the
-    /// namespace open, a read-only open, or a namespace with damage.
+    /// namespace open, a writer has it open now, or a namespace with damage.
     #[default]
     Absent,
     /// Loaded: no frame was replayed.
@@ -398,13 +398,21 @@ impl JournalNamespace {
         }
         let (state, mut report, lock, writer, follower) = if options.read_only {
             let end = PublishedEnd::for_reader(dir)?;
-            let (state, report, tail) = recover_as_reader(dir, end.as_ref(), &mut |_, _| {})?;
+            let published = end.as_ref().and_then(PublishedEnd::load);
+            let (state, report, tail) = match checkpoint::load(dir, checkpoint::Opener::Reader { published })? {
+                checkpoint::Loaded::State(state, report, tail) => (state, report, tail),
+                checkpoint::Loaded::Replay(why) => {
+                    let (state, mut report, tail) = recover_as_reader(dir, end.as_ref(), &mut |_, _| {})?;
+                    report.checkpoint = why;
+                    (state, report, tail)
+                }
+            };
             let (segment, offset) = tail.unwrap_or((0, 0));
             (state, report, None, None, Some(Mutex::new(Follower { segment, offset, end })))
         } else {
             let lock = acquire_lock(dir)?;
             let end = PublishedEnd::for_writer(dir)?;
-            let (mut state, report, tail) = match checkpoint::load(dir)? {
+            let (mut state, report, tail) = match checkpoint::load(dir, checkpoint::Opener::Writer)? {
                 checkpoint::Loaded::State(state, report, tail) => (state, report, tail),
                 checkpoint::Loaded::Replay(why) => {
                     let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
