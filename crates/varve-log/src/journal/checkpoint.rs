@@ -94,16 +94,22 @@ pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<
     file.put_u64(body.len() as u64);
     file.put_u32(crc32c::crc32c(&body));
     let temp = dir.join(TEMP_NAME);
-    let mut out = File::create(&temp)?;
-    out.write_all(&file)?;
-    out.write_all(&body)?;
-    drop(out);
-    fs::rename(&temp, dir.join(FILE_NAME))?;
+    let written = File::create(&temp).and_then(|mut out| {
+        out.write_all(&file)?;
+        out.write_all(&body)
+    });
+    if let Err(e) = written.and_then(|()| fs::rename(&temp, dir.join(FILE_NAME))) {
+        // A full disk, say: leave no half-written file taking space.
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
     Ok(true)
 }
 
-/// Remove the checkpoint, durably, before the writer's first write.
+/// Remove the checkpoint, durably, before the writer's first write (and
+/// any temporary file a save cut short left).
 pub(crate) fn discard(dir: &Path, io: &dyn SegmentIo) -> Result<()> {
+    let _ = fs::remove_file(dir.join(TEMP_NAME));
     let path = dir.join(FILE_NAME);
     match fs::remove_file(&path) {
         Ok(()) => io.sync_dir(dir).context(|| format!("syncing directory {}", dir.display())),
