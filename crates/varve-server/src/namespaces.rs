@@ -121,6 +121,10 @@ impl Namespaces {
         if let Some(torn) = &report.torn_tail {
             tracing::warn!(namespace = name, segment = %torn.segment.display(), offset = torn.offset, "cut a torn tail");
         }
+        if let varve_log::CheckpointUse::Ignored { reason } = &report.checkpoint {
+            tracing::info!(namespace = name, reason = %reason, "index checkpoint not used: replayed every frame");
+        }
+        tracing::debug!(namespace = name, seconds = report.duration.as_secs_f64(), checkpoint = ?report.checkpoint, "opened");
         Ok(Arc::new(ns))
     }
 
