@@ -551,9 +551,15 @@ impl Drop for Shared {
         }
         // Give back the active segment's unused reserve, so an idle
         // namespace takes only the bytes it holds.
-        if let Some(writer) = &self.writer {
-            let writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
-            if writer.active.set_len(writer.active_len).is_ok() && self.durability.poisoned(&self.name).is_ok() {
+        if let Some(writer_lock) = &self.writer {
+            let writer = writer_lock.lock().unwrap_or_else(PoisonError::into_inner);
+            // A panic may have left the state behind a frame on disk (written,
+            // not yet applied): then only a replay knows the truth.
+            let consistent = !std::thread::panicking() && !writer_lock.is_poisoned() && !self.state.is_poisoned();
+            if writer.active.set_len(writer.active_len).is_ok()
+                && self.durability.poisoned(&self.name).is_ok()
+                && consistent
+            {
                 // Best effort too: without it the next open replays every frame.
                 let _ = checkpoint::save(&self.dir, &self.read_state(), (writer.active_id, writer.active_len));
             }
