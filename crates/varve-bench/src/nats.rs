@@ -200,16 +200,28 @@ fn raw_publishes(
             clients
         };
         let js = jetstream::new(clients[0].clone());
-        js.create_stream(stream::Config {
+        let config = stream::Config {
             name: name.clone(),
             subjects: vec![format!("{name}.>")],
             num_replicas: replicas,
             storage: stream::StorageType::File,
             allow_direct: true,
             ..stream::Config::default()
-        })
-        .await
-        .map_err(external)?;
+        };
+        // Just after a cluster starts, its meta leader may not have heard
+        // from every peer yet and refuses an R=3 placement ("no suitable
+        // peers for placement, peer offline", seen under CI load): retry, as
+        // varve-nats does when it creates a namespace's stream.
+        let ready = Instant::now();
+        loop {
+            match js.create_stream(config.clone()).await {
+                Ok(_) => break,
+                Err(e) if e.to_string().contains("peer offline") && ready.elapsed() < Duration::from_secs(60) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(external(e)),
+            }
+        }
         // A new R=3 stream may have no leader yet, and the server a client
         // is connected to may not know the stream yet ("no stream found",
         // seen under load): each connection publishes until one is acknowledged.

@@ -55,6 +55,9 @@ pub(crate) mod err_code {
     pub(crate) const STREAM_NAME_IN_USE: u32 = 10058;
     /// Insufficient resources, or the cluster has no leader for the request.
     pub(crate) const CLUSTER_NOT_AVAILABLE: u32 = 10008;
+    /// No suitable peers for a stream's placement: too few servers, tags
+    /// no server has, or (transient) peers the meta leader sees offline.
+    pub(crate) const NO_SUITABLE_PEERS: u32 = 10005;
     /// A message exceeds the stream's or the server's size limit.
     pub(crate) const MESSAGE_TOO_LARGE: u32 = 10054;
     pub(crate) const NO_MESSAGE_FOUND: u32 = 10037;

@@ -151,7 +151,29 @@ impl Inner {
             config["placement"] = serde_json::json!({ "tags": options.tags });
         }
         let op = format!("STREAM.CREATE.{}", self.layout.stream);
-        match self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &config)) {
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        // A cluster just started may not have heard from every peer yet: its
+        // meta leader refuses a replicated stream's placement ("peer
+        // offline") for a moment, as it answers 503 without a leader.
+        let answer = loop {
+            attempt += 1;
+            let answer = self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &config));
+            let transient = match &answer {
+                Err(Failure::NotSent(_)) => true,
+                Err(Failure::Api(error)) => {
+                    error.code == 503
+                        || error.err_code == err_code::CLUSTER_NOT_AVAILABLE
+                        || (error.err_code == err_code::NO_SUITABLE_PEERS && error.description.contains("offline"))
+                }
+                _ => false,
+            };
+            if !transient || started.elapsed() > options.append_deadline {
+                break answer;
+            }
+            std::thread::sleep(crate::conn::backoff(attempt));
+        };
+        match answer {
             Ok(_) => Ok(()),
             // It exists already, created by another client with other options.
             Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NAME_IN_USE => Ok(()),

@@ -55,17 +55,27 @@ async fn connect_to(cluster: &LocalCluster, nodes: &[usize]) -> async_nats::Clie
     async_nats::ConnectOptions::new().connection_timeout(Duration::from_secs(10)).connect(addrs).await.expect("connect")
 }
 
-/// A file stream `name` on `name.>` with `replicas` replicas.
+/// A file stream `name` on `name.>` with `replicas` replicas. Just after a
+/// cluster starts its meta leader may not have heard from every peer and
+/// refuse the placement ("peer offline"): that is retried for up to 60 s.
 async fn create_stream(js: &jetstream::Context, name: &str, replicas: usize) {
-    js.create_stream(stream::Config {
+    let config = stream::Config {
         name: name.to_owned(),
         subjects: vec![format!("{name}.>")],
         num_replicas: replicas,
         storage: stream::StorageType::File,
         ..stream::Config::default()
-    })
-    .await
-    .expect("create the stream");
+    };
+    let started = Instant::now();
+    loop {
+        match js.create_stream(config.clone()).await {
+            Ok(_) => return,
+            Err(e) if e.to_string().contains("peer offline") && started.elapsed() < Duration::from_secs(60) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("create the stream: {e}"),
+        }
+    }
 }
 
 /// Publish `payload` under message id `id` until the stream acknowledges
