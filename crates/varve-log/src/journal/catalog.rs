@@ -10,6 +10,10 @@
 //! hash tables' slack on the whole state (buckets of ~100 bytes at up to
 //! 2.3 buckets per log) for slack on 4-byte slots.
 //!
+//! Both tables hash with foldhash (seeded per process): looked up on every
+//! log call, it halved what hashing cost against std's `SipHash` (4.7 % →
+//! 2.3 % of the samples of `varve bench pds --scale` to 100k keys).
+//!
 //! Invariant: `by_id` and `by_name` each hold every index of `slots` exactly
 //! once, under the hash of that slot's id and name.
 
