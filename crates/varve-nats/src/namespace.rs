@@ -251,6 +251,24 @@ impl Inner {
         }
     }
 
+    /// [`refresh`](Self::refresh) of a log whose configuration the stream
+    /// has just acknowledged or refused to overwrite: it exists, but the
+    /// replica answering a direct get may not hold it yet (an ack needs a
+    /// majority), so `LogNotFound` is asked again until the append deadline.
+    fn refresh_existing(&self, log: &str) -> Result<LogState> {
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.refresh(log) {
+                Err(LogError::LogNotFound { .. }) if started.elapsed() < self.conn.options.append_deadline => {
+                    std::thread::sleep(crate::conn::backoff(attempt));
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn refresh_once(&self, log: &str) -> Result<LogState> {
         let (config_subject, data_subject) = (self.layout.config(log), self.layout.data(log));
         let (config, last) = self.conn.block_on(async {
@@ -501,13 +519,13 @@ impl Namespace for NatsNamespace {
         };
         match answer {
             Ok(_) => {
-                inner.refresh(log)?;
+                inner.refresh_existing(log)?;
                 Ok(())
             }
             Err(Failure::Api(error))
                 if matches!(error.err_code, err_code::WRONG_LAST_SEQUENCE | err_code::WRONG_LAST_SEQUENCE_CONSTANT) =>
             {
-                let existing = inner.refresh(log)?;
+                let existing = inner.refresh_existing(log)?;
                 rules::check_recreate(log, &existing.config, &config)
             }
             Err(failure) => Err(failure.into_log_error(inner.target(), &format!("create log {log:?}"))),
