@@ -132,10 +132,21 @@ pub enum ObjectError {
         reason: String,
     },
 
+    /// The writer given in `ObjectOptions::writer` (e.g. a runtime) failed.
+    #[error("appending through the store's writer failed: {0}")]
+    Writer(#[source] Box<dyn std::error::Error + Send + Sync>),
+
     /// A merge function of the application failed.
     #[error("merge function failed: {reason}")]
     MergeFunction {
         /// Its message.
         reason: String,
     },
+}
+
+impl ObjectError {
+    /// Wrap an error of a custom writer ([`crate::Appender`]).
+    pub fn writer(error: impl std::error::Error + Send + Sync + 'static) -> ObjectError {
+        ObjectError::Writer(Box::new(error))
+    }
 }

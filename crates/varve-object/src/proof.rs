@@ -22,7 +22,7 @@ pub struct ProofStep {
     pub parents: Vec<Version>,
     /// BLAKE3 of its value.
     pub digest: [u8; 32],
-    /// Which parent the path follows (unused on the last step).
+    /// Which parent the path follows (0 on the last step).
     pub follow: u8,
 }
 
@@ -56,7 +56,9 @@ impl AncestryProof {
                 return fail(format!("step {i} hashes to {}, not {}", version.id.short(12), expected.short(12)));
             }
             if i + 1 == self.steps.len() {
-                return if version.id == *ancestor {
+                return if step.follow != 0 {
+                    fail(format!("the last step follows parent {}, but a path ends there", step.follow))
+                } else if version.id == *ancestor {
                     Ok(version)
                 } else {
                     fail(format!("it ends at {}, not at {}", version.id.short(12), ancestor.short(12)))

@@ -38,16 +38,18 @@ const COMPRESS_MIN_BYTES: usize = 64;
 /// Appends records for the store. By default the namespace itself; give the
 /// runtime's append instead ([`ObjectOptions::writer`]) so that new versions
 /// fire the handlers subscribed to the versions log.
+///
+/// A closure does: `Arc::new(move |log: &str, value: &[u8]| runtime.append(log, value).map_err(ObjectError::writer))`.
 pub trait Appender: Send + Sync {
     /// Append one record to `log`.
-    fn append(&self, log: &str, value: &[u8]) -> varve_log::Result<Seq>;
+    fn append(&self, log: &str, value: &[u8]) -> Result<Seq>;
 }
 
 impl<F> Appender for F
 where
-    F: Fn(&str, &[u8]) -> varve_log::Result<Seq> + Send + Sync,
+    F: Fn(&str, &[u8]) -> Result<Seq> + Send + Sync,
 {
-    fn append(&self, log: &str, value: &[u8]) -> varve_log::Result<Seq> {
+    fn append(&self, log: &str, value: &[u8]) -> Result<Seq> {
         self(log, value)
     }
 }
