@@ -32,8 +32,6 @@ pub struct Node {
     pub seq: u64,
     /// How many deltas a read decodes to reach its value (0 if stored whole).
     pub chain: u32,
-    /// Whether any version names it as a parent.
-    pub has_children: bool,
 }
 
 /// One key as the index knows it.
@@ -45,6 +43,8 @@ pub struct KeyState {
     pub owner: String,
     /// Its versions in log order.
     pub versions: Vec<NodeIx>,
+    /// Its versions that no version names as a parent, in log order.
+    pub heads: Vec<NodeIx>,
 }
 
 /// Why a record could not be folded.
@@ -54,6 +54,8 @@ pub enum FoldError {
     MissingParent(VersionId),
     /// The record names the same version under another key.
     KeyMismatch,
+    /// A parent the record names is a version of another key.
+    ParentOfAnotherKey(VersionId),
 }
 
 /// The index. See the module docs.
@@ -93,9 +95,13 @@ impl Index {
             let key = self.at(existing).key;
             return if self.keys[key as usize].name == record.key { Ok(false) } else { Err(FoldError::KeyMismatch) };
         }
+        let known_key = self.key_ids.get(record.key).copied();
         let mut parents = Vec::with_capacity(record.parents.len());
         for link in &record.parents {
             let ix = self.by_id.get(&link.version.id).copied().ok_or(FoldError::MissingParent(link.version.id))?;
+            if Some(self.at(ix).key) != known_key {
+                return Err(FoldError::ParentOfAnotherKey(link.version.id));
+            }
             parents.push(ix);
         }
         let key = match self.key_ids.entry(record.key.to_owned()) {
@@ -106,27 +112,29 @@ impl Index {
                     name: record.key.to_owned(),
                     owner: record.author.to_owned(),
                     versions: Vec::new(),
+                    heads: Vec::new(),
                 });
                 *slot.insert(ix)
             }
         };
-        for &parent in &parents {
-            self.nodes[parent as usize].has_children = true;
-        }
+        // Parents are versions of the same key (a put checks it), so they
+        // leave this key's heads.
+        self.keys[key as usize].heads.retain(|h| !parents.contains(h));
         let chain = match record.encoding {
             Encoding::Delta { chain, .. } => chain,
             Encoding::Raw | Encoding::Compressed { .. } => 0,
         };
         let ix = NodeIx::try_from(self.nodes.len()).expect("fewer than 2^32 versions");
-        self.nodes.push(Node { version: record.version, key, parents, seq, chain, has_children: false });
+        self.nodes.push(Node { version: record.version, key, parents, seq, chain });
         self.by_id.insert(record.version.id, ix);
         self.keys[key as usize].versions.push(ix);
+        self.keys[key as usize].heads.push(ix);
         Ok(true)
     }
 
     /// The versions of a key that no version names as a parent, in log order.
-    pub fn heads(&self, key: u32) -> Vec<NodeIx> {
-        self.keys[key as usize].versions.iter().copied().filter(|&ix| !self.at(ix).has_children).collect()
+    pub fn heads(&self, key: u32) -> &[NodeIx] {
+        &self.keys[key as usize].heads
     }
 
     /// Whether `ancestor` is `of` or one of its ancestors. Walks down from

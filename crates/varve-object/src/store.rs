@@ -396,6 +396,7 @@ impl ObjectStore {
         if st.index.node(&version.id).is_some() {
             return Ok(version);
         }
+        self.catch_up_grants_if_principal(&mut st)?;
         if let Some(key_ix) = st.index.key(key) {
             let owner = &st.index.keys[key_ix as usize].owner;
             if self.principal.as_deref().is_some_and(|p| p != owner) && st.grants.restricted.contains(key) {
@@ -499,7 +500,7 @@ impl ObjectStore {
         for p in parents {
             let node = st.index.at(p);
             let v = node.version;
-            if self.may_read(&mut st, key, p)? {
+            if self.may_read(&st, key, p) {
                 out.push(v);
             } else {
                 return Err(self.forbidden(key, &v.id, &Self::owner_of(&st, key)));
@@ -541,7 +542,7 @@ impl ObjectStore {
                 break;
             }
             let parent = parents[0];
-            if !self.may_read(st, key, parent)? {
+            if !self.may_read(st, key, parent) {
                 break;
             }
             out.push(parent);
@@ -558,8 +559,9 @@ impl ObjectStore {
         self.catch_up(&mut st)?;
         let Some(key_ix) = st.index.key(key) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
-        for ix in st.index.heads(key_ix) {
-            if self.may_read(&mut st, key, ix)? {
+        self.catch_up_grants_if_principal(&mut st)?;
+        for ix in st.index.heads(key_ix).to_vec() {
+            if self.may_read(&st, key, ix) {
                 out.push(st.index.at(ix).version);
             }
         }
@@ -572,9 +574,10 @@ impl ObjectStore {
         self.catch_up(&mut st)?;
         let Some(key_ix) = st.index.key(key) else { return Ok(Vec::new()) };
         let all = st.index.keys[key_ix as usize].versions.clone();
+        self.catch_up_grants_if_principal(&mut st)?;
         let mut out = Vec::new();
         for ix in all {
-            if self.may_read(&mut st, key, ix)? {
+            if self.may_read(&st, key, ix) {
                 out.push(st.index.at(ix).version);
             }
         }
@@ -973,6 +976,7 @@ impl ObjectStore {
         let reason = match error {
             FoldError::MissingParent(id) => format!("it names parent {} which no earlier record holds", id.short(12)),
             FoldError::KeyMismatch => "it stores an existing version under another key".to_owned(),
+            FoldError::ParentOfAnotherKey(id) => format!("it names parent {}, a version of another key", id.short(12)),
         };
         ObjectError::Corrupt { log: self.inner.versions_log.clone(), seq, reason }
     }
@@ -995,24 +999,32 @@ impl ObjectStore {
     /// [`ObjectStore::node_of`], refused with `Forbidden` if the principal may not read it.
     fn readable(&self, st: &mut State, key: &str, id: &VersionId) -> Result<NodeIx> {
         let ix = self.node_of(st, key, id)?;
-        if self.may_read(st, key, ix)? {
+        self.catch_up_grants_if_principal(st)?;
+        if self.may_read(st, key, ix) {
             Ok(ix)
         } else {
             Err(self.forbidden(key, id, &Self::owner_of(st, key)))
         }
     }
 
-    fn may_read(&self, st: &mut State, key: &str, ix: NodeIx) -> Result<bool> {
-        let Some(me) = &self.principal else { return Ok(true) };
-        self.catch_up_grants(st)?;
-        if !st.grants.restricted.contains(key) || *me == Self::owner_of(st, key) {
-            return Ok(true);
+    fn catch_up_grants_if_principal(&self, st: &mut State) -> Result<()> {
+        if self.principal.is_some() {
+            self.catch_up_grants(st)?;
         }
-        let Some(granted) = st.grants.granted.get(&(key.to_owned(), me.clone())) else { return Ok(false) };
+        Ok(())
+    }
+
+    /// Whether the principal may read a node; grants as of the last catch-up.
+    fn may_read(&self, st: &State, key: &str, ix: NodeIx) -> bool {
+        let Some(me) = &self.principal else { return true };
+        if !st.grants.restricted.contains(key) || *me == Self::owner_of(st, key) {
+            return true;
+        }
+        let Some(granted) = st.grants.granted.get(&(key.to_owned(), me.clone())) else { return false };
         let id = st.index.at(ix).version.id;
-        Ok(granted.iter().any(|(g, with_ancestors)| {
+        granted.iter().any(|(g, with_ancestors)| {
             *g == id || (*with_ancestors && st.index.node(g).is_some_and(|gx| st.index.is_ancestor(ix, gx)))
-        }))
+        })
     }
 
     fn owner_of(st: &State, key: &str) -> String {
@@ -1132,7 +1144,8 @@ impl ObjectWatch {
         if self.store.principal.is_some() {
             let mut st = self.store.state();
             let ix = self.store.node_of(&mut st, &n.key, &n.version.id)?;
-            if !self.store.may_read(&mut st, &n.key, ix)? {
+            self.store.catch_up_grants(&mut st)?;
+            if !self.store.may_read(&st, &n.key, ix) {
                 return Ok(None);
             }
         }
