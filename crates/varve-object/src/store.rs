@@ -284,7 +284,9 @@ impl ObjectStore {
         for log in [&inner.versions_log, &inner.refs_log, &inner.grants_log] {
             match inner.ns.log_info(log) {
                 Ok(_) => {}
-                Err(LogError::LogNotFound { .. }) => inner.ns.create_log(log, LogConfig::unbounded())?,
+                Err(LogError::LogNotFound { .. } | LogError::NamespaceNotFound { .. }) => {
+                    inner.ns.create_log(log, LogConfig::unbounded())?;
+                }
                 Err(other) => return Err(other.into()),
             }
         }
