@@ -44,7 +44,7 @@ fn two_writers_share_an_object_store_on_nats() {
                         match store.set_branch("doc", "main", Some(&expected), &v.id) {
                             Ok(()) => break,
                             Err(ObjectError::RefMoved { .. }) => {
-                                expected = store.resolve("doc", "main").expect("main").id
+                                expected = store.resolve("doc", "main").expect("main").id;
                             }
                             Err(e) => panic!("writer {who}: {e}"),
                         }
