@@ -450,12 +450,17 @@ impl ObjectStore {
             payload: &payload,
         };
         let bytes = record.encode();
+        // Unlocked while the append waits (for an fsync, a server, a
+        // cluster), so that other threads' puts share a group commit.
+        drop(st);
         let seq = match &inner.options.writer {
             Some(writer) => writer.append(&inner.versions_log, &bytes)?,
             None => inner.ns.append(&inner.versions_log, &bytes)?,
         };
-        // Records another process appended before ours are folded first, so
-        // the index keeps log order.
+        let mut st = self.state();
+        // Records appended before ours (by other threads or processes) are
+        // folded first, so the index keeps log order; one of them may have
+        // folded ours already.
         self.catch_up_to(&mut st, seq.saturating_sub(1))?;
         st.index.fold(&record, seq).map_err(|e| self.fold_error(seq, &e))?;
         st.index.folded_upto = st.index.folded_upto.max(seq);

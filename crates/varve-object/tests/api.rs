@@ -237,3 +237,42 @@ fn a_runtime_handler_merges_concurrent_heads_as_they_appear() {
     assert_eq!(store.previous("svc", &heads[0].id).expect("previous").len(), 2);
     runtime.stop(Duration::from_secs(5));
 }
+
+/// Threads of one process share a handle: puts run their appends unlocked
+/// (so they can share a group commit), and the index still keeps every
+/// version once, in log order, even when two threads store the same put.
+#[test]
+fn threads_putting_at_once_through_one_handle_lose_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = JournalStore::open(
+        dir.path(),
+        JournalOptions { sync: varve_log::SyncPolicy::Group(Duration::from_millis(2)), ..JournalOptions::default() },
+    )
+    .expect("journal");
+    let ns: Arc<dyn Namespace> = Arc::new(journal.journal_namespace("app").expect("ns"));
+    let store = ObjectStore::open(ns.clone(), "objs").expect("open");
+    let root = store.put("k", None, b"root").expect("root");
+    let threads: Vec<_> = (0..4_usize)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut last = root.id;
+                let mut mine = Vec::new();
+                for i in 0..50 {
+                    // Threads 0 and 1 store the same line: identical puts.
+                    let who = t.saturating_sub(1_usize);
+                    last = store.put("k", Some(&last), format!("{who}-{i}").as_bytes()).expect("put").id;
+                    mine.push(last);
+                }
+                mine
+            })
+        })
+        .collect();
+    let lines: Vec<Vec<VersionId>> = threads.into_iter().map(|t| t.join().expect("thread")).collect();
+    assert_eq!(lines[0], lines[1], "identical puts are the same versions");
+    let versions = ids(&store.versions("k").expect("versions"));
+    assert_eq!(versions.len(), 1 + 3 * 50, "each version once");
+    let reopened = ObjectStore::open(ns, "objs").expect("reopen");
+    assert_eq!(ids(&reopened.versions("k").expect("versions")), versions, "the same order after a reopen");
+    assert_eq!(reopened.heads("k").expect("heads").len(), 3);
+}
