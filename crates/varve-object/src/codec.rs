@@ -2,6 +2,7 @@
 //! (`UStore`'s `compress()`/`decompress()`, §3.3.1), behind a small trait so
 //! an application can plug in a codec that knows its data.
 
+use std::cell::RefCell;
 use std::io;
 
 /// Compresses values whole and against a base. Implementations must be
@@ -18,7 +19,8 @@ pub trait Codec: Send + Sync {
     /// `value` back from [`Codec::encode`]'s output; `len` is its length.
     fn decode(&self, stored: &[u8], len: usize) -> io::Result<Vec<u8>>;
 
-    /// `value` compressed with `base` as reference.
+    /// `value` compressed with `base` as reference. An error means "no
+    /// delta against this base": the store then keeps the value whole.
     fn encode_delta(&self, base: &[u8], value: &[u8]) -> io::Result<Vec<u8>>;
 
     /// `value` back from [`Codec::encode_delta`]'s output and the same base.
@@ -44,25 +46,70 @@ impl Default for ZstdCodec {
 /// [`ZstdCodec`]'s id.
 pub const ZSTD_CODEC_ID: u8 = 1;
 
+/// The first bytes of a formatted zstd dictionary: a base value starting
+/// with them would be read as one, not as content, so it gets no delta.
+const ZSTD_DICT_MAGIC: [u8; 4] = 0xEC30_A437_u32.to_le_bytes();
+
+thread_local! {
+    // Contexts are reused: allocating one (about 1 MiB of tables at level 3)
+    // per value cost more than compressing the value.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+fn with_compressor<T>(
+    level: i32,
+    dictionary: &[u8],
+    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> io::Result<T>,
+) -> io::Result<T> {
+    COMPRESSOR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(c) => c,
+            None => slot.insert(zstd::bulk::Compressor::new(level)?),
+        };
+        compressor.set_dictionary(level, dictionary)?;
+        f(compressor)
+    })
+}
+
+fn with_decompressor<T>(
+    dictionary: &[u8],
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> io::Result<T>,
+) -> io::Result<T> {
+    DECOMPRESSOR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let decompressor = match slot.as_mut() {
+            Some(d) => d,
+            None => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
+        decompressor.set_dictionary(dictionary)?;
+        f(decompressor)
+    })
+}
+
 impl Codec for ZstdCodec {
     fn id(&self) -> u8 {
         ZSTD_CODEC_ID
     }
 
     fn encode(&self, value: &[u8]) -> io::Result<Vec<u8>> {
-        zstd::bulk::compress(value, self.level)
+        with_compressor(self.level, &[], |c| c.compress(value))
     }
 
     fn decode(&self, stored: &[u8], len: usize) -> io::Result<Vec<u8>> {
-        check_len(zstd::bulk::decompress(stored, len)?, len)
+        check_len(with_decompressor(&[], |d| d.decompress(stored, len))?, len)
     }
 
     fn encode_delta(&self, base: &[u8], value: &[u8]) -> io::Result<Vec<u8>> {
-        zstd::bulk::Compressor::with_dictionary(self.level, base)?.compress(value)
+        if base.starts_with(&ZSTD_DICT_MAGIC) {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "the base looks like a zstd dictionary"));
+        }
+        with_compressor(self.level, base, |c| c.compress(value))
     }
 
     fn decode_delta(&self, base: &[u8], stored: &[u8], len: usize) -> io::Result<Vec<u8>> {
-        check_len(zstd::bulk::Decompressor::with_dictionary(base)?.decompress(stored, len)?, len)
+        check_len(with_decompressor(base, |d| d.decompress(stored, len))?, len)
     }
 }
 
@@ -92,5 +139,10 @@ mod tests {
         assert_eq!(codec.decode_delta(&base, &delta, value.len()).unwrap(), value);
         let whole = codec.encode(&value).unwrap();
         assert_eq!(codec.decode(&whole, value.len()).unwrap(), value);
+        // Contexts are reused across calls: a dictionary does not leak into the next value.
+        assert_eq!(codec.decode(&codec.encode(&base).unwrap(), base.len()).unwrap(), base);
+        let mut dict_like = ZSTD_DICT_MAGIC.to_vec();
+        dict_like.extend_from_slice(&base);
+        assert!(codec.encode_delta(&dict_like, &value).is_err(), "no delta against a dictionary look-alike");
     }
 }

@@ -32,6 +32,9 @@ pub struct Node {
     pub seq: u64,
     /// How many deltas a read decodes to reach its value (0 if stored whole).
     pub chain: u32,
+    /// Its place on its first-parent line: 1 for a root, one more than its
+    /// first parent's otherwise (what skip-deltas pick bases by).
+    pub line: u64,
 }
 
 /// One key as the index knows it.
@@ -125,11 +128,31 @@ impl Index {
             Encoding::Raw | Encoding::Compressed { .. } => 0,
         };
         let ix = NodeIx::try_from(self.nodes.len()).expect("fewer than 2^32 versions");
-        self.nodes.push(Node { version: record.version, key, parents, seq, chain });
+        let line = parents.first().map_or(1, |&p| self.at(p).line + 1);
+        self.nodes.push(Node { version: record.version, key, parents, seq, chain, line });
         self.by_id.insert(record.version.id, ix);
         self.keys[key as usize].versions.push(ix);
         self.keys[key as usize].heads.push(ix);
         Ok(true)
+    }
+
+    /// The delta base of a new version whose first parent is `parent`: a
+    /// skip-delta, as Subversion's. The new version's line `l` takes as base
+    /// its first-parent ancestor at line `l − lowbit(l)` (the root when that
+    /// is 0), so a chain of bases has at most log2(l) + 1 links, while a
+    /// base is on average about log2(l) / 2 versions back — deltas stay
+    /// small and reads decode few of them, however long the history.
+    pub fn skip_delta_base(&self, parent: NodeIx) -> NodeIx {
+        let line = self.at(parent).line + 1;
+        let target = (line - (line & line.wrapping_neg())).max(1);
+        let mut at = parent;
+        while self.at(at).line > target {
+            match self.at(at).parents.first() {
+                Some(&p) => at = p,
+                None => break,
+            }
+        }
+        at
     }
 
     /// The versions of a key that no version names as a parent, in log order.

@@ -10,8 +10,8 @@
 //! - A version's record follows its parents' records in the versions log.
 //! - A version's id is computed from its key, its parents and its value's
 //!   digest ([`version_of`]); a put of an existing id appends nothing.
-//! - A delta's base is an earlier record of the same key; no read decodes
-//!   more than [`ObjectOptions::chain_max`] deltas.
+//! - A delta's base is an earlier record of the same key (a first-parent
+//!   ancestor); no read decodes more than [`ObjectOptions::chain_max`] deltas.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -59,8 +59,9 @@ where
 pub enum Storage {
     /// Whole (compressed when that saves space).
     Complete,
-    /// As a delta against the first parent's value when that is smaller and
-    /// the chain stays within [`ObjectOptions::chain_max`]; whole otherwise.
+    /// As a delta against an ancestor on the first-parent line (a
+    /// skip-delta: see `docs/objects.md`) when that is smaller and the chain
+    /// stays within [`ObjectOptions::chain_max`]; whole otherwise.
     Delta,
 }
 
@@ -416,24 +417,34 @@ impl ObjectStore {
             Ok((Encoding::Raw, value.to_vec()))
         };
         let (encoding, payload) = match (storage, parents.first()) {
-            (Storage::Delta, Some(&(base_ix, base_link))) if value.len() >= COMPRESS_MIN_BYTES => {
-                let chain = st.index.at(base_ix).chain + 1;
+            (Storage::Delta, Some(&(parent_ix, _))) if value.len() >= COMPRESS_MIN_BYTES => {
+                let base_ix = st.index.skip_delta_base(parent_ix);
+                let base_node = st.index.at(base_ix);
+                let base_link = ParentLink { version: base_node.version, seq: base_node.seq };
+                let chain = base_node.chain + 1;
                 if chain > inner.options.chain_max {
                     whole(value)?
                 } else {
                     let base_value = self.value_of(&mut st, base_ix, true)?;
-                    let delta = codec.encode_delta(&base_value, value).map_err(|e| codec_error(&e))?;
-                    let (kind, bytes) = whole(value)?;
-                    if delta.len() < bytes.len() {
-                        let encoding = Encoding::Delta {
-                            codec: codec.id(),
-                            base_seq: base_link.seq,
-                            base: base_link.version.id,
-                            chain,
-                        };
-                        (encoding, delta)
-                    } else {
-                        (kind, bytes)
+                    let encoding = Encoding::Delta {
+                        codec: codec.id(),
+                        base_seq: base_link.seq,
+                        base: base_link.version.id,
+                        chain,
+                    };
+                    match codec.encode_delta(&base_value, value) {
+                        // Half the value or less: no whole compression does
+                        // much better, so it is not tried.
+                        Ok(delta) if delta.len() * 2 <= value.len() => (encoding, delta),
+                        Ok(delta) => {
+                            let (kind, bytes) = whole(value)?;
+                            if delta.len() < bytes.len() {
+                                (encoding, delta)
+                            } else {
+                                (kind, bytes)
+                            }
+                        }
+                        Err(_) => whole(value)?,
                     }
                 }
             }
