@@ -165,3 +165,22 @@ fn bad_input_is_a_one_line_error() {
     assert!(vgit_fails(root, &["merge", "nothing"]).contains("no commits"));
     fails(VGIT, &root.join("store"), &["--dir", "/nonexistent/dir", "commit", "-m", "x"]);
 }
+
+#[test]
+fn a_detached_head_commits_only_to_a_named_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    vgit(root, &["init"]);
+    write(root, "a.txt", b"1\n");
+    let first = id_after(&vgit(root, &["commit", "-m", "one"]), "[main ");
+    write(root, "a.txt", b"2\n");
+    vgit(root, &["commit", "-m", "two"]);
+    vgit(root, &["checkout", &first]);
+    write(root, "b.txt", b"side\n");
+    assert!(vgit_fails(root, &["commit", "-m", "side"]).contains("detached"));
+    assert!(vgit_fails(root, &["commit", "-m", "side", "--branch", "main"]).contains("check it out first"));
+    let side = id_after(&vgit(root, &["commit", "-m", "side", "--branch", "feature"]), "[feature ");
+    let log = vgit(root, &["log"]);
+    assert!(log.starts_with(&format!("{side} (feature) side\n{first} one")), "{log}");
+    assert!(vgit(root, &["status"]).starts_with("on branch feature"));
+}
