@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: a walk through the Log on the embedded journal with the CLI —
 # appends, batches, retention, a crash (SIGKILL) and the recovery after it,
-# versioned structures (PEDaLS) and PART's durable map — then the temperature application on the runtime (examples/temperature), and
+# versioned structures (PEDaLS) and PART's durable map — then the temperature application on the runtime (examples/temperature),
+# three applications of versioned objects (examples/objects: vgit, ledger, table), and
 # a varve serve with two clients, a curl watch and a map read at an old version,
 # and last a 3-node NATS JetStream cluster on loopback (`varve nats up`): two
 # writers on a replicated log, and a handler on a replicated topic.
@@ -112,6 +113,53 @@ tv --ns temperature log scan alerts --to 2
 mkdir -p target/demo
 t graph --data "$TDATA" --out target/demo/temperature_trace.png --dot target/demo/temperature_trace.dot --python "$PYTHON"
 echo "(the causal graph of the last prediction is in target/demo/temperature_trace.png: raw readings -> smooth -> predict, and the model's chain; Graphviz DOT in target/demo/temperature_trace.dot, OpenTelemetry JSON in target/demo/temperature_trace.json)"
+
+step "Versioned objects (UStore §4.1): vgit, a directory's versions; each file is an object, a commit names their versions"
+# examples/objects: three binaries on varve-object, built with the workspace.
+OBJECTS_BIN=${OBJECTS_BIN:-$(dirname "$VARVE")}
+GDIR="$DATA/vgit-work"
+g() { echo "\$ vgit $*"; "$OBJECTS_BIN/vgit" --store "$DATA/vgit" --dir "$GDIR" "$@"; }
+gq() { "$OBJECTS_BIN/vgit" --store "$DATA/vgit" --dir "$GDIR" "$@" >/dev/null; }
+gq init
+printf 'one\ntwo\nthree\n' > "$GDIR/poem.txt"
+gq commit -m "a poem"
+gq branch dev
+printf 'one\ntwo\nTHREE\n' > "$GDIR/poem.txt"
+gq commit -m "louder ending"
+gq checkout dev
+printf 'ONE\ntwo\nthree\n' > "$GDIR/poem.txt"
+gq commit -m "louder start"
+gq checkout main
+echo "(a poem committed on main, then its last line changed on main and its first on dev; merged line by line against the base commit's version)"
+g merge dev
+echo "(poem.txt now: $(paste -sd' ' "$GDIR/poem.txt"))"
+g log
+first=$("$OBJECTS_BIN/vgit" --store "$DATA/vgit" --dir "$GDIR" log | tail -n 1 | cut -d' ' -f1)
+g checkout "$first" --to "$DATA/vgit-first"
+echo "(only that commit and its files were read: poem.txt is $(paste -sd' ' "$DATA/vgit-first/poem.txt"))"
+
+step "Versioned objects (UStore §4.4): a ledger whose blocks are versions of one key, so their ids are a hash chain"
+l() { echo "\$ ledger $*"; "$OBJECTS_BIN/ledger" --store "$DATA/ledger" "$@"; }
+l deposit alice 100
+l transfer alice bob 30
+l transfer bob carol 50 || true
+l balance alice --at 1
+l verify
+
+step "Versioned objects (UStore §4.2): a branched table (Decibel), rows are objects and branches are refs"
+tb() { echo "\$ table $*"; "$OBJECTS_BIN/table" --store "$DATA/table" "$@"; }
+tbq() { "$OBJECTS_BIN/table" --store "$DATA/table" "$@" >/dev/null; }
+tbq insert apple '{"qty":3,"price":1.2}'
+tbq insert pear '{"qty":5}'
+tbq branch dev
+tbq update apple '{"qty":4}' --branch dev
+tbq delete pear --branch dev
+tbq update apple '{"price":1.5}'
+echo "(apple and pear on main; on branch dev apple's qty changed and pear deleted; on main apple's price changed)"
+tb diff main dev
+tb scan --all
+tb merge dev
+tb scan
 
 step "On the network: varve serve, two clients, a watch, a structure's old version read from another process"
 SDATA="$DATA/served"
