@@ -29,6 +29,8 @@ pub enum Error {
     /// A durable map used after its `close()`: `String` is its name.
     MapClosed(String),
     Runtime(RuntimeError),
+    /// A versioned-object store failed (its log errors arrive as `Error::Log`).
+    Object(varve_object::ObjectError),
     /// A runtime (or a handler context) used in the wrong phase of its
     /// life: `state` is where it is, the message says what to do.
     State {
@@ -51,6 +53,15 @@ impl From<RuntimeError> for Error {
         match e {
             RuntimeError::Log(e) => Error::Log(e),
             other => Error::Runtime(other),
+        }
+    }
+}
+
+impl From<varve_object::ObjectError> for Error {
+    fn from(e: varve_object::ObjectError) -> Self {
+        match e {
+            varve_object::ObjectError::Log(e) => Error::Log(e),
+            other => Error::Object(other),
         }
     }
 }
@@ -145,6 +156,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
             format!("durable map {name:?} is closed: open it again with namespace.durable_map({name:?})")
         }
         Error::Runtime(e) => e.to_string(),
+        Error::Object(e) => e.to_string(),
         Error::State { message, .. } => message.clone(),
         Error::TooLargeForServer { target, what, size, limit } => {
             too_large_for_server_message(target, what, *size, *limit)
@@ -167,6 +179,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Log(e) => log_fields(e, &kwargs)?,
         Error::Pds(e) => pds_fields(e, &kwargs)?,
         Error::Runtime(e) => runtime_fields(e, &kwargs)?,
+        Error::Object(e) => object_fields(e, &kwargs)?,
         Error::TooLargeForServer { what, size, limit, .. } => {
             kwargs.set_item("what", what)?;
             kwargs.set_item("size", size)?;
@@ -185,6 +198,74 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
     let module = ERRORS.get_or_try_init(py, || py.import("varve.errors").map(Bound::unbind))?;
     let instance = module.bind(py).getattr(class)?.call((message,), Some(&kwargs))?;
     Ok(PyErr::from_value(instance))
+}
+
+/// A versioned-object store's errors: `Forbidden` (also for a grant by
+/// someone not the owner), `Tampered`, `RefMoved`, `MergeConflict`,
+/// `ProofInvalid`, and the common classes for the rest.
+fn object_fields(e: varve_object::ObjectError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    use varve_object::ObjectError as E;
+    Ok(match e {
+        E::VersionNotFound { store, key, version } => {
+            kw.set_item("store", store)?;
+            kw.set_item("key", key)?;
+            kw.set_item("version", version)?;
+            "VersionNotFound"
+        }
+        E::Forbidden { principal, key, version, owner } => {
+            kw.set_item("principal", principal)?;
+            kw.set_item("key", key)?;
+            kw.set_item("version", version)?;
+            kw.set_item("owner", owner)?;
+            "Forbidden"
+        }
+        E::NotOwner { principal, key, owner } => {
+            kw.set_item("principal", principal)?;
+            kw.set_item("key", key)?;
+            kw.set_item("owner", owner)?;
+            "Forbidden"
+        }
+        E::Tampered { key, version, reason, log, seq } => {
+            kw.set_item("key", key)?;
+            kw.set_item("version", version)?;
+            kw.set_item("reason", reason)?;
+            kw.set_item("log", log)?;
+            kw.set_item("seq", seq)?;
+            "Tampered"
+        }
+        E::Corrupt { log, seq, reason } => {
+            kw.set_item("log", log)?;
+            kw.set_item("seq", seq)?;
+            kw.set_item("reason", reason)?;
+            "Corrupt"
+        }
+        E::RefMoved { key, name, expected, actual } => {
+            kw.set_item("key", key)?;
+            kw.set_item("name", name)?;
+            kw.set_item("expected", expected)?;
+            kw.set_item("actual", actual)?;
+            "RefMoved"
+        }
+        E::MergeConflict { fields } => {
+            kw.set_item("fields", fields)?;
+            "MergeConflict"
+        }
+        E::ProofInvalid { reason } => {
+            kw.set_item("reason", reason)?;
+            "ProofInvalid"
+        }
+        e @ (E::AmbiguousVersion { .. } | E::ValueType { .. } | E::MergeFunction { .. }) => {
+            kw.set_item("reason", e.to_string())?;
+            "InvalidArgument"
+        }
+        E::InvalidArgument { reason } => {
+            kw.set_item("reason", reason)?;
+            "InvalidArgument"
+        }
+        // ObjectError is non_exhaustive: a variant added later still arrives
+        // as a VarveError with its message.
+        _ => "VarveError",
+    })
 }
 
 fn log_fields(e: LogError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {

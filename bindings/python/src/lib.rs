@@ -3,7 +3,7 @@
 //! `varve._varve`, built by maturin (see `bindings/python/pyproject.toml`):
 //! the Log contract ([`log`]), the `PEDaLS` versioned structures ([`pds`]),
 //! PART's persistent map in memory ([`part`]) and durable ([`durable_map`])
-//! and the event-driven runtime with Python handlers ([`runtime`]), with
+//! versioned objects ([`object`]) and the event-driven runtime with Python handlers ([`runtime`]), with
 //! Pythonic types, Python keys mapped to the order-preserving encoding
 //! ([`key`]), and typed errors raised as the exception classes of
 //! `varve/errors.py` ([`error`]). The pure-Python half of the package
@@ -29,6 +29,7 @@ mod duration;
 mod error;
 mod key;
 mod log;
+mod object;
 mod part;
 mod pds;
 mod read_only;
@@ -57,6 +58,10 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<part::DeleteType>()?;
     m.add("DELETE", part::DeleteType)?;
     m.add_class::<durable_map::DurableMap>()?;
+    m.add_class::<object::ObjectStore>()?;
+    m.add_class::<object::PyVersion>()?;
+    m.add_class::<object::ObjectWatch>()?;
+    m.add_function(wrap_pyfunction!(object::check_proof, m)?)?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::HandlerContext>()?;
     m.add_class::<runtime::Event>()?;

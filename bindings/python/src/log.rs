@@ -686,6 +686,12 @@ impl Namespace {
         crate::durable_map::DurableMap::open(py, &self.state, name, key_type)
     }
 
+    /// The versioned-object store ``name`` (see :class:`ObjectStore`),
+    /// created if absent; its data is in logs named ``obj.<name>.*``.
+    fn objects(&self, py: Python<'_>, name: &str) -> PyResult<crate::object::ObjectStore> {
+        crate::object::ObjectStore::open(py, &self.state, name)
+    }
+
     /// A :class:`varve.Runtime` over this namespace (same keyword arguments).
     #[pyo3(signature = (**options))]
     fn runtime<'py>(slf: &Bound<'py, Self>, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {

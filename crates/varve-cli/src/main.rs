@@ -56,8 +56,8 @@ struct GlobalArgs {
     data: PathBuf,
     /// The store to work on: a directory or file:DIR (the embedded journal,
     /// as --data), varve://HOST:PORT (a `varve serve`), or varves://HOST:PORT
-    /// (one started with --tls-cert). The log, map and set commands work on
-    /// every store; the others need an embedded one.
+    /// (one started with --tls-cert). The log, map, set and object commands
+    /// work on every store; the others need an embedded one.
     #[arg(long, global = true, value_name = "URI", env = "VARVE_STORE")]
     store: Option<String>,
     /// The bearer token for a `varve serve` started with --token-file.
@@ -149,6 +149,12 @@ enum Command {
         #[command(subcommand)]
         command: PartCommand,
     },
+    /// Versioned objects (UStore): each key of a store owns a DAG of
+    /// immutable versions with verifiable ids; put, merge (with built-in
+    /// three-way merge functions), history, refs, read grants, ancestry
+    /// proofs. A version is named by a ref, a unique id prefix (4+ hex
+    /// characters) or a full id. Works on --store varve://… too.
+    Object(ObjectArgs),
     /// Versioned list and BST on logs (PEDaLS): workloads and the paper's example.
     Pds {
         #[command(subcommand)]
@@ -653,6 +659,306 @@ enum PartCommand {
     },
 }
 
+#[derive(Debug, Args)]
+struct ObjectArgs {
+    /// Read and write as this principal: restricted keys need the owner's
+    /// grant, new keys are owned by it (default: the administrator, who reads everything).
+    #[arg(long = "as", global = true, value_name = "PRINCIPAL")]
+    acting_as: Option<String>,
+    #[command(subcommand)]
+    command: ObjectCommand,
+}
+
+/// Where a put or merge gets its value: VALUE (text, or `-` for stdin) or --file.
+#[derive(Debug, Args)]
+struct ObjectValueArgs {
+    /// The value as text, or `-` to read it from stdin (use `--` before a value that starts with `-`).
+    value: Option<String>,
+    /// Read the value from a file (any bytes).
+    #[arg(long, value_name = "F", conflicts_with = "value")]
+    file: Option<PathBuf>,
+}
+
+impl ObjectValueArgs {
+    fn source(&self) -> Option<commands::log::ValueSource<'_>> {
+        use commands::log::ValueSource;
+        match (&self.value, &self.file) {
+            (_, Some(path)) => Some(ValueSource::File(path)),
+            (Some(value), None) if value == "-" => Some(ValueSource::Stdin),
+            (Some(value), None) => Some(ValueSource::Text(value)),
+            (None, None) => None,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum ObjectCommand {
+    /// Store a new version of KEY derived from --base (a new root without
+    /// it); prints its id. The same put twice stores nothing the second time.
+    #[command(group(ArgGroup::new("source").required(true).args(["value", "file"])))]
+    Put {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version the new one derives from.
+        #[arg(long, value_name = "V")]
+        base: Option<String>,
+        #[command(flatten)]
+        value: ObjectValueArgs,
+    },
+    /// Print a version's value, as it is (with --json: as text or base64).
+    Get {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version.
+        #[arg(value_name = "VERSION")]
+        v: String,
+    },
+    /// What is stored about a version: parents, author, seq, encoding.
+    Info {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version.
+        #[arg(value_name = "VERSION")]
+        v: String,
+    },
+    /// Store the merge of two versions: a value given (VALUE, - or --file),
+    /// or one a built-in three-way merge function computes (--with).
+    #[command(group(ArgGroup::new("source").required(true).args(["value", "file", "with"])))]
+    Merge {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The first version (the merge's first parent).
+        left: String,
+        /// The second version.
+        right: String,
+        #[command(flatten)]
+        value: ObjectValueArgs,
+        /// Merge with a built-in function: lww (deeper side wins), counter
+        /// (decimal integers), set (JSON arrays), map (JSON objects, field
+        /// by field), lines (text, as git merge).
+        #[arg(long = "with", value_enum, value_name = "FUNCTION", conflicts_with_all = ["value", "file"])]
+        with: Option<MergeArg>,
+    },
+    /// The versions of KEY nothing derives from yet.
+    Heads {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// Up to -m predecessors of a version, nearest first, in one call:
+    /// stops early at a root or after a merge (see `previous` there).
+    History {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version to start from (not listed itself).
+        #[arg(value_name = "VERSION")]
+        v: String,
+        /// At most this many versions.
+        #[arg(short = 'm', long = "max", value_name = "N", default_value_t = 32)]
+        m: usize,
+        /// Print each version's value too.
+        #[arg(long)]
+        values: bool,
+    },
+    /// The parents of a version (none for a root, two for a merge).
+    Previous {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version.
+        #[arg(value_name = "VERSION")]
+        v: String,
+    },
+    /// The keys with at least one version, in the order first written.
+    Keys {
+        /// The object store's name.
+        name: String,
+    },
+    /// Every version of KEY, in the order written.
+    Versions {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// Named refs of a key: branches (moved by compare-and-set) and tags (set once).
+    Ref {
+        #[command(subcommand)]
+        command: ObjectRefCommand,
+    },
+    /// Fields added (+), removed (-) and changed (~) from V1's value to V2's (JSON objects).
+    Diff {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version to compare from.
+        v1: String,
+        /// The version to compare to.
+        v2: String,
+    },
+    /// Recompute a version (default: every head of KEY) and all its
+    /// ancestors from the stored bytes: values, parents and ids.
+    Verify {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The version (default: every head).
+        #[arg(value_name = "VERSION")]
+        v: Option<String>,
+    },
+    /// Print a proof (JSON) that ANCESTOR is an ancestor of HEAD, checkable
+    /// by `check-proof` with only the two ids.
+    Prove {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The ancestor.
+        ancestor: String,
+        /// The head.
+        head: String,
+    },
+    /// Check a proof `prove` printed against full ids you trust; opens no
+    /// store. Exits 1 if the proof does not check.
+    CheckProof {
+        /// The proof file, or `-` for stdin.
+        #[arg(default_value = "-")]
+        file: PathBuf,
+        /// The key the proof must be for.
+        #[arg(long)]
+        key: String,
+        /// The head's full id (64 hex characters).
+        #[arg(long, value_name = "ID")]
+        head: String,
+        /// The ancestor's full id.
+        #[arg(long, value_name = "ID")]
+        ancestor: String,
+    },
+    /// Make KEY private: from now on only its owner and the principals it
+    /// grants read it. Only the owner (or the administrator) may.
+    Restrict {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// Let PRINCIPAL read versions of a restricted KEY (permanently). Only
+    /// the owner (or the administrator) may.
+    Grant {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// Who may read.
+        principal: String,
+        /// The versions.
+        #[arg(required = true)]
+        versions: Vec<String>,
+        /// Their ancestors too.
+        #[arg(long)]
+        with_ancestors: bool,
+    },
+    /// KEY's owner, and its restrictions and grants in the order issued.
+    Grants {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// Print new versions as they are stored, one per line, until
+    /// interrupted (or --count printed).
+    Watch {
+        /// The object store's name.
+        name: String,
+        /// Only keys starting with P.
+        #[arg(long, value_name = "P", default_value = "")]
+        prefix: String,
+        /// The versions-log seq to start at (1: every version ever stored).
+        #[arg(long, value_name = "SEQ", default_value_t = 1)]
+        from: u64,
+        /// Stop after N versions.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ObjectRefCommand {
+    /// Point branch REF at a version: only if it is at --expect now
+    /// (`none`: only if it does not exist); without --expect, wherever it is.
+    SetBranch {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The branch's name.
+        #[arg(value_name = "REF")]
+        ref_name: String,
+        /// The version.
+        #[arg(value_name = "VERSION")]
+        v: String,
+        /// Where the branch must be now, or `none`.
+        #[arg(long, value_name = "V")]
+        expect: Option<String>,
+    },
+    /// Create tag REF at a version; tags never move.
+    Tag {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The tag's name.
+        #[arg(value_name = "REF")]
+        ref_name: String,
+        /// The version.
+        #[arg(value_name = "VERSION")]
+        v: String,
+    },
+    /// Delete REF: only if it is at --expect (without it, wherever it is).
+    Delete {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+        /// The ref's name.
+        #[arg(value_name = "REF")]
+        ref_name: String,
+        /// Where the ref must be now.
+        #[arg(long, value_name = "V")]
+        expect: Option<String>,
+    },
+    /// The refs of KEY: name, kind, version.
+    List {
+        /// The object store's name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MergeArg {
+    Lww,
+    Counter,
+    Set,
+    Map,
+    Lines,
+}
+
 #[derive(Debug, Subcommand)]
 enum PdsCommand {
     /// Print a workload in the paper's format: a count, then `op value` lines
@@ -891,13 +1197,14 @@ fn run_serve(ctx: &commands::Context<'_>, args: &ServeArgs) -> anyhow::Result<()
     )
 }
 
-/// `map`, `set` and `part`: the structures' commands.
+/// `map`, `set`, `part` and `object`: the structures' commands.
 fn run_structure(ctx: &commands::Context<'_>, command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Map { command } => run_map(ctx, command),
         Command::Set { command } => run_set(ctx, command),
         Command::Part { command } => run_part(ctx, command),
-        _ => unreachable!("run_structure is only called for map, set and part"),
+        Command::Object(args) => run_object(ctx, args),
+        _ => unreachable!("run_structure is only called for map, set, part and object"),
     }
 }
 
@@ -941,6 +1248,65 @@ fn run_part(ctx: &commands::Context<'_>, command: &PartCommand) -> anyhow::Resul
     }
 }
 
+/// `object …`.
+fn run_object(ctx: &commands::Context<'_>, args: &ObjectArgs) -> anyhow::Result<()> {
+    use commands::object::{self, MergeValue, RefAction, Target};
+    let principal = args.acting_as.as_deref();
+    let target = |name| Target { name, principal };
+    match &args.command {
+        ObjectCommand::Put { name, key, base, value } => {
+            let source = value.source().expect("clap requires VALUE or --file");
+            object::put(ctx, &target(name), key, base.as_deref(), &source)
+        }
+        ObjectCommand::Get { name, key, v } => object::get(ctx, &target(name), key, v),
+        ObjectCommand::Info { name, key, v } => object::info(ctx, &target(name), key, v),
+        ObjectCommand::Merge { name, key, left, right, value, with } => {
+            let value = match (with, value.source()) {
+                (Some(function), _) => MergeValue::With(match function {
+                    MergeArg::Lww => object::BuiltinMerge::Lww,
+                    MergeArg::Counter => object::BuiltinMerge::Counter,
+                    MergeArg::Set => object::BuiltinMerge::Set,
+                    MergeArg::Map => object::BuiltinMerge::Map,
+                    MergeArg::Lines => object::BuiltinMerge::Lines,
+                }),
+                (None, Some(source)) => MergeValue::Given(source),
+                (None, None) => unreachable!("clap requires VALUE, --file or --with"),
+            };
+            object::merge(ctx, &target(name), key, left, right, &value)
+        }
+        ObjectCommand::Heads { name, key } => object::heads(ctx, &target(name), key),
+        ObjectCommand::History { name, key, v, m, values } => object::history(ctx, &target(name), key, v, *m, *values),
+        ObjectCommand::Previous { name, key, v } => object::previous(ctx, &target(name), key, v),
+        ObjectCommand::Keys { name } => object::keys(ctx, &target(name)),
+        ObjectCommand::Versions { name, key } => object::versions(ctx, &target(name), key),
+        ObjectCommand::Ref { command } => match command {
+            ObjectRefCommand::SetBranch { name, key, ref_name, v, expect } => object::refs(
+                ctx,
+                &target(name),
+                key,
+                &RefAction::SetBranch { name: ref_name, to: v, expect: expect.as_deref() },
+            ),
+            ObjectRefCommand::Tag { name, key, ref_name, v } => {
+                object::refs(ctx, &target(name), key, &RefAction::Tag { name: ref_name, to: v })
+            }
+            ObjectRefCommand::Delete { name, key, ref_name, expect } => {
+                object::refs(ctx, &target(name), key, &RefAction::Delete { name: ref_name, expect: expect.as_deref() })
+            }
+            ObjectRefCommand::List { name, key } => object::refs(ctx, &target(name), key, &RefAction::List),
+        },
+        ObjectCommand::Diff { name, key, v1, v2 } => object::diff(ctx, &target(name), key, v1, v2),
+        ObjectCommand::Verify { name, key, v } => object::verify(ctx, &target(name), key, v.as_deref()),
+        ObjectCommand::Prove { name, key, ancestor, head } => object::prove(ctx, &target(name), key, ancestor, head),
+        ObjectCommand::CheckProof { file, key, head, ancestor } => object::check_proof(ctx, file, key, head, ancestor),
+        ObjectCommand::Restrict { name, key } => object::restrict(ctx, &target(name), key),
+        ObjectCommand::Grant { name, key, principal, versions, with_ancestors } => {
+            object::grant(ctx, &target(name), key, principal, versions, *with_ancestors)
+        }
+        ObjectCommand::Grants { name, key } => object::grants(ctx, &target(name), key),
+        ObjectCommand::Watch { name, prefix, from, count } => object::watch(ctx, &target(name), prefix, *from, *count),
+    }
+}
+
 fn print_completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
     // Into a buffer first: clap_complete panics on a write error, and
     // `| head` is a closed pipe we stop at quietly.
@@ -963,6 +1329,11 @@ fn refuse_shared_store(cli: &Cli) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The commands that work on a shared store (`--store varve://…` or `nats://…`) as on an embedded one.
+fn works_on_any_store(command: &Command) -> bool {
+    matches!(command, Command::Log { .. } | Command::Map { .. } | Command::Set { .. } | Command::Object(_))
 }
 
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
@@ -990,11 +1361,10 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
              `varve --data DIR run APP.toml` there"
         );
     }
-    let shared_ok = matches!(cli.command, Command::Log { .. } | Command::Map { .. } | Command::Set { .. })
-        || (nats.is_some() && matches!(cli.command, Command::Run(_)));
+    let shared_ok = works_on_any_store(&cli.command) || (nats.is_some() && matches!(cli.command, Command::Run(_)));
     if elsewhere && !shared_ok {
         anyhow::bail!(
-            "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …`, `varve map …` or `varve set …`, \
+            "this command works on an embedded store (--data DIR) only; with --store varve://… or nats://… use `varve log …`, `varve map …`, `varve set …` or `varve object …`, \
              or run it on the server's host against its data directory"
         );
     }
@@ -1035,7 +1405,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
-        Command::Map { .. } | Command::Set { .. } | Command::Part { .. } => {
+        Command::Map { .. } | Command::Set { .. } | Command::Part { .. } | Command::Object(_) => {
             run_structure(&ctx, &cli.command)?;
             Ok(ExitCode::SUCCESS)
         }

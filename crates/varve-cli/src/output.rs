@@ -66,6 +66,11 @@ impl LineWriter {
     pub fn line(&mut self, line: &str) -> io::Result<()> {
         writeln!(self.stdout, "{line}")
     }
+
+    /// Push what was written to stdout now (a follower does after each line).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.stdout.flush()
+    }
 }
 
 /// A warning: one line on stderr, in both modes (stdout stays parseable).

@@ -19,6 +19,9 @@ b'21.5'
 - :class:`PersistentMap` is PART's in-memory persistent ordered map (O(1)
   snapshots, set operations); :meth:`Namespace.durable_map` returns a
   :class:`DurableMap`, the same tree made durable on the namespace's logs.
+- :meth:`Namespace.objects` returns an :class:`ObjectStore` of versioned
+  objects: a DAG of verifiable versions per key, merges, refs, grants,
+  ancestry proofs (:func:`check_proof`).
 - :class:`Runtime` runs handlers (Python functions or commands) when
   records are appended, and records every cause in ``_events``.
 - Errors are :class:`VarveError` subclasses (see :mod:`varve.errors`).
@@ -39,14 +42,18 @@ from ._varve import (
     Log,
     LogInfo,
     Namespace,
+    ObjectStore,
+    ObjectWatch,
     PartIterator,
     PersistentMap,
     Scan,
     SortedMap,
     SortedSet,
     Store,
+    Version,
     Watch,
     _bench_rust,
+    check_proof,
     open,
 )
 from .runtime import Event, HandlerContext, Runtime, to_dot, to_otel
@@ -56,27 +63,33 @@ from .errors import (
     Conflict,
     Corrupt,
     Denied,
+    Forbidden,
     Full,
     InvalidArgument,
     InvalidName,
     Locked,
     Lost,
+    MergeConflict,
     NoSpace,
     NoSuchVersion,
     NotFound,
     OutcomeUnknown,
     Poisoned,
     PositionOutOfRange,
+    ProofInvalid,
     ProtocolError,
     ReadOnly,
+    RefMoved,
     RuntimeStateError,
     Stopped,
+    Tampered,
     TooLarge,
     Trimmed,
     Unavailable,
     UnsupportedFormat,
     VarveError,
     VarveIOError,
+    VersionNotFound,
 )
 
 # Written out in full: mypy follows neither `*errors.__all__` in the list nor
@@ -96,6 +109,10 @@ __all__ = [
     "List",
     "PersistentMap",
     "DurableMap",
+    "ObjectStore",
+    "ObjectWatch",
+    "Version",
+    "check_proof",
     "PartIterator",
     "DeleteType",
     "DELETE",
@@ -127,6 +144,12 @@ __all__ = [
     "Poisoned",
     "Closed",
     "VarveIOError",
+    "VersionNotFound",
+    "Forbidden",
+    "Tampered",
+    "RefMoved",
+    "MergeConflict",
+    "ProofInvalid",
     "Unavailable",
     "OutcomeUnknown",
     "Denied",

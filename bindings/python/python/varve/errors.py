@@ -48,6 +48,12 @@ __all__ = [
     "ProtocolError",
     "RuntimeStateError",
     "Stopped",
+    "VersionNotFound",
+    "Forbidden",
+    "Tampered",
+    "RefMoved",
+    "MergeConflict",
+    "ProofInvalid",
 ]
 
 
@@ -303,3 +309,62 @@ class Stopped(RuntimeStateError):
     """The runtime was stopped (``stop()``, the end of its ``with`` block, or
     its store's ``close()``); a stopped runtime does not start again — create
     a new one. Field: ``state`` (``"stopped"``)."""
+
+
+class VersionNotFound(NotFound):
+    """An object store's key has no version with this id, prefix or ref
+    name (or none the principal may read). Fields: ``store``, ``key``,
+    ``version`` (as given)."""
+
+    store: str
+    key: str
+    version: str
+
+
+class Forbidden(VarveError, PermissionError):
+    """A principal (``ObjectStore.as_principal``) may not read this version
+    of a restricted key, or may not change the key's grants (only its owner
+    may; then ``version`` is None). Fields: ``principal``, ``key``,
+    ``version``, ``owner``. ``errno`` (declared by ``OSError``) is None."""
+
+    principal: str
+    key: str
+    owner: str
+    version: Optional[str] = None
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        VarveError.__init__(self, message, **fields)
+
+
+class Tampered(Corrupt):
+    """A version's stored bytes do not hash to its id (``ObjectStore.verify``).
+    Fields: ``key``, ``version``, ``reason``, ``log``, ``seq``."""
+
+    key: str
+    version: str
+
+
+class RefMoved(VarveError):
+    """A ref of an object store's key is not where the caller expected (a
+    branch moved by someone else first, or a tag set to another version):
+    re-read it and retry. Fields: ``key``, ``name``, ``expected``, ``actual``
+    (short ids, or ``"none"``)."""
+
+    key: str
+    name: str
+    expected: str
+    actual: str
+
+
+class MergeConflict(VarveError):
+    """A three-way merge function found changes it cannot combine; merge
+    with an explicit value instead. Field: ``fields`` (what both sides
+    changed differently)."""
+
+    fields: list[str]
+
+
+class ProofInvalid(VarveError):
+    """An ancestry proof does not check (``varve.check_proof``). Field: ``reason``."""
+
+    reason: str

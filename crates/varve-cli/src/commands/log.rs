@@ -402,7 +402,7 @@ fn table(namespace: &str, logs: &[LogInfo]) -> String {
 
 /// The record to append, read whole. Reading stops just past the record size
 /// limit, so a huge file or endless stdin is refused without filling memory.
-fn read_value(source: &ValueSource<'_>) -> anyhow::Result<Vec<u8>> {
+pub fn read_value(source: &ValueSource<'_>) -> anyhow::Result<Vec<u8>> {
     let limit = Limits::default().record_bytes_max;
     let (reader, what): (Box<dyn Read>, String) = match source {
         ValueSource::Text(text) => return Ok(text.as_bytes().to_vec()),

@@ -12,6 +12,7 @@ pub mod fsck;
 pub mod log;
 pub mod map;
 pub mod nats;
+pub mod object;
 pub mod part;
 pub mod pds;
 pub mod runtime;
