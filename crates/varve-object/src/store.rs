@@ -641,6 +641,13 @@ impl ObjectStore {
             key: key.to_owned(),
             version: text.to_owned(),
         };
+        if text.len() == 64 {
+            if let Ok(id) = text.parse::<VersionId>() {
+                // A full id: Forbidden says why, where a prefix search over
+                // the readable versions would only say "not found".
+                return Ok(self.info(key, &id)?.version);
+            }
+        }
         let lower = text.to_ascii_lowercase();
         if lower.len() < 4 || lower.len() > 64 || !lower.bytes().all(|c| c.is_ascii_hexdigit()) {
             return Err(not_found());
