@@ -161,6 +161,22 @@ tb scan --all
 tb merge dev
 tb scan
 
+step "Versioned objects from the CLI: two branches of one key, a three-way map merge, history, verify"
+v object put config svc '{"port":80,"tls":false}'
+ids() { "$VARVE" --data "$DATA" --json object "$@" config svc | python3 -c 'import json,sys; print(" ".join(v["id"][:12] for v in json.load(sys.stdin)["versions"]))'; }
+base=$(ids versions)
+v object put config svc --base "$base" '{"port":8080,"tls":false}'
+v object put config svc --base "$base" '{"port":80,"tls":true}'
+v object heads config svc
+v object merge config svc $(ids heads) --with map
+merged=$(ids heads)
+v object get config svc "$merged"; echo
+echo "(a merge has two parents; history follows single parents and stops after a merge, so it starts from one side)"
+v object previous config svc "$merged"
+left=$("$VARVE" --data "$DATA" --json object previous config svc "$merged" | python3 -c 'import json,sys; print(json.load(sys.stdin)["versions"][0]["id"][:12])')
+v object history config svc "$left" -m 4 --values
+v object verify config svc
+
 step "On the network: varve serve, two clients, a watch, a structure's old version read from another process"
 SDATA="$DATA/served"
 RUST_LOG=warn "$VARVE" --data "$SDATA" serve --listen 127.0.0.1:0 > "$DATA/serve.out" &
