@@ -2,7 +2,10 @@
 //! (`UStore`'s `compress()`/`decompress()`, §3.3.1), behind a small trait so
 //! an application can plug in a codec that knows its data.
 
+use std::cell::RefCell;
 use std::io;
+
+use zstd::bulk::Decompressor;
 
 /// Compresses values whole and against a base. Implementations must be
 /// deterministic in what they decode: `decode_delta(base, encode_delta(base,
@@ -54,7 +57,7 @@ impl Codec for ZstdCodec {
     }
 
     fn decode(&self, stored: &[u8], len: usize) -> io::Result<Vec<u8>> {
-        check_len(zstd::bulk::decompress(stored, len)?, len)
+        check_len(with_decompressor(&[], |d| d.decompress(stored, len))?, len)
     }
 
     fn encode_delta(&self, base: &[u8], value: &[u8]) -> io::Result<Vec<u8>> {
@@ -62,8 +65,36 @@ impl Codec for ZstdCodec {
     }
 
     fn decode_delta(&self, base: &[u8], stored: &[u8], len: usize) -> io::Result<Vec<u8>> {
-        check_len(zstd::bulk::Decompressor::with_dictionary(base)?.decompress(stored, len)?, len)
+        check_len(with_decompressor(base, |d| d.decompress(stored, len))?, len)
     }
+}
+
+thread_local! {
+    /// A decompression context per thread, made once: making one
+    /// (`ZSTD_createDCtx`) costs more than decoding a small delta, and a read
+    /// through a delta chain decodes up to `chain_max` of them.
+    static DECOMPRESSOR: RefCell<Option<Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with this thread's decompression context holding a copy of
+/// `dictionary` (none when empty). The copy stays until the thread's next
+/// decode: each thread that read a delta keeps one base value in memory.
+/// Each `decompress` starts a new frame, so a failed one leaves nothing
+/// behind for the next.
+fn with_decompressor<T>(
+    dictionary: &[u8],
+    f: impl FnOnce(&mut Decompressor<'static>) -> io::Result<T>,
+) -> io::Result<T> {
+    DECOMPRESSOR.with(|cell| {
+        // `f` only decompresses, so it never comes back here while the cell is borrowed.
+        let mut slot = cell.borrow_mut();
+        let decompressor = match &mut *slot {
+            Some(d) => d,
+            empty => empty.insert(Decompressor::new()?),
+        };
+        decompressor.set_dictionary(dictionary)?;
+        f(decompressor)
+    })
 }
 
 fn check_len(value: Vec<u8>, len: usize) -> io::Result<Vec<u8>> {
@@ -92,5 +123,8 @@ mod tests {
         assert_eq!(codec.decode_delta(&base, &delta, value.len()).unwrap(), value);
         let whole = codec.encode(&value).unwrap();
         assert_eq!(codec.decode(&whole, value.len()).unwrap(), value);
+        // The thread's context, used with a dictionary above, decodes without one again.
+        assert_eq!(codec.decode(&whole, value.len()).unwrap(), value);
+        assert_eq!(codec.decode_delta(&base, &delta, value.len()).unwrap(), value);
     }
 }
