@@ -4,8 +4,8 @@
 //! the same run on the same machine (STYLE.md, "Performance habits": the
 //! machines are noisy, so medians and ratios, never one absolute time).
 //! The `varve bench …` commands map their arguments onto these functions
-//! and print the reports; `make bench`, `make bench-pds`, `make bench-runtime`
-//! and `make bench-serve` run those commands.
+//! and print the reports; `make bench`, `make bench-pds`, `make bench-runtime`,
+//! `make bench-serve` and `make bench-object` run those commands.
 //!
 //! - [`log`]: the Log's append throughput, `get` latency and open time,
 //!   beside plain-file baselines (`varve bench log`).
@@ -19,6 +19,10 @@
 //! - [`serve`]: `varve serve` on loopback (appends with 1–64 clients,
 //!   `get`, watch fan-out) beside the embedded journal and a JetStream
 //!   server (`varve bench serve`).
+//! - [`object`]: versioned objects (`varve-object`) on the journal: put
+//!   and get, Complete beside Delta storage, `history(m)` beside `m` single
+//!   steps, and the paper's Git experiment beside a real `git` in the same
+//!   run (`varve bench object`).
 //! - [`stats`] and [`table`]: the medians, percentiles and Markdown tables
 //!   they share.
 //!
@@ -41,6 +45,7 @@
 
 pub mod log;
 pub mod nats;
+pub mod object;
 pub mod pds;
 pub mod pds_scale;
 pub mod runtime;
@@ -60,6 +65,9 @@ pub enum BenchError {
     /// A PEDaLS structure under measurement failed.
     #[error(transparent)]
     Pds(#[from] varve_pds::PdsError),
+    /// The object store under measurement failed.
+    #[error(transparent)]
+    Object(#[from] varve_object::ObjectError),
     /// The runtime under measurement failed.
     #[error(transparent)]
     Runtime(#[from] varve_runtime::RuntimeError),

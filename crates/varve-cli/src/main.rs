@@ -382,6 +382,23 @@ enum BenchCommand {
     /// here): appends/s and latency beside raw JetStream publishes, batches,
     /// get beside a raw direct get, failover after the leader's SIGKILL.
     Nats(BenchNatsArgs),
+    /// Versioned objects on the embedded journal: put and get (Complete
+    /// beside Delta storage), history(m) beside m single steps, the paper's
+    /// Git experiment beside a real `git` in the same run, and verify.
+    Object(BenchObjectArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchObjectArgs {
+    /// Directory for the journal and the git repository, on the disk to measure (deleted after).
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// Small counts: a smoke run of seconds, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// Run only one part: put and get, history, or the Git experiment with verify.
+    #[arg(long, value_parser = ["put", "history", "git"])]
+    only: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -1451,7 +1468,7 @@ fn run_nats(command: &NatsCommand, out: &Output) -> anyhow::Result<()> {
     }
 }
 
-/// `bench log|pds|runtime|serve`.
+/// `bench log|pds|runtime|serve|nats|object`.
 fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
     use commands::bench;
     match command {
@@ -1467,6 +1484,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
             bench::serve(&args.dir, args.quick, args.nats_server.as_deref(), args.only.as_deref(), json)
         }
         BenchCommand::Nats(args) => bench::nats(&args.dir, args.quick, args.nats_server.as_deref()),
+        BenchCommand::Object(args) => bench::object(&args.dir, args.quick, args.only.as_deref()),
     }
 }
 

@@ -1070,7 +1070,7 @@ impl ObjectStore {
     fn value_of(&self, st: &mut State, ix: NodeIx, use_cache: bool) -> Result<Arc<[u8]>> {
         let codec = &self.inner.options.codec;
         // Walk down to a value held whole (or cached), keeping the deltas.
-        let mut deltas: Vec<(NodeIx, Bytes)> = Vec::new();
+        let mut deltas: Vec<(NodeIx, Bytes, usize)> = Vec::new();
         let mut at = ix;
         let mut value: Arc<[u8]> = loop {
             if use_cache {
@@ -1099,7 +1099,7 @@ impl ObjectStore {
                         return Err(corrupt("its delta chain is longer than any this store writes".to_owned()));
                     }
                     let offset = bytes.len() - r.payload.len();
-                    deltas.push((at, bytes.slice(offset..)));
+                    deltas.push((at, bytes.slice(offset..), len));
                     at = base_ix;
                 }
             }
@@ -1107,9 +1107,8 @@ impl ObjectStore {
         if use_cache {
             st.cache.insert(at, Arc::clone(&value), self.inner.options.cache_bytes);
         }
-        while let Some((node, payload)) = deltas.pop() {
+        while let Some((node, payload, len)) = deltas.pop() {
             let seq = st.index.at(node).seq;
-            let len = self.read_len(seq)?;
             let decoded = codec.decode_delta(&value, &payload, len).map_err(|e| ObjectError::Corrupt {
                 log: self.inner.versions_log.clone(),
                 seq,
@@ -1121,16 +1120,6 @@ impl ObjectStore {
             }
         }
         Ok(value)
-    }
-
-    fn read_len(&self, seq: Seq) -> Result<usize> {
-        let bytes = self.read_record(seq)?;
-        let r = self.decode(&bytes, seq)?;
-        usize::try_from(r.value_len).map_err(|_| ObjectError::Corrupt {
-            log: self.inner.versions_log.clone(),
-            seq,
-            reason: "value length overflows".to_owned(),
-        })
     }
 }
 

@@ -1,4 +1,4 @@
-//! `varve bench log|pds|runtime|serve`: the arguments mapped onto the benchmarks
+//! `varve bench log|pds|runtime|serve|nats|object`: the arguments mapped onto the benchmarks
 //! of `varve-bench`, which measure (progress on stderr); the reports
 //! printed here — a Markdown table on stdout, `bench runtime --json` one
 //! JSON object, as `bench serve --json` — and `bench pds`'s CSV files written.
@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use varve_bench::{log, nats, pds, runtime, serve};
+use varve_bench::{log, nats, object, pds, runtime, serve};
 
 use crate::output;
 
@@ -81,6 +81,15 @@ pub fn runtime(dir: &Path, quick: bool, only: Option<&str>, json: bool) -> anyho
 pub fn nats(dir: &Path, quick: bool, nats_server: Option<&Path>) -> anyhow::Result<()> {
     let options = nats::NatsBenchOptions { dir: dir.to_owned(), quick, nats_server: nats_server.map(Path::to_owned) };
     print(&nats::run(&options)?.to_markdown())
+}
+
+/// `varve bench object`.
+pub fn object(dir: &Path, quick: bool, only: Option<&str>) -> anyhow::Result<()> {
+    let options = object::ObjectBenchOptions {
+        only: only.map(str::to_owned),
+        ..object::ObjectBenchOptions::new(dir.to_owned(), quick)
+    };
+    print(&object::run(&options)?.to_markdown())
 }
 
 /// `varve bench serve`: this binary is the `varve serve` measured.
