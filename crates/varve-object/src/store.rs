@@ -231,6 +231,13 @@ struct Grants {
     by_key: HashMap<String, Vec<GrantEntry>>,
 }
 
+/// Values decoded during one call, by node (a [`ValueCache`] of
+/// [`MEMO_BYTES`], so a `verify` of a long history stays bounded).
+type Memo = ValueCache;
+
+/// The bytes of decoded values one call keeps for reuse as bases.
+const MEMO_BYTES: usize = 32 << 20;
+
 /// Decoded values by node, evicted oldest first past a byte budget.
 #[derive(Default)]
 struct ValueCache {
@@ -544,8 +551,9 @@ impl ObjectStore {
         let mut st = self.state();
         let path = self.history_path(&mut st, key, version, m)?;
         let mut out = Vec::with_capacity(path.len());
+        let mut memo = Memo::default();
         for ix in path {
-            let value = self.value_of(&mut st, ix, true)?;
+            let value = self.value_of_in(&mut st, ix, true, &mut memo)?;
             out.push((st.index.at(ix).version, value.to_vec()));
         }
         Ok(out)
@@ -677,8 +685,9 @@ impl ObjectStore {
         let mut stack = vec![start];
         let mut seen = HashSet::from([start]);
         let mut checked = 0;
+        let mut memo = Memo::default();
         while let Some(ix) = stack.pop() {
-            self.verify_one(&mut st, key, ix)?;
+            self.verify_one(&mut st, key, ix, &mut memo)?;
             checked += 1;
             for &parent in &st.index.at(ix).parents {
                 if seen.insert(parent) {
@@ -689,7 +698,11 @@ impl ObjectStore {
         Ok(VerifyReport { versions: checked })
     }
 
-    fn verify_one(&self, st: &mut State, key: &str, ix: NodeIx) -> Result<()> {
+    /// Check one version from its stored bytes. `memo` holds values this
+    /// `verify` decoded from the log (never the cache), so a base shared by
+    /// many versions is decoded once; a base whose bytes were altered fails
+    /// its own check in the same call.
+    fn verify_one(&self, st: &mut State, key: &str, ix: NodeIx, memo: &mut Memo) -> Result<()> {
         let node = st.index.at(ix).clone();
         let tampered = |reason: String| ObjectError::Tampered {
             key: key.to_owned(),
@@ -715,7 +728,8 @@ impl ObjectStore {
         if recomputed != node.version {
             return Err(tampered(format!("its parents and digest hash to {}", recomputed.id.short(12))));
         }
-        let value = self.value_of(st, ix, false).map_err(|e| tampered(format!("its value does not decode: {e}")))?;
+        let value =
+            self.value_of_in(st, ix, false, memo).map_err(|e| tampered(format!("its value does not decode: {e}")))?;
         if value_digest(&value) != r.digest {
             return Err(tampered("its value's BLAKE3 differs from the digest in its id".to_owned()));
         }
@@ -1068,11 +1082,22 @@ impl ObjectStore {
     /// The value of a node, through its delta chain. `use_cache` false
     /// decodes every step from the stored bytes (for `verify`).
     fn value_of(&self, st: &mut State, ix: NodeIx, use_cache: bool) -> Result<Arc<[u8]>> {
+        self.value_of_in(st, ix, use_cache, &mut Memo::default())
+    }
+
+    /// [`ObjectStore::value_of`] that also keeps every value it decodes in
+    /// `memo`, for calls that decode many versions sharing skip-delta bases
+    /// (`history_values`, `verify`): each base is then decoded once per call,
+    /// even with no value cache.
+    fn value_of_in(&self, st: &mut State, ix: NodeIx, use_cache: bool, memo: &mut Memo) -> Result<Arc<[u8]>> {
         let codec = &self.inner.options.codec;
         // Walk down to a value held whole (or cached), keeping the deltas.
         let mut deltas: Vec<(NodeIx, Bytes, usize)> = Vec::new();
         let mut at = ix;
         let mut value: Arc<[u8]> = loop {
+            if let Some(v) = memo.get(at) {
+                break v;
+            }
             if use_cache {
                 if let Some(v) = st.cache.get(at) {
                     break v;
@@ -1107,6 +1132,7 @@ impl ObjectStore {
         if use_cache {
             st.cache.insert(at, Arc::clone(&value), self.inner.options.cache_bytes);
         }
+        memo.insert(at, Arc::clone(&value), MEMO_BYTES);
         while let Some((node, payload, len)) = deltas.pop() {
             let seq = st.index.at(node).seq;
             let decoded = codec.decode_delta(&value, &payload, len).map_err(|e| ObjectError::Corrupt {
@@ -1118,6 +1144,7 @@ impl ObjectStore {
             if use_cache {
                 st.cache.insert(node, Arc::clone(&value), self.inner.options.cache_bytes);
             }
+            memo.insert(node, Arc::clone(&value), MEMO_BYTES);
         }
         Ok(value)
     }
