@@ -2,7 +2,8 @@
 //! file whose tokens name principals: the server, not the client, enforces
 //! the owners' read grants, and a principal's token cannot go around them
 //! through the raw `obj.*` logs. Requests are sent with curl, as a user
-//! would (`docs/http.md`, Versioned objects).
+//! would, and the curl examples of `docs/http.md` (Versioned objects) are
+//! run as written.
 
 mod common;
 
@@ -95,6 +96,50 @@ impl Api {
 
 fn ids(answer: &Value) -> Vec<String> {
     answer["versions"].as_array().expect("versions").iter().map(|v| v["id"].as_str().expect("id").to_owned()).collect()
+}
+
+/// The token file (its first `text` block) and the `sh` block of
+/// docs/http.md's Versioned objects: (command, expected output).
+fn doc_examples() -> (String, Vec<(String, String)>) {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/http.md")).expect("docs/http.md");
+    let section = doc.split("\n## Versioned objects\n").nth(1).expect("a Versioned objects section");
+    let section = section.split("\n## ").next().expect("the section");
+    let block = |fence: &str| {
+        section.split(fence).nth(1).and_then(|b| b.split("```").next()).expect("a fenced block").to_owned()
+    };
+    let tokens = block("```text\n");
+    let mut examples: Vec<(String, String)> = Vec::new();
+    for line in block("```sh\n").lines() {
+        if let Some(expected) = line.strip_prefix('#') {
+            let (_, output) = examples.last_mut().expect("a command before its output");
+            output.push_str(expected.strip_prefix(' ').unwrap_or(expected));
+            output.push('\n');
+        } else if !line.trim().is_empty() {
+            examples.push((line.to_owned(), String::new()));
+        }
+    }
+    (tokens, examples)
+}
+
+#[test]
+fn the_curl_examples_of_versioned_objects_in_the_http_guide_answer_as_written() {
+    let env = Env::new();
+    let (tokens, examples) = doc_examples();
+    assert!(examples.len() >= 10, "{examples:?}");
+    let path = env.temp.path().join("tokens");
+    std::fs::write(&path, tokens).expect("token file");
+    let served = env.serve(&["--token-file", path.to_str().expect("utf-8 path")]);
+    for (command, expected) in examples {
+        let output = Command::new("bash").arg("-c").arg(&command).env("VARVE", served.http()).output().expect("bash");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            stdout.trim_end(),
+            expected.trim_end(),
+            "{command}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 #[test]
