@@ -142,9 +142,8 @@ fn the_curl_examples_of_versioned_objects_in_the_http_guide_answer_as_written() 
     }
 }
 
-#[test]
-fn the_server_enforces_grants_for_the_principal_its_tokens_name() {
-    let env = Env::new();
+/// A `varve serve` with an administrator's token and Ann's and Bob's, and its API.
+fn serve_with_tokens(env: &Env) -> (common::Served, Api) {
     let tokens = env.temp.path().join("tokens");
     std::fs::write(
         &tokens,
@@ -155,6 +154,13 @@ fn the_server_enforces_grants_for_the_principal_its_tokens_name() {
     .expect("token file");
     let served = env.serve(&["--token-file", tokens.to_str().expect("utf-8 path")]);
     let api = Api { http: served.http() };
+    (served, api)
+}
+
+#[test]
+fn the_server_enforces_grants_for_the_principal_its_tokens_name() {
+    let env = Env::new();
+    let (_served, api) = serve_with_tokens(&env);
 
     // Ann writes three versions of her key and makes it private.
     let v1 = api.put_value("plan", ANN, None, b"draft");
@@ -231,6 +237,15 @@ fn the_server_enforces_grants_for_the_principal_its_tokens_name() {
     );
     let proof = api.get(&format!("objects/docs/keys/plan/prove?ancestor={v1}&head={v3}"), ADMIN).expect(200);
     assert_eq!(proof["steps"].as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn refs_merges_and_unknown_versions_answer_with_their_status() {
+    let env = Env::new();
+    let (_served, api) = serve_with_tokens(&env);
+    let v1 = api.put_value("plan", ANN, None, b"draft");
+    let v2 = api.put_value("plan", ANN, Some(&v1), b"review");
+    let v3 = api.put_value("plan", ANN, Some(&v2), b"final");
 
     // A branch moves by compare-and-set: a stale expectation is 409.
     let set = api.call("PUT", &format!("objects/docs/keys/plan/refs/main?to={v1}&expected=none"), ANN, None);
