@@ -270,7 +270,7 @@ struct ServeArgs {
     /// The address to listen on (port 0: any free port; the URI printed says which).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:7070")]
     listen: std::net::SocketAddr,
-    /// Require bearer tokens: lines of `TOKEN read-only|read-write [NS,...]`.
+    /// Require bearer tokens: lines of `TOKEN read-only|read-write [NS,...] [as=PRINCIPAL]`.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// Allow listening on a non-loopback address without --token-file.

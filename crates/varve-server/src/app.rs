@@ -10,20 +10,23 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use varve_log::Limits;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::namespaces::Namespaces;
+use crate::objects::ObjectStores;
 use crate::tokens::{Access, Permission, Tokens};
-use crate::{routes, stream};
+use crate::{objects, routes, stream};
 
 /// What every request handler shares.
 pub struct AppState {
     /// The namespaces served.
     pub namespaces: Namespaces,
+    /// The object stores opened so far (closed before the namespaces).
+    pub objects: ObjectStores,
     /// The record and batch limits (the journal's), checked before a body is read whole.
     pub limits: Limits,
     /// The tokens accepted; empty: no token needed.
@@ -57,7 +60,24 @@ pub fn router(state: Shared) -> Router {
         .route("/namespaces/{ns}/logs/{log}/records/{seq}", get(routes::get_record))
         .route("/namespaces/{ns}/logs/{log}/watch", get(stream::watch))
         .route("/namespaces/{ns}/batch", post(routes::append_batch))
-        .route("/namespaces/{ns}/sync", post(routes::sync));
+        .route("/namespaces/{ns}/sync", post(routes::sync))
+        .route("/namespaces/{ns}/objects/{store}/keys", get(objects::keys))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions", get(objects::versions).post(objects::put))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions/{version}", get(objects::get))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions/{version}/info", get(objects::info))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions/{version}/previous", get(objects::previous))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions/{version}/history", get(objects::history))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions/{version}/verify", get(objects::verify))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/heads", get(objects::heads))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/merge", post(objects::merge))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/prove", get(objects::prove))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/refs", get(objects::refs))
+        .route(
+            "/namespaces/{ns}/objects/{store}/keys/{key}/refs/{name}",
+            put(objects::set_ref).delete(objects::delete_ref),
+        )
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/restrict", post(objects::restrict))
+        .route("/namespaces/{ns}/objects/{store}/keys/{key}/grants", get(objects::grants).post(objects::grant));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
@@ -107,6 +127,31 @@ fn operation(method: &Method, route: Option<&str>) -> &'static str {
         ("GET", "/namespaces/{ns}/logs/{log}/watch") => "watch",
         ("POST", "/namespaces/{ns}/batch") => "append_batch",
         ("POST", "/namespaces/{ns}/sync") => "sync",
+        _ => object_operation(method.as_str(), route),
+    }
+}
+
+/// The operation of a route under `/namespaces/{ns}/objects/{store}/`.
+fn object_operation(method: &str, route: &str) -> &'static str {
+    let Some(rest) = route.strip_prefix("/namespaces/{ns}/objects/{store}") else { return "other" };
+    match (method, rest) {
+        ("GET", "/keys") => "object_keys",
+        ("GET", "/keys/{key}/versions") => "object_versions",
+        ("POST", "/keys/{key}/versions") => "object_put",
+        ("GET", "/keys/{key}/versions/{version}") => "object_get",
+        ("GET", "/keys/{key}/versions/{version}/info") => "object_info",
+        ("GET", "/keys/{key}/versions/{version}/previous") => "object_previous",
+        ("GET", "/keys/{key}/versions/{version}/history") => "object_history",
+        ("GET", "/keys/{key}/versions/{version}/verify") => "object_verify",
+        ("GET", "/keys/{key}/heads") => "object_heads",
+        ("POST", "/keys/{key}/merge") => "object_merge",
+        ("GET", "/keys/{key}/prove") => "object_prove",
+        ("GET", "/keys/{key}/refs") => "object_refs",
+        ("PUT", "/keys/{key}/refs/{name}") => "object_set_ref",
+        ("DELETE", "/keys/{key}/refs/{name}") => "object_delete_ref",
+        ("POST", "/keys/{key}/restrict") => "object_restrict",
+        ("GET", "/keys/{key}/grants") => "object_grants",
+        ("POST", "/keys/{key}/grants") => "object_grant",
         _ => "other",
     }
 }

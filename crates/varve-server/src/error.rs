@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use varve_log::LogError;
+use varve_object::ObjectError;
 use varve_runtime::RuntimeError;
 
 /// An error on its way to the client.
@@ -14,6 +15,15 @@ use varve_runtime::RuntimeError;
 pub enum ApiError {
     /// A Log operation failed.
     Log(LogError),
+    /// A versioned-object operation failed (`crate::objects`).
+    Object(ObjectError),
+    /// No object store of that name in the namespace (404).
+    ObjectStoreNotFound {
+        /// The namespace.
+        namespace: String,
+        /// The object store asked for.
+        store: String,
+    },
     /// No token, or one the server does not know (401).
     Unauthorized(String),
     /// A token that does not allow this (403).
@@ -34,6 +44,15 @@ pub enum ApiError {
 impl From<LogError> for ApiError {
     fn from(error: LogError) -> Self {
         ApiError::Log(error)
+    }
+}
+
+impl From<ObjectError> for ApiError {
+    fn from(error: ObjectError) -> Self {
+        match error {
+            ObjectError::Log(error) => ApiError::Log(error),
+            other => ApiError::Object(other),
+        }
     }
 }
 
@@ -79,6 +98,12 @@ impl ApiError {
             ApiError::Stopping => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
             ApiError::Log(error) => log_parts(error, &mut put),
+            ApiError::Object(error) => object_parts(error, &mut put),
+            ApiError::ObjectStoreNotFound { namespace, store } => {
+                put("namespace", json!(namespace));
+                put("store", json!(store));
+                (StatusCode::NOT_FOUND, "object_store_not_found")
+            }
         };
         (status, kind, fields)
     }
@@ -187,10 +212,95 @@ fn log_parts(error: &LogError, put: &mut impl FnMut(&str, Value)) -> (StatusCode
     }
 }
 
+/// The status and kind of an object-store error, its fields put with `put`.
+/// A version the principal may not read, or grants it does not own, is 403;
+/// stored bytes that fail their hash or do not decode are 500, because the
+/// request was fine and the server's storage is not (as `unsupported_format`).
+fn object_parts(error: &ObjectError, put: &mut impl FnMut(&str, Value)) -> (StatusCode, &'static str) {
+    match error {
+        ObjectError::Log(error) => log_parts(error, put),
+        ObjectError::VersionNotFound { store, key, version } => {
+            put("store", json!(store));
+            put("key", json!(key));
+            put("version", json!(version));
+            (StatusCode::NOT_FOUND, "version_not_found")
+        }
+        ObjectError::AmbiguousVersion { store, key, prefix, count } => {
+            put("store", json!(store));
+            put("key", json!(key));
+            put("prefix", json!(prefix));
+            put("count", json!(count));
+            (StatusCode::BAD_REQUEST, "ambiguous_version")
+        }
+        ObjectError::Forbidden { principal, key, version, owner } => {
+            put("principal", json!(principal));
+            put("key", json!(key));
+            put("version", json!(version));
+            put("owner", json!(owner));
+            (StatusCode::FORBIDDEN, "forbidden")
+        }
+        ObjectError::NotOwner { principal, key, owner } => {
+            put("principal", json!(principal));
+            put("key", json!(key));
+            put("owner", json!(owner));
+            (StatusCode::FORBIDDEN, "not_owner")
+        }
+        ObjectError::RefMoved { key, name, expected, actual } => {
+            put("key", json!(key));
+            put("ref", json!(name));
+            put("expected", json!(expected));
+            put("actual", json!(actual));
+            (StatusCode::CONFLICT, "ref_moved")
+        }
+        ObjectError::MergeConflict { fields } => {
+            put("fields", json!(fields));
+            (StatusCode::CONFLICT, "merge_conflict")
+        }
+        ObjectError::ValueType { version, expected, reason } => {
+            put("version", json!(version));
+            put("expected", json!(expected));
+            put("reason", json!(reason));
+            (StatusCode::BAD_REQUEST, "value_type")
+        }
+        ObjectError::InvalidArgument { reason } => {
+            put("reason", json!(reason));
+            (StatusCode::BAD_REQUEST, "invalid_argument")
+        }
+        ObjectError::ProofInvalid { reason } => {
+            put("reason", json!(reason));
+            (StatusCode::BAD_REQUEST, "proof_invalid")
+        }
+        ObjectError::Tampered { key, version, reason, log, seq } => {
+            put("key", json!(key));
+            put("version", json!(version));
+            put("reason", json!(reason));
+            put("log", json!(log));
+            put("seq", json!(seq));
+            (StatusCode::INTERNAL_SERVER_ERROR, "tampered")
+        }
+        ObjectError::Corrupt { log, seq, reason } => {
+            put("log", json!(log));
+            put("seq", json!(seq));
+            put("reason", json!(reason));
+            (StatusCode::INTERNAL_SERVER_ERROR, "corrupt")
+        }
+        ObjectError::MergeFunction { reason } => {
+            put("reason", json!(reason));
+            (StatusCode::INTERNAL_SERVER_ERROR, "merge_function")
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ApiError::Log(error) => write!(f, "{error}"),
+            ApiError::Object(error) => write!(f, "{error}"),
+            ApiError::ObjectStoreNotFound { namespace, store } => write!(
+                f,
+                "no object store {store:?} in namespace {namespace:?}: create it with a put (`POST …/objects/{store}/keys/KEY/versions`), or check the name"
+            ),
             ApiError::Unauthorized(reason) | ApiError::Forbidden(reason) | ApiError::UnsupportedMediaType(reason) => {
                 f.write_str(reason)
             }

@@ -8,8 +8,10 @@
 //!
 //! Layers, outermost first: [`listener`] (accepting connections, timeouts,
 //! graceful shutdown) and [`tls`] (HTTPS) → [`app`] (routes, metrics,
-//! tokens) → [`routes`] and [`stream`] (the operations) → [`namespaces`]
-//! (the open journals) → `varve_log`.
+//! tokens) → [`routes`], [`stream`] and [`objects`] (the operations) →
+//! [`namespaces`] (the open journals) → `varve_log` (and `varve_object` for
+//! the object routes, which enforce the owners' read grants for the
+//! principal a token names).
 //!
 //! ```no_run
 //! use varve_server::{ServeOptions, Server};
@@ -29,6 +31,7 @@ pub mod error;
 pub mod listener;
 pub mod metrics;
 pub mod namespaces;
+pub mod objects;
 pub mod routes;
 pub mod stream;
 pub mod tls;

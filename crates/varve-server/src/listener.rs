@@ -139,6 +139,7 @@ impl Server {
         let local = listener.local_addr().map_err(|source| ServeError::Bind { addr: options.listen, source })?;
         let state = Arc::new(AppState {
             namespaces,
+            objects: crate::objects::ObjectStores::default(),
             limits: options.journal.limits,
             tokens: options.tokens.clone(),
             metrics: Metrics::new(),
@@ -219,6 +220,8 @@ impl Server {
         }
         // Appends run on blocking threads that hold their namespace; closing
         // here drops the server's hold, and the last one releases the lock.
+        // The object stores hold their namespaces: forget them first.
+        state.objects.close_all();
         state.namespaces.close_all();
         Ok(())
     }

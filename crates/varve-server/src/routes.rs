@@ -33,7 +33,7 @@ pub const CAUSE_HEADER: &str = "varve-cause";
 /// The trace of [`CAUSE_HEADER`], up to 32 hex digits (a handler's `VARVE_TRACE_ID`).
 pub const TRACE_HEADER: &str = "varve-trace";
 /// JSON bodies beyond the records' own bytes (base64 grows them by 4/3) may add this much.
-const JSON_OVERHEAD_BYTES: u64 = 1 << 20;
+pub const JSON_OVERHEAD_BYTES: u64 = 1 << 20;
 
 /// The path's parameters, with rejections answered as JSON errors.
 pub struct Params(HashMap<String, String>);
@@ -42,11 +42,28 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Params {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
-        match Path::<HashMap<String, String>>::from_request_parts(parts, state).await {
-            Ok(Path(map)) => Ok(Params(map)),
-            Err(rejection) => Err(ApiError::invalid(format!("the path does not parse: {rejection}"))),
+        let map = match Path::<HashMap<String, String>>::from_request_parts(parts, state).await {
+            Ok(Path(map)) => map,
+            Err(rejection) => return Err(ApiError::invalid(format!("the path does not parse: {rejection}"))),
+        };
+        // Checked here, on the decoded name, so that no percent-encoding of
+        // `obj.` slips past; every route that names a log extracts Params.
+        if let (Some(log), Some(permission)) = (map.get("log"), parts.extensions.get::<Permission>()) {
+            refuse_raw_object_log(permission, log)?;
         }
+        Ok(Params(map))
     }
+}
+
+/// Refuse a principal's token the raw records of an object store's log.
+fn refuse_raw_object_log(permission: &Permission, log: &str) -> Result<(), ApiError> {
+    if permission.may_touch_raw(log) {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!(
+        "log {log:?} belongs to an object store, and this token acts as principal {:?}: read and write versioned objects through /v1/namespaces/NS/objects/STORE/… (see docs/http.md, Versioned objects), where the owners' grants apply",
+        permission.principal.as_deref().unwrap_or_default()
+    )))
 }
 
 impl Params {
@@ -60,6 +77,11 @@ impl Params {
         let log = self.0.get("log").map_or("", String::as_str);
         varve_log::validate_name(log, true)?;
         Ok(log)
+    }
+
+    /// A path parameter that must be there (the route names it).
+    pub fn named(&self, name: &str) -> &str {
+        self.0.get(name).map_or("", String::as_str)
     }
 
     fn seq(&self) -> Result<Seq, ApiError> {
@@ -93,7 +115,7 @@ pub fn query(raw: Option<&str>, known: &[&str]) -> Result<HashMap<String, String
 }
 
 /// Run a journal write on a blocking thread.
-async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|join| {
@@ -105,7 +127,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Read a body of at most `limit` bytes; a larger one is `too_large`.
-async fn read_body(body: Body, headers: &HeaderMap, what: &'static str, limit: u64) -> Result<Bytes, ApiError> {
+pub async fn read_body(body: Body, headers: &HeaderMap, what: &'static str, limit: u64) -> Result<Bytes, ApiError> {
     let too_large = |size| ApiError::Log(LogError::TooLarge { what, size, limit });
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if let Some(size) = declared.filter(|&size| size > limit) {
@@ -144,7 +166,7 @@ fn request_id(headers: &HeaderMap) -> Result<Option<RequestId>, ApiError> {
 }
 
 /// A body that must be JSON (or empty, when `empty_ok`).
-fn require_json(headers: &HeaderMap, empty: bool) -> Result<(), ApiError> {
+pub fn require_json(headers: &HeaderMap, empty: bool) -> Result<(), ApiError> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if essence.eq_ignore_ascii_case("application/json") || (empty && content_type.is_empty()) {
@@ -155,7 +177,8 @@ fn require_json(headers: &HeaderMap, empty: bool) -> Result<(), ApiError> {
     )))
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// Parse a JSON body; a body that does not parse is `invalid_argument`.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("the JSON body does not parse: {e}")))
 }
 
@@ -181,10 +204,21 @@ pub async fn list_namespaces(
     Ok(Json(json!({ "namespaces": names })).into_response())
 }
 
-/// `GET /v1/namespaces/NS/logs`: every log with its bounds.
-pub async fn list_logs(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
+/// `GET /v1/namespaces/NS/logs`: every log with its bounds (for a
+/// principal's token, without the object stores' logs, which it may not read).
+pub async fn list_logs(
+    State(state): State<Shared>,
+    Extension(permission): Extension<Permission>,
+    params: Params,
+) -> Result<Response, ApiError> {
     let served = state.namespaces.for_read(params.ns())?;
-    let logs: Vec<LogInfoJson> = served.ns().list_logs()?.into_iter().map(LogInfoJson::from).collect();
+    let logs: Vec<LogInfoJson> = served
+        .ns()
+        .list_logs()?
+        .into_iter()
+        .filter(|info| permission.may_touch_raw(&info.name))
+        .map(LogInfoJson::from)
+        .collect();
     Ok(Json(json!({ "logs": logs })).into_response())
 }
 
@@ -252,7 +286,12 @@ pub async fn append(
 }
 
 /// `POST /v1/namespaces/NS/batch`: append records to several logs, all or nothing.
-pub async fn append_batch(State(state): State<Shared>, params: Params, request: Request) -> Result<Response, ApiError> {
+pub async fn append_batch(
+    State(state): State<Shared>,
+    Extension(permission): Extension<Permission>,
+    params: Params,
+    request: Request,
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     require_json(&parts.headers, false)?;
     let id = request_id(&parts.headers)?;
@@ -262,6 +301,7 @@ pub async fn append_batch(State(state): State<Shared>, params: Params, request: 
     let records = parse_json::<BatchJson>(&body)?.decode()?;
     for (log, _) in &records {
         varve_log::validate_name(log, true)?;
+        refuse_raw_object_log(&permission, log)?;
     }
     let served = state.namespaces.for_write(params.ns())?;
     let (count, bytes) = (records.len() as u64, records.iter().map(|(_, v)| v.len() as u64).sum::<u64>());

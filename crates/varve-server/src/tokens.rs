@@ -2,8 +2,12 @@
 //! namespace. Tokens are compared in constant time, so the time an answer
 //! takes says nothing about how much of a guess was right.
 //!
-//! The token file holds one token per line: `TOKEN ACCESS [NAMESPACE,…]`,
-//! where ACCESS is `read-only` or `read-write`; `#` starts a comment.
+//! The token file holds one token per line:
+//! `TOKEN ACCESS [NAMESPACE,…] [as=PRINCIPAL]`, where ACCESS is `read-only`
+//! or `read-write`; `#` starts a comment. A token with `as=PRINCIPAL` acts as
+//! that principal on versioned objects (their owners' read grants apply, and
+//! it may not touch the object stores' raw `obj.*` logs); a token without it
+//! is an administrator's.
 
 use std::path::Path;
 
@@ -25,6 +29,8 @@ struct Grant {
     access: Access,
     /// `None`: every namespace.
     namespaces: Option<Vec<String>>,
+    /// `None`: an administrator token.
+    principal: Option<String>,
 }
 
 /// The tokens a server accepts.
@@ -47,6 +53,29 @@ pub struct TokenFileError {
 
 /// Shortest token accepted: a guessable token is no protection.
 pub const TOKEN_BYTES_MIN: usize = 8;
+
+/// Longest principal name, in bytes: principals are stored in every version
+/// and grant record they write, so a name is an identifier, not a document.
+pub const PRINCIPAL_BYTES_MAX: usize = 128;
+
+/// What a token line looks like, for error messages.
+const LINE_FORM: &str = "`TOKEN ACCESS [NAMESPACE,…] [as=PRINCIPAL]` (ACCESS: read-only or read-write)";
+
+/// Check a principal name: 1–[`PRINCIPAL_BYTES_MAX`] bytes of
+/// `A-Z a-z 0-9 . _ - @`, so that it reads the same in a token file, a log
+/// record and a message.
+pub fn validate_principal(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("`as=` needs a principal name: write `as=NAME`".into());
+    }
+    if name.len() > PRINCIPAL_BYTES_MAX {
+        return Err(format!("principal {name:?} is over {PRINCIPAL_BYTES_MAX} bytes"));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))) {
+        return Err(format!("principal {name:?} holds {bad:?}: use A-Z a-z 0-9 . _ - @"));
+    }
+    Ok(())
+}
 
 impl Tokens {
     /// Read a token file (see the module docs).
@@ -71,10 +100,7 @@ impl Tokens {
             }
             let mut words = line.split_whitespace();
             let (Some(token), Some(access)) = (words.next(), words.next()) else {
-                return Err((
-                    line_no,
-                    "expected `TOKEN ACCESS [NAMESPACE,…]` (ACCESS: read-only or read-write)".into(),
-                ));
+                return Err((line_no, format!("expected {LINE_FORM}")));
             };
             if token.len() < TOKEN_BYTES_MIN {
                 return Err((line_no, format!("a token has at least {TOKEN_BYTES_MIN} characters")));
@@ -84,20 +110,28 @@ impl Tokens {
                 "read-write" => Access::ReadWrite,
                 other => return Err((line_no, format!("access {other:?}: write read-only or read-write"))),
             };
-            let namespaces = match words.next() {
-                None => None,
-                Some(list) => {
-                    let names: Vec<String> = list.split(',').filter(|n| !n.is_empty()).map(str::to_owned).collect();
+            let (mut namespaces, mut principal) = (None, None);
+            for word in words {
+                if let Some(name) = word.strip_prefix("as=") {
+                    if principal.is_some() {
+                        return Err((line_no, "a token acts as one principal: give `as=` once".into()));
+                    }
+                    validate_principal(name).map_err(|message| (line_no, message))?;
+                    principal = Some(name.to_owned());
+                } else if namespaces.is_none() && principal.is_none() {
+                    let names: Vec<String> = word.split(',').filter(|n| !n.is_empty()).map(str::to_owned).collect();
                     for name in &names {
                         varve_log::validate_name(name, true).map_err(|e| (line_no, e.to_string()))?;
                     }
-                    Some(names)
+                    namespaces = Some(names);
+                } else {
+                    return Err((
+                        line_no,
+                        format!("unexpected {word:?}: expected {LINE_FORM}, namespaces separated by commas, no spaces"),
+                    ));
                 }
-            };
-            if let Some(extra) = words.next() {
-                return Err((line_no, format!("unexpected {extra:?}: separate namespaces with commas, no spaces")));
             }
-            grants.push(Grant { token: token.as_bytes().to_vec(), access, namespaces });
+            grants.push(Grant { token: token.as_bytes().to_vec(), access, namespaces, principal });
         }
         Ok(Tokens { grants })
     }
@@ -115,7 +149,11 @@ impl Tokens {
         let mut found = None;
         for grant in &self.grants {
             if bool::from(grant.token.ct_eq(presented)) && found.is_none() {
-                found = Some(Permission { access: grant.access, namespaces: grant.namespaces.clone() });
+                found = Some(Permission {
+                    access: grant.access,
+                    namespaces: grant.namespaces.clone(),
+                    principal: grant.principal.clone(),
+                });
             }
         }
         found
@@ -129,13 +167,15 @@ pub struct Permission {
     pub access: Access,
     /// The namespaces it reaches; `None` for every one.
     pub namespaces: Option<Vec<String>>,
+    /// Who it acts as on versioned objects; `None` for an administrator.
+    pub principal: Option<String>,
 }
 
 impl Permission {
     /// Everything: the permission when the server runs without tokens.
     #[must_use]
     pub fn all() -> Permission {
-        Permission { access: Access::ReadWrite, namespaces: None }
+        Permission { access: Access::ReadWrite, namespaces: None, principal: None }
     }
 
     /// Whether it reaches `namespace`.
@@ -143,7 +183,20 @@ impl Permission {
     pub fn reaches(&self, namespace: &str) -> bool {
         self.namespaces.as_ref().is_none_or(|names| names.iter().any(|n| n == namespace))
     }
+
+    /// Whether it may read and write `log` as raw records. A principal's
+    /// token may not touch an object store's logs (`obj.*`): reading them
+    /// would bypass the owners' read grants, and writing them would forge
+    /// versions, refs and grants. It goes through the object routes instead.
+    #[must_use]
+    pub fn may_touch_raw(&self, log: &str) -> bool {
+        self.principal.is_none() || !log.starts_with(OBJECT_LOG_PREFIX)
+    }
 }
+
+/// The prefix of every object store's logs (`obj.NAME.versions|refs|grants`,
+/// named in `varve_object::store`).
+pub const OBJECT_LOG_PREFIX: &str = "obj.";
 
 #[cfg(test)]
 mod tests {
@@ -171,5 +224,36 @@ mod tests {
         assert_eq!(Tokens::parse("long-enough read-only a, b").err().map(|e| e.0), Some(1));
         assert_eq!(Tokens::parse("long-enough").err().map(|e| e.0), Some(1));
         assert_eq!(Tokens::parse("long-enough read-only _x,../y").err().map(|e| e.0), Some(1));
+    }
+
+    #[test]
+    fn a_token_may_name_its_principal() {
+        let text = "admin-123 read-write\nann-token read-write app as=ann\nbob-token read-only as=bob@example.org\n";
+        let tokens = Tokens::parse(text).expect("parses");
+        let admin = tokens.check(b"admin-123").expect("known");
+        assert_eq!(admin.principal, None);
+        assert!(admin.may_touch_raw("obj.docs.versions"));
+        let ann = tokens.check(b"ann-token").expect("known");
+        assert_eq!(ann.principal.as_deref(), Some("ann"));
+        assert!(ann.reaches("app") && !ann.reaches("other"));
+        assert!(!ann.may_touch_raw("obj.docs.versions") && ann.may_touch_raw("events"));
+        let bob = tokens.check(b"bob-token").expect("known");
+        assert_eq!((bob.access, bob.principal.as_deref()), (Access::ReadOnly, Some("bob@example.org")));
+        assert!(bob.reaches("anything"));
+    }
+
+    #[test]
+    fn bad_principals_name_the_line() {
+        let error = |text: &str| Tokens::parse(text).expect_err("refused");
+        let (line, message) = error("# tokens\nlong-enough read-write as=");
+        assert_eq!(line, 2);
+        assert!(message.contains("needs a principal name"), "{message}");
+        let (line, message) = error("long-enough read-write\n\nlong-enough2 read-only app as=a/b");
+        assert_eq!(line, 3);
+        assert!(message.contains("\"a/b\"") && message.contains("'/'"), "{message}");
+        assert_eq!(error(&format!("long-enough read-only as={}", "x".repeat(129))).0, 1);
+        assert!(error("long-enough read-only as=ann as=bob").1.contains("once"));
+        assert!(error("long-enough read-only as=ann app").1.contains("unexpected \"app\""));
+        assert!(error("long-enough read-only app other").1.contains("unexpected \"other\""));
     }
 }
