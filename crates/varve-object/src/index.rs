@@ -11,7 +11,12 @@
 //! index, is the truth: the index holds nothing a fold cannot rebuild.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
+
+/// Hash maps with foldhash: the keys are ids and names of this store, not
+/// an attacker's choice of collisions (ids are BLAKE3 outputs).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 use crate::record::{Encoding, VersionRecord};
 use crate::version::{Version, VersionId};
@@ -165,7 +170,7 @@ impl Index {
     pub fn is_ancestor(&self, ancestor: NodeIx, of: NodeIx) -> bool {
         let floor = self.at(ancestor).version.depth;
         let mut stack = vec![of];
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         while let Some(ix) = stack.pop() {
             if ix == ancestor {
                 return true;
@@ -195,7 +200,7 @@ impl Index {
         if a == b {
             return vec![a];
         }
-        let mut flags: HashMap<NodeIx, u8> = HashMap::new();
+        let mut flags: HashMap<NodeIx, u8> = HashMap::default();
         let mut queue = BinaryHeap::new();
         flags.insert(a, LEFT);
         flags.insert(b, RIGHT);
@@ -239,7 +244,7 @@ impl Index {
     /// both, or `None` if `ancestor` is not an ancestor of `head`.
     pub fn path(&self, head: NodeIx, ancestor: NodeIx) -> Option<Vec<NodeIx>> {
         let floor = self.at(ancestor).version.depth;
-        let mut came_from: HashMap<NodeIx, NodeIx> = HashMap::new();
+        let mut came_from: HashMap<NodeIx, NodeIx> = HashMap::default();
         let mut stack = vec![head];
         while let Some(ix) = stack.pop() {
             if ix == ancestor {

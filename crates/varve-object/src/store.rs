@@ -13,7 +13,7 @@
 //! - A delta's base is an earlier record of the same key (a first-parent
 //!   ancestor); no read decodes more than [`ObjectOptions::chain_max`] deltas.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -230,6 +230,9 @@ struct Grants {
     granted: HashMap<(String, String), Vec<(VersionId, bool)>>,
     by_key: HashMap<String, Vec<GrantEntry>>,
 }
+
+/// Hash maps with foldhash (keys are the store's own slots and names).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Values decoded during one call, by node (a [`ValueCache`] of
 /// [`MEMO_BYTES`], so a `verify` of a long history stays bounded).
@@ -1094,12 +1097,17 @@ impl ObjectStore {
         // Walk down to a value held whole (or cached), keeping the deltas.
         let mut deltas: Vec<(NodeIx, Bytes, usize)> = Vec::new();
         let mut at = ix;
+        // Whether the value at the bottom was decoded here (not found in the
+        // memo or the cache), so the memo should keep it.
+        let mut decoded_here = true;
         let mut value: Arc<[u8]> = loop {
             if let Some(v) = memo.get(at) {
+                decoded_here = false;
                 break v;
             }
             if use_cache {
                 if let Some(v) = st.cache.get(at) {
+                    decoded_here = false;
                     break v;
                 }
             }
@@ -1129,10 +1137,12 @@ impl ObjectStore {
                 }
             }
         };
-        if use_cache {
-            st.cache.insert(at, Arc::clone(&value), self.inner.options.cache_bytes);
+        if decoded_here {
+            if use_cache {
+                st.cache.insert(at, Arc::clone(&value), self.inner.options.cache_bytes);
+            }
+            memo.insert(at, Arc::clone(&value), MEMO_BYTES);
         }
-        memo.insert(at, Arc::clone(&value), MEMO_BYTES);
         while let Some((node, payload, len)) = deltas.pop() {
             let seq = st.index.at(node).seq;
             let decoded = codec.decode_delta(&value, &payload, len).map_err(|e| ObjectError::Corrupt {

@@ -29,8 +29,18 @@ use crate::error::{ObjectError, Result};
 const DOMAIN: &[u8] = b"varve.object.v1";
 
 /// The 32-byte hash `h` of a version.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct VersionId(pub [u8; 32]);
+
+impl std::hash::Hash for VersionId {
+    /// An id is a BLAKE3 output, already uniform: hashing its first eight
+    /// bytes is enough for a hash table, and cheaper than all 32.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&self.0[..8]);
+        state.write_u64(u64::from_le_bytes(head));
+    }
+}
 
 impl VersionId {
     /// The id's lowercase hex form (64 characters).
