@@ -14,10 +14,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use varve_object::record::GrantKind;
-use varve_object::{
-    AncestryProof, Counter, Encoding, LastWriterWins, LineMerge, MapMerge, MergeFn, MergeInput, ObjectError, SetUnion,
-    VersionId,
-};
+use varve_object::{AncestryProof, Encoding, MergeFn, MergeInput, ObjectError, VersionId};
 
 use crate::duration::seconds_or_none;
 use crate::error::{invalid_argument, Error, Result};
@@ -167,18 +164,11 @@ enum Merger {
 }
 
 fn builtin_merge(name: &str) -> Result<&'static dyn MergeFn> {
-    Ok(match name {
-        "lww" => &LastWriterWins,
-        "counter" => &Counter,
-        "set" => &SetUnion,
-        "map" => &MapMerge,
-        "lines" => &LineMerge,
-        other => {
-            return Err(invalid_argument(format!(
-                "with_={other:?}: a built-in merge is \"lww\", \"counter\", \"set\", \"map\" or \"lines\"; or pass a \
-                 function f(ancestor, left, right) -> bytes"
-            )))
-        }
+    varve_object::builtin(name).ok_or_else(|| {
+        invalid_argument(format!(
+            "with_={name:?}: a built-in merge is one of {}; or pass a function f(ancestor, left, right) -> bytes",
+            varve_object::BUILTIN_MERGES.join(", ")
+        ))
     })
 }
 

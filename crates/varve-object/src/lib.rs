@@ -43,7 +43,10 @@ pub mod version;
 
 pub use codec::{Codec, ZstdCodec};
 pub use error::{ObjectError, Result};
-pub use merge::{map_diff, Counter, LastWriterWins, LineMerge, MapDiff, MapMerge, MergeFn, MergeInput, SetUnion};
+pub use merge::{
+    builtin, map_diff, Counter, LastWriterWins, LineMerge, MapDiff, MapMerge, MergeFn, MergeInput, SetUnion,
+    BUILTIN_MERGES,
+};
 pub use proof::{AncestryProof, ProofStep};
 pub use record::Encoding;
 pub use store::{

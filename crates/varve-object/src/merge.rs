@@ -49,6 +49,23 @@ where
     }
 }
 
+/// The names of the built-in merge functions, as the CLI (`--with`), the
+/// server (`?with=`) and Python (`with_=`) take them.
+pub const BUILTIN_MERGES: [&str; 5] = ["lww", "counter", "set", "map", "lines"];
+
+/// The built-in merge function named `name` (one of [`BUILTIN_MERGES`]).
+#[must_use]
+pub fn builtin(name: &str) -> Option<&'static dyn MergeFn> {
+    Some(match name {
+        "lww" => &LastWriterWins,
+        "counter" => &Counter,
+        "set" => &SetUnion,
+        "map" => &MapMerge,
+        "lines" => &LineMerge,
+        _ => return None,
+    })
+}
+
 /// The deeper version's value; at equal depth, the larger id's.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LastWriterWins;
@@ -242,6 +259,14 @@ mod tests {
             right: (v(b"r", 3), r.as_bytes()),
         };
         f.merge(&input).map(|bytes| String::from_utf8(bytes).unwrap())
+    }
+
+    #[test]
+    fn every_builtin_name_names_a_function() {
+        for name in BUILTIN_MERGES {
+            assert!(builtin(name).is_some(), "{name}");
+        }
+        assert!(builtin("union").is_none());
     }
 
     #[test]

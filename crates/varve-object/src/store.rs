@@ -125,6 +125,32 @@ pub struct VersionInfo {
     pub stored_bytes: usize,
 }
 
+impl VersionInfo {
+    /// The info as JSON, as `varve object info --json` and the server's
+    /// `…/info` route answer it.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        let (encoding, delta) = match self.encoding {
+            Encoding::Raw => ("raw", serde_json::Value::Null),
+            Encoding::Compressed { .. } => ("compressed", serde_json::Value::Null),
+            Encoding::Delta { base, chain, .. } => {
+                ("delta", serde_json::json!({"base": base.to_hex(), "chain": chain}))
+            }
+        };
+        serde_json::json!({
+            "key": self.key,
+            "version": self.version.to_json(),
+            "parents": self.parents.iter().map(Version::to_json).collect::<Vec<_>>(),
+            "author": self.author,
+            "seq": self.seq,
+            "value_bytes": self.value_len,
+            "encoding": encoding,
+            "delta": delta,
+            "stored_bytes": self.stored_bytes,
+        })
+    }
+}
+
 /// Where a named ref points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RefTarget {

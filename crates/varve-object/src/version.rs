@@ -115,6 +115,14 @@ pub struct Version {
     pub depth: u64,
 }
 
+impl Version {
+    /// `{"id": HEX, "depth": N}`: how the CLI, the server and proofs show a version.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"id": self.id.to_hex(), "depth": self.depth})
+    }
+}
+
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.id)

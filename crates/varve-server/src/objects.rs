@@ -28,10 +28,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use varve_log::{LogConfig, LogError, Seq};
 use varve_object::record::GrantKind;
-use varve_object::{
-    Counter, Encoding, LastWriterWins, LineMerge, MapMerge, MergeFn, ObjectError, ObjectOptions, ObjectStore, SetUnion,
-    Version, VersionId,
-};
+use varve_object::{MergeFn, ObjectError, ObjectOptions, ObjectStore, Version, VersionId};
 use varve_runtime::RuntimeError;
 
 use crate::app::Shared;
@@ -163,13 +160,8 @@ async fn with_store<T: Send + 'static>(
     .await
 }
 
-/// A version in JSON: `{"id": full hex, "depth": N}`.
-fn version_json(version: &Version) -> Value {
-    json!({"id": version.id.to_hex(), "depth": version.depth})
-}
-
 fn versions_json(key: &str, versions: &[Version]) -> Response {
-    Json(json!({"key": key, "versions": versions.iter().map(version_json).collect::<Vec<_>>()})).into_response()
+    Json(json!({"key": key, "versions": versions.iter().map(Version::to_json).collect::<Vec<_>>()})).into_response()
 }
 
 /// A version named by a ref of `key`, a unique id prefix or a full id.
@@ -210,21 +202,13 @@ pub async fn put(
         Ok(store.put(&key, base.as_ref().map(|b| &b.id), &value)?)
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(json!({"key": params.named("key"), "version": version_json(&version)})))
-        .into_response())
+    Ok((StatusCode::CREATED, Json(json!({"key": params.named("key"), "version": version.to_json()}))).into_response())
 }
 
 /// The merge functions `?with=` names.
 fn merge_function(name: &str) -> Result<&'static dyn MergeFn, ApiError> {
-    Ok(match name {
-        "lww" => &LastWriterWins,
-        "counter" => &Counter,
-        "set" => &SetUnion,
-        "map" => &MapMerge,
-        "lines" => &LineMerge,
-        other => {
-            return Err(ApiError::invalid(format!("with={other:?}: write one of map, counter, set, lww, lines")));
-        }
+    varve_object::builtin(name).ok_or_else(|| {
+        ApiError::invalid(format!("with={name:?}: write one of {}", varve_object::BUILTIN_MERGES.join(", ")))
     })
 }
 
@@ -255,8 +239,7 @@ pub async fn merge(
         })
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(json!({"key": params.named("key"), "version": version_json(&version)})))
-        .into_response())
+    Ok((StatusCode::CREATED, Json(json!({"key": params.named("key"), "version": version.to_json()}))).into_response())
 }
 
 /// `PUT …/keys/KEY/refs/NAME?to=V[&expected=V|none][&kind=branch|tag]`:
@@ -299,7 +282,7 @@ pub async fn set_ref(
     })
     .await?;
     let kind = if tag { "tag" } else { "branch" };
-    Ok(Json(json!({"key": key, "ref": name, "kind": kind, "version": version_json(&version)})).into_response())
+    Ok(Json(json!({"key": key, "ref": name, "kind": kind, "version": version.to_json()})).into_response())
 }
 
 /// `DELETE …/keys/KEY/refs/NAME[?expected=V]`: delete a ref if it is at
@@ -469,23 +452,7 @@ pub async fn info(
 ) -> Result<Response, ApiError> {
     let info =
         on_version(&state, &permission, &params, |store, key, version| Ok(store.info(key, &version.id)?)).await?;
-    let (encoding, delta) = match info.encoding {
-        Encoding::Raw => ("raw", Value::Null),
-        Encoding::Compressed { .. } => ("compressed", Value::Null),
-        Encoding::Delta { base, chain, .. } => ("delta", json!({"base": base.to_hex(), "chain": chain})),
-    };
-    Ok(Json(json!({
-        "key": info.key,
-        "version": version_json(&info.version),
-        "parents": info.parents.iter().map(version_json).collect::<Vec<_>>(),
-        "author": info.author,
-        "seq": info.seq,
-        "value_bytes": info.value_len,
-        "encoding": encoding,
-        "delta": delta,
-        "stored_bytes": info.stored_bytes,
-    }))
-    .into_response())
+    Ok(Json(info.to_json()).into_response())
 }
 
 /// `GET …/keys/KEY/versions/V/previous`: its parents.
@@ -518,7 +485,7 @@ pub async fn history(
     let values = query.get("values").map(|text| parse_bool("values", text)).transpose()?.unwrap_or(false);
     let list = on_version(&state, &permission, &params, move |store, key, version| {
         if !values {
-            return Ok(store.history(key, &version.id, m)?.iter().map(version_json).collect::<Vec<_>>());
+            return Ok(store.history(key, &version.id, m)?.iter().map(Version::to_json).collect::<Vec<_>>());
         }
         let history = store.history_values(key, &version.id, m)?;
         Ok(history
@@ -540,10 +507,8 @@ pub async fn verify(
     let (version, report) =
         on_version(&state, &permission, &params, |store, key, version| Ok((version, store.verify(key, &version.id)?)))
             .await?;
-    Ok(Json(
-        json!({"key": params.named("key"), "version": version_json(&version), "versions_checked": report.versions}),
-    )
-    .into_response())
+    Ok(Json(json!({"key": params.named("key"), "version": version.to_json(), "versions_checked": report.versions}))
+        .into_response())
 }
 
 /// `GET …/keys/KEY/prove?ancestor=V&head=V`: the ancestry proof as JSON
@@ -577,7 +542,7 @@ pub async fn refs(
     let list: Vec<Value> = refs
         .iter()
         .map(|(name, t)| {
-            json!({"name": name, "kind": if t.tag { "tag" } else { "branch" }, "version": version_json(&t.version)})
+            json!({"name": name, "kind": if t.tag { "tag" } else { "branch" }, "version": t.version.to_json()})
         })
         .collect();
     Ok(Json(json!({"key": key, "refs": list})).into_response())

@@ -181,7 +181,7 @@ pub fn merge(
 }
 
 fn answer_written(ctx: &Context<'_>, verb: &str, key: &str, version: &Version) -> anyhow::Result<()> {
-    let answer = json!({"key": key, "version": version_json(version)});
+    let answer = json!({"key": key, "version": version.to_json()});
     ctx.out.answer(&answer, || format!("{verb} {key} {} (depth {})", short(&version.id), version.depth))?;
     Ok(())
 }
@@ -193,7 +193,7 @@ pub fn refs(ctx: &Context<'_>, target: &Target<'_>, key: &str, action: &RefActio
         let refs = store.refs(key)?;
         let list: Vec<Value> = refs
             .iter()
-            .map(|(name, t)| json!({"name": name, "kind": ref_kind(t.tag), "version": version_json(&t.version)}))
+            .map(|(name, t)| json!({"name": name, "kind": ref_kind(t.tag), "version": t.version.to_json()}))
             .collect();
         ctx.out.answer(&json!({"key": key, "refs": list}), || {
             let lines: Vec<String> =
@@ -234,7 +234,7 @@ pub fn refs(ctx: &Context<'_>, target: &Target<'_>, key: &str, action: &RefActio
         }
         RefAction::List => unreachable!("listed above"),
     };
-    let answer = json!({"key": key, "ref": name, "kind": kind, "version": to.as_ref().map(version_json)});
+    let answer = json!({"key": key, "ref": name, "kind": kind, "version": to.as_ref().map(Version::to_json)});
     ctx.out.answer(&answer, || match to {
         Some(version) => format!("{kind} {name} of {key} -> {}", short(&version.id)),
         None => format!("deleted ref {name} of {key}"),
@@ -295,7 +295,7 @@ pub fn get(ctx: &Context<'_>, target: &Target<'_>, key: &str, version: &str) -> 
     let version = resolve(&store, key, version)?;
     let value = store.get(key, &version.id)?;
     if ctx.out.json() {
-        let mut answer = json!({"key": key, "version": version_json(&version)});
+        let mut answer = json!({"key": key, "version": version.to_json()});
         insert_value(&mut answer, &value);
         ctx.out.answer(&answer, String::new)?;
     } else {
@@ -311,28 +311,14 @@ pub fn info(ctx: &Context<'_>, target: &Target<'_>, key: &str, version: &str) ->
     let store = open_read(ctx, target)?;
     let version = resolve(&store, key, version)?;
     let info = store.info(key, &version.id)?;
-    let (encoding, delta) = match info.encoding {
-        Encoding::Raw => ("raw", Value::Null),
-        Encoding::Compressed { .. } => ("compressed", Value::Null),
-        Encoding::Delta { base, chain, .. } => ("delta", json!({"base": base.to_hex(), "chain": chain})),
-    };
-    let answer = json!({
-        "key": info.key,
-        "version": version_json(&info.version),
-        "parents": info.parents.iter().map(version_json).collect::<Vec<_>>(),
-        "author": info.author,
-        "seq": info.seq,
-        "value_bytes": info.value_len,
-        "encoding": encoding,
-        "delta": delta,
-        "stored_bytes": info.stored_bytes,
-    });
+    let answer = info.to_json();
     ctx.out.answer(&answer, || {
         let parents: Vec<String> = info.parents.iter().map(|p| short(&p.id)).collect();
         let author = if info.author.is_empty() { "(administrator)" } else { info.author.as_str() };
         let stored = match info.encoding {
             Encoding::Delta { base, chain, .. } => format!("delta against {} (chain {chain})", short(&base)),
-            Encoding::Raw | Encoding::Compressed { .. } => encoding.to_owned(),
+            Encoding::Raw => "raw".to_owned(),
+            Encoding::Compressed { .. } => "compressed".to_owned(),
         };
         [
             format!("version {} depth {}", short(&info.version.id), info.version.depth),
@@ -384,7 +370,7 @@ pub fn history(
     let list: Vec<Value> = history
         .iter()
         .map(|(v, value)| {
-            let mut entry = version_json(v);
+            let mut entry = v.to_json();
             insert_value(&mut entry, value);
             entry
         })
@@ -398,7 +384,7 @@ pub fn history(
 }
 
 fn answer_versions(ctx: &Context<'_>, key: &str, versions: &[Version]) -> anyhow::Result<()> {
-    let list: Vec<Value> = versions.iter().map(version_json).collect();
+    let list: Vec<Value> = versions.iter().map(Version::to_json).collect();
     ctx.out.answer(&json!({"key": key, "versions": list}), || {
         let lines: Vec<String> = versions.iter().map(|v| format!("{}\tdepth {}", short(&v.id), v.depth)).collect();
         lines.join("\n")
@@ -454,7 +440,7 @@ pub fn verify(ctx: &Context<'_>, target: &Target<'_>, key: &str, version: Option
         checked.push((start, store.verify(key, &start.id)?.versions));
     }
     let list: Vec<Value> =
-        checked.iter().map(|(v, count)| json!({"version": version_json(v), "versions_checked": count})).collect();
+        checked.iter().map(|(v, count)| json!({"version": v.to_json(), "versions_checked": count})).collect();
     ctx.out.answer(&json!({"key": key, "verified": list}), || {
         let lines: Vec<String> = checked
             .iter()
@@ -496,7 +482,7 @@ pub fn check_proof(ctx: &Context<'_>, file: &Path, key: &str, head: &str, ancest
     }
     let json: Value = serde_json::from_slice(&text).with_context(|| format!("the proof in {what} is not JSON"))?;
     let ancestor = AncestryProof::from_json(&json)?.check(key, &head, &ancestor)?;
-    let answer = json!({"valid": true, "key": key, "head": head.to_hex(), "ancestor": version_json(&ancestor)});
+    let answer = json!({"valid": true, "key": key, "head": head.to_hex(), "ancestor": ancestor.to_json()});
     ctx.out.answer(&answer, || {
         format!(
             "the proof checks: {} (depth {}) is an ancestor of {}",
@@ -576,8 +562,8 @@ pub fn watch(
             json!({
                 "seq": n.seq,
                 "key": n.key,
-                "version": version_json(&n.version),
-                "parents": n.parents.iter().map(version_json).collect::<Vec<_>>(),
+                "version": n.version.to_json(),
+                "parents": n.parents.iter().map(Version::to_json).collect::<Vec<_>>(),
                 "author": n.author,
             })
             .to_string()
@@ -594,11 +580,6 @@ pub fn watch(
 
 fn short(id: &VersionId) -> String {
     id.short(ID_SHOWN_CHARS)
-}
-
-/// A version in JSON: `{"id": full hex, "depth": N}`.
-fn version_json(version: &Version) -> Value {
-    json!({"id": version.id.to_hex(), "depth": version.depth})
 }
 
 /// Add `"value"` (UTF-8 text) or `"value_base64"` to a JSON object, as log records do.
