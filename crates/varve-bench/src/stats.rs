@@ -107,11 +107,22 @@ mod tests {
 
     #[test]
     fn this_process_has_used_some_cpu() {
+        // Spin until the kernel has counted a tick of CPU time for this
+        // process: on a loaded machine 30 ms of wall time may bring none
+        // (a tick is 10 ms), so the wait is for the condition, with a
+        // deadline far beyond any scheduling delay.
         let spin = std::time::Instant::now();
-        while spin.elapsed() < Duration::from_millis(30) {
-            std::hint::black_box(0);
+        let mut used = None;
+        while spin.elapsed() < Duration::from_secs(20) {
+            for _ in 0..100_000 {
+                std::hint::black_box(0);
+            }
+            used = process_cpu(std::process::id());
+            if used.is_some_and(|cpu| cpu > Duration::ZERO) {
+                break;
+            }
         }
-        assert!(process_cpu(std::process::id()).is_some_and(|cpu| cpu > Duration::ZERO));
+        assert!(used.is_some_and(|cpu| cpu > Duration::ZERO), "no CPU time counted after 20 s of spinning: {used:?}");
         assert!(process_cpu(u32::MAX).is_none());
     }
 }
