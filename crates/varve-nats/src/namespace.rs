@@ -152,15 +152,20 @@ impl Inner {
         }
         let op = format!("STREAM.CREATE.{}", self.layout.stream);
         let started = std::time::Instant::now();
+        // Creating a stream is idempotent (the same config again answers
+        // with the stream), so a lost answer is asked again: at least once
+        // more, however long the first wait took.
+        let deadline = options.append_deadline.max(options.request_timeout * 3);
         let mut attempt = 0;
         // A cluster just started may not have heard from every peer yet: its
         // meta leader refuses a replicated stream's placement ("peer
-        // offline") for a moment, as it answers 503 without a leader.
+        // offline") for a moment, as it answers 503 without a leader, or
+        // its answer is lost while the meta group elects a leader.
         let answer = loop {
             attempt += 1;
             let answer = self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &config));
             let transient = match &answer {
-                Err(Failure::NotSent(_)) => true,
+                Err(Failure::NotSent(_) | Failure::Lost(_)) => true,
                 Err(Failure::Api(error)) => {
                     error.code == 503
                         || error.err_code == err_code::CLUSTER_NOT_AVAILABLE
@@ -168,7 +173,7 @@ impl Inner {
                 }
                 _ => false,
             };
-            if !transient || started.elapsed() > options.append_deadline {
+            if !transient || started.elapsed() > deadline {
                 break answer;
             }
             std::thread::sleep(crate::conn::backoff(attempt));
