@@ -155,6 +155,15 @@ enum Command {
     /// proofs. A version is named by a ref, a unique id prefix (4+ hex
     /// characters) or a full id. Works on --store varve://… too.
     Object(ObjectArgs),
+    /// Record types of the namespace's logs: numbered fields and versions
+    /// in the _schema log; old records are upgraded lazily on read
+    /// (automatic), rewritten into a new generation by a migration
+    /// (manual), or left behind by a reset. `varve log get` and `scan`
+    /// print typed records as JSON. See docs/schema.md.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
     /// Versioned list and BST on logs (PEDaLS): workloads and the paper's example.
     Pds {
         #[command(subcommand)]
@@ -1033,6 +1042,61 @@ struct BenchLogArgs {
 }
 
 #[derive(Debug, Subcommand)]
+enum SchemaCommand {
+    /// List the subjects (typed logs) with their version and generation.
+    Ls,
+    /// Show a subject's versions (fields, model, INIT or migration) and generations.
+    Show {
+        /// The subject: the log its records are in.
+        subject: String,
+    },
+    /// Register a version from a JSON spec (a file, or - for stdin):
+    /// {"fields": [{"number": 1, "name": "celsius", "type": "i32", "default": 0}],
+    /// "model": "automatic|manual|reset", "init": NAME, "migration": NAME,
+    /// "compat": "BACKWARD|FORWARD|FULL|…_TRANSITIVE|NONE"}. A spec equal to a
+    /// registered version changes nothing.
+    Register {
+        /// The subject: the log its records are in (created if missing).
+        subject: String,
+        /// The spec file, or - for stdin.
+        spec: String,
+    },
+    /// Check a spec against the registered versions without registering it
+    /// (exit 1 and the field and rule it breaks when incompatible).
+    Check {
+        /// The subject.
+        subject: String,
+        /// The spec file, or - for stdin.
+        spec: String,
+    },
+    /// Append a typed record, given as a JSON object of fields, with the
+    /// subject's current version.
+    Append {
+        /// The subject.
+        subject: String,
+        /// The record, e.g. '{"sensor": "s1", "celsius": 21}'.
+        record: String,
+    },
+    /// Run (or resume) the subject's pending manual migration into its next
+    /// generation, with a progress bar; writers switch when it has caught up.
+    Upgrade {
+        /// The subject.
+        subject: String,
+        /// Materialise every lazily upgraded record: register a manual
+        /// version with the same fields and migrate with the INIT chain.
+        #[arg(long)]
+        eager: bool,
+        /// An external migration program (run by sh -c): one JSON record per
+        /// line on its stdin, one JSON object of the new fields per line back.
+        #[arg(long, value_name = "CMD")]
+        command: Option<String>,
+        /// Records per appended batch (the progress a crash can lose).
+        #[arg(long, default_value_t = 512)]
+        batch: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum LogCommand {
     /// Create a log (idempotent for an identical configuration).
     Create(CreateArgs),
@@ -1350,7 +1414,10 @@ fn refuse_shared_store(cli: &Cli) -> anyhow::Result<()> {
 
 /// The commands that work on a shared store (`--store varve://…` or `nats://…`) as on an embedded one.
 fn works_on_any_store(command: &Command) -> bool {
-    matches!(command, Command::Log { .. } | Command::Map { .. } | Command::Set { .. } | Command::Object(_))
+    matches!(
+        command,
+        Command::Log { .. } | Command::Map { .. } | Command::Set { .. } | Command::Object(_) | Command::Schema { .. }
+    )
 }
 
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
@@ -1414,6 +1481,20 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                 LogCommand::Ls => log::ls(&ctx)?,
                 LogCommand::Rm { name } => log::rm(&ctx, name)?,
                 LogCommand::Info { name } => log::info(&ctx, name)?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schema { command } => {
+            use commands::schema;
+            match command {
+                SchemaCommand::Ls => schema::ls(&ctx)?,
+                SchemaCommand::Show { subject } => schema::show(&ctx, subject)?,
+                SchemaCommand::Register { subject, spec } => schema::register(&ctx, subject, spec)?,
+                SchemaCommand::Check { subject, spec } => schema::check(&ctx, subject, spec)?,
+                SchemaCommand::Append { subject, record } => schema::append(&ctx, subject, record)?,
+                SchemaCommand::Upgrade { subject, eager, command, batch } => {
+                    schema::upgrade(&ctx, subject, *eager, command.as_deref(), *batch)?;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

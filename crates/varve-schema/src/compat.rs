@@ -32,8 +32,7 @@ pub(crate) fn check(history: &[Arc<SchemaVersion>], new: &SchemaVersion) -> Resu
     }
     let Some(prev) = history.last() else { return Ok(()) };
     let generation: Vec<&Arc<SchemaVersion>> = history.iter().filter(|v| v.generation == new.generation).collect();
-    let against: Vec<&Arc<SchemaVersion>> =
-        if new.compat.transitive() { generation.clone() } else { vec![prev] };
+    let against: Vec<&Arc<SchemaVersion>> = if new.compat.transitive() { generation.clone() } else { vec![prev] };
     for old in against {
         if new.compat.backward() {
             check_backward(&generation, old, new)?;
@@ -67,7 +66,10 @@ fn check_identity(history: &[Arc<SchemaVersion>], new: &SchemaVersion) -> Result
                     old.version,
                     &now.name,
                     "FIELD_NUMBER",
-                    format!("takes number {} from field '{}'; numbers are never reused: pick a new number", field.number, field.name),
+                    format!(
+                        "takes number {} from field '{}'; numbers are never reused: pick a new number",
+                        field.number, field.name
+                    ),
                 ));
             }
             if !field.ty.promotes_to(now.ty) {
@@ -88,7 +90,11 @@ fn check_identity(history: &[Arc<SchemaVersion>], new: &SchemaVersion) -> Result
                     old.version,
                     &now.name,
                     "FIELD_NUMBER",
-                    format!("uses number {}, retired since v{}: numbers are never reused", field.number, old.version + 1),
+                    format!(
+                        "uses number {}, retired since v{}: numbers are never reused",
+                        field.number,
+                        old.version + 1
+                    ),
                 ));
             }
         }
@@ -105,7 +111,7 @@ fn check_backward(generation: &[&Arc<SchemaVersion>], old: &SchemaVersion, new: 
         // carry an INIT, which is then required to set it.
         let adder_has_init = generation
             .iter()
-            .map(|v| v.as_ref())
+            .map(AsRef::as_ref)
             .chain(std::iter::once(new))
             .filter(|v| v.version > old.version)
             .find(|v| v.field_by_number(field.number).is_some())
@@ -152,6 +158,19 @@ fn check_forward(old: &SchemaVersion, new: &SchemaVersion) -> Result<()> {
     Ok(())
 }
 
-fn type_error(new: &SchemaVersion, old: &SchemaVersion, name: &str, rule: &'static str, from: FieldType, to: FieldType) -> SchemaError {
-    incompatible(new, old.version, name, rule, format!("would have to be read as {to} from {from}, which is not a promotion"))
+fn type_error(
+    new: &SchemaVersion,
+    old: &SchemaVersion,
+    name: &str,
+    rule: &'static str,
+    from: FieldType,
+    to: FieldType,
+) -> SchemaError {
+    incompatible(
+        new,
+        old.version,
+        name,
+        rule,
+        format!("would have to be read as {to} from {from}, which is not a promotion"),
+    )
 }

@@ -86,7 +86,8 @@ impl TypeDef {
     where
         F: Fn(&Record) -> std::result::Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
     {
-        let mut fields: Vec<Field> = self.fields().into_iter().filter(|f| !dropped.contains(&f.name.as_str())).collect();
+        let mut fields: Vec<Field> =
+            self.fields().into_iter().filter(|f| !dropped.contains(&f.name.as_str())).collect();
         fields.extend(added);
         self.versions.push((Spec::new(fields).init(name), Some((name.to_owned(), Arc::new(init) as InitFn))));
         self

@@ -20,9 +20,7 @@ pub enum SchemaError {
     Invalid { subject: String, reason: String },
 
     /// A new version breaks a compatibility rule against an earlier one.
-    #[error(
-        "schema '{subject}' v{version} is not {rule} compatible with v{against}: field '{field}' {reason}"
-    )]
+    #[error("schema '{subject}' v{version} is not {rule} compatible with v{against}: field '{field}' {reason}")]
     Incompatible { subject: String, version: u32, against: u32, field: String, rule: &'static str, reason: String },
 
     /// No schema is registered for this subject.

@@ -49,7 +49,12 @@ impl Schemas {
     /// [`Schemas::migrate`], appending `batch` records at a time (each
     /// batch is one all-or-nothing append: the unit of progress a crash
     /// can lose).
-    pub fn migrate_in_batches(&self, subject: &str, batch: u64, progress: &mut dyn FnMut(u64, u64)) -> Result<MigrationReport> {
+    pub fn migrate_in_batches(
+        &self,
+        subject: &str,
+        batch: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<MigrationReport> {
         let batch_size = batch.max(1);
         self.refresh()?;
         let found = self.subject(subject)?;

@@ -24,6 +24,9 @@ pub type InitFn = Arc<dyn Fn(&Record) -> Result<Vec<(String, Value)>, String> + 
 /// The INITs and migrations a program has defined, by name.
 pub(crate) type FunctionTable = RwLock<HashMap<String, InitFn>>;
 
+/// A version and the automatic versions after it, up to its upgrade target.
+pub(crate) type Chain = (Arc<SchemaVersion>, Arc<[Arc<SchemaVersion>]>);
+
 /// A record in the shape of one schema version.
 ///
 /// Invariant: `values[i]` is `None` or a value of `version.fields[i].ty`;
@@ -172,7 +175,12 @@ impl Record {
 
     /// This record in the shape of `next`, the version after its own:
     /// kept fields widened, added ones from defaults and `next`'s INIT.
-    pub(crate) fn step(&self, next: &Arc<SchemaVersion>, inits: &FunctionTable, location: &dyn Fn() -> String) -> Result<Record> {
+    pub(crate) fn step(
+        &self,
+        next: &Arc<SchemaVersion>,
+        inits: &FunctionTable,
+        location: &dyn Fn() -> String,
+    ) -> Result<Record> {
         let mut values: Vec<Option<Value>> = next
             .fields
             .iter()
@@ -196,12 +204,14 @@ impl Record {
             location: location(),
             reason,
         };
-        let lacking = next.fields.iter().zip(&values).any(|(f, v)| v.is_none() && self.version.field_by_number(f.number).is_none());
+        let lacking = next
+            .fields
+            .iter()
+            .zip(&values)
+            .any(|(f, v)| v.is_none() && self.version.field_by_number(f.number).is_none());
         if let Some(init) = next.init.as_ref().filter(|_| lacking) {
-            let function = inits.read().ok().and_then(|t| t.get(init).cloned()).ok_or_else(|| SchemaError::MissingInit {
-                subject: next.subject.clone(),
-                version: next.version,
-                init: init.clone(),
+            let function = inits.read().ok().and_then(|t| t.get(init).cloned()).ok_or_else(|| {
+                SchemaError::MissingInit { subject: next.subject.clone(), version: next.version, init: init.clone() }
             })?;
             let computed = match catch_unwind(AssertUnwindSafe(|| function(self))) {
                 Ok(Ok(computed)) => computed,
@@ -215,8 +225,9 @@ impl Record {
                 if self.version.field_by_number(field.number).is_some() {
                     return Err(failed(init, format!("it set '{name}', which is not a field v{} adds", next.version)));
                 }
-                let value =
-                    value.coerce(field.ty).ok_or_else(|| failed(init, format!("{value:?} is not a {} (field '{name}')", field.ty)))?;
+                let value = value
+                    .coerce(field.ty)
+                    .ok_or_else(|| failed(init, format!("{value:?} is not a {} (field '{name}')", field.ty)))?;
                 values[i].get_or_insert(value);
             }
         }
@@ -234,6 +245,7 @@ impl Record {
     /// has (widened or narrowed when the value fits), every other field
     /// kept as raw wire bytes so that writing the record back keeps it —
     /// what an older program does with a newer record (FORWARD).
+    #[must_use]
     pub fn project(&self, version: Arc<SchemaVersion>) -> Record {
         let mut unknown = Vec::new();
         let mut values = vec![None; version.fields.len()];
@@ -302,7 +314,12 @@ pub struct Stored {
 }
 
 impl Stored {
-    pub(crate) fn new(original: Record, chain: Arc<[Arc<SchemaVersion>]>, inits: Arc<FunctionTable>, location: String) -> Stored {
+    pub(crate) fn new(
+        original: Record,
+        chain: Arc<[Arc<SchemaVersion>]>,
+        inits: Arc<FunctionTable>,
+        location: String,
+    ) -> Stored {
         Stored { original, chain, inits, location, upgraded: OnceLock::new() }
     }
 
@@ -381,7 +398,10 @@ impl Stored {
 
 impl std::fmt::Debug for Stored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stored").field("location", &self.location).field("original", &self.original).finish_non_exhaustive()
+        f.debug_struct("Stored")
+            .field("location", &self.location)
+            .field("original", &self.original)
+            .finish_non_exhaustive()
     }
 }
 

@@ -17,7 +17,7 @@ use varve_log::{LogConfig, LogError, Namespace, Seq, SeqRange};
 
 use crate::compat;
 use crate::error::{Result, SchemaError};
-use crate::record::{FunctionTable, InitFn, Record, Stored};
+use crate::record::{Chain, FunctionTable, InitFn, Record, Stored};
 use crate::schema::{validate, Model, SchemaVersion, Spec};
 use crate::typed_log::TypedLog;
 use crate::types::Value;
@@ -160,7 +160,7 @@ impl State {
         Ok(())
     }
 
-    fn chain(&mut self, id: u64) -> Option<(Arc<SchemaVersion>, Arc<[Arc<SchemaVersion>]>)> {
+    fn chain(&mut self, id: u64) -> Option<Chain> {
         let (name, index) = self.by_id.get(&id)?;
         let versions = &self.subjects.get(name)?.versions;
         let written = versions[*index].clone();
@@ -373,7 +373,10 @@ impl Schemas {
             // schema registry answers): programs register on every start.
             let (folded, existing) = {
                 let state = self.read_state();
-                let existing = state.subjects.get(subject).and_then(|s| s.versions.iter().rev().find(|v| same_spec(v, spec)).cloned());
+                let existing = state
+                    .subjects
+                    .get(subject)
+                    .and_then(|s| s.versions.iter().rev().find(|v| same_spec(v, spec)).cloned());
                 (state.folded, existing)
             };
             if let Some(version) = existing {
@@ -392,7 +395,7 @@ impl Schemas {
                 let config = self.ns.log_info(&Subject::log_of(subject, version.generation - 1)).map(|i| i.config);
                 self.ns.create_log(&log, config.unwrap_or_default())?;
                 let previous = Subject::log_of(subject, version.generation - 1);
-                let kept = self.ns.log_info(&previous).map(|i| i.len()).unwrap_or(0);
+                let kept = self.ns.log_info(&previous).map_or(0, |i| i.len());
                 if version.model == Model::Reset {
                     batch.push(generation_entry(&version, &log, 0)?);
                     warnings.push(format!(
@@ -507,7 +510,7 @@ impl Schemas {
         Ok(Stored::new(original, chain, self.functions.clone(), location.to_owned()))
     }
 
-    fn chain(&self, id: u64) -> Result<(Arc<SchemaVersion>, Arc<[Arc<SchemaVersion>]>)> {
+    fn chain(&self, id: u64) -> Result<Chain> {
         {
             let state = self.read_state();
             if let Some(chain) = state.chains.get(&id) {

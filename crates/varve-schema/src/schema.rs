@@ -232,13 +232,19 @@ pub(crate) fn validate(subject: &str, spec: &Spec, first: bool) -> Result<()> {
     }
     for (i, field) in spec.fields.iter().enumerate() {
         if field.number == 0 || field.number > (1 << 28) {
-            return Err(invalid(format!("field '{}' has number {}: numbers run from 1 to 2^28", field.name, field.number)));
+            return Err(invalid(format!(
+                "field '{}' has number {}: numbers run from 1 to 2^28",
+                field.name, field.number
+            )));
         }
         if field.name.is_empty() || !field.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(invalid(format!("field name '{}' must be letters, digits and '_'", field.name)));
         }
         if let Some(other) = spec.fields[..i].iter().find(|f| f.number == field.number || f.name == field.name) {
-            return Err(invalid(format!("fields '{}' and '{}' share a name or number ({})", other.name, field.name, field.number)));
+            return Err(invalid(format!(
+                "fields '{}' and '{}' share a name or number ({})",
+                other.name, field.name, field.number
+            )));
         }
         if field.default.is_some() && field.default_value().is_none() {
             return Err(invalid(format!("the default of field '{}' is not a {}", field.name, field.ty)));

@@ -69,7 +69,7 @@ impl FieldType {
         self == to
             || matches!(
                 (self, to),
-                (I32, I64 | F64) | (U32, U64 | I64 | F64) | (I64 | U64, F64) | (F32, F64) | (String, Bytes) | (Bytes, String)
+                (I32 | I64 | U64 | F32, F64) | (I32, I64) | (U32, U64 | I64 | F64) | (String, Bytes) | (Bytes, String)
             )
     }
 }
@@ -132,7 +132,9 @@ impl Value {
             Value::Bool(b) => serde_json::Value::Bool(*b),
             Value::Int(i) => serde_json::Value::from(*i),
             Value::UInt(u) => serde_json::Value::from(*u),
-            Value::Float(x) => serde_json::Number::from_f64(*x).map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Value::Float(x) => {
+                serde_json::Number::from_f64(*x).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            }
             Value::Text(s) => serde_json::Value::String(s.clone()),
             Value::Bytes(b) => serde_json::Value::String(format!("0x{}", hex(b))),
         }

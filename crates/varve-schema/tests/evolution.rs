@@ -25,7 +25,8 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        prop::sample::select(vec![FieldType::I64, FieldType::String, FieldType::F64, FieldType::Bool]).prop_map(Step::AddDefault),
+        prop::sample::select(vec![FieldType::I64, FieldType::String, FieldType::F64, FieldType::Bool])
+            .prop_map(Step::AddDefault),
         prop::sample::select(vec![FieldType::I64, FieldType::String, FieldType::F64]).prop_map(Step::AddInit),
         (0usize..8).prop_map(Step::Widen),
         (0usize..8).prop_map(Step::Replace),
@@ -94,7 +95,8 @@ fn upgrade(row: &Row, prev: &[Field], next: &[Field], init: Option<&(i64, Vec<(S
 }
 
 fn build(first: &[FieldType], steps: &[Step]) -> Evolution {
-    let mut fields: Vec<Field> = first.iter().enumerate().map(|(i, ty)| Field::new(i as u32 + 1, &format!("f{i}"), *ty)).collect();
+    let mut fields: Vec<Field> =
+        first.iter().enumerate().map(|(i, ty)| Field::new(i as u32 + 1, &format!("f{i}"), *ty)).collect();
     let mut next_number = fields.len() as u32 + 1;
     let mut versions = vec![fields.clone()];
     let mut inits = vec![None];
@@ -153,14 +155,22 @@ fn run(first: Vec<FieldType>, steps: Vec<Step>, per_version: Vec<u8>) -> Result<
         if let Some((salt, set)) = &evolution.inits[v] {
             let name = format!("init{v}");
             let (salt, set) = (*salt, set.clone());
-            schemas.define_init(&name, move |old| Ok(set.iter().map(|(n, ty)| (n.clone(), init_model(&row_of(old), *ty, salt))).collect()));
+            schemas.define_init(&name, move |old| {
+                Ok(set.iter().map(|(n, ty)| (n.clone(), init_model(&row_of(old), *ty, salt))).collect())
+            });
             spec = spec.init(&name);
         }
         let registered = schemas.register("t", &spec).expect("register");
         prop_assert_eq!(registered.version.version as usize, v + 1);
         let log = schemas.log("t").expect("log");
         for _ in 0..per_version[v % per_version.len()] {
-            let row: Row = fields.iter().map(|f| { seed += 7919; (f.name.clone(), value_of(f.ty, seed)) }).collect();
+            let row: Row = fields
+                .iter()
+                .map(|f| {
+                    seed += 7919;
+                    (f.name.clone(), value_of(f.ty, seed))
+                })
+                .collect();
             let mut record = log.record().expect("record");
             for (name, value) in &row {
                 record.set(name, value.clone()).expect("set");
@@ -174,10 +184,21 @@ fn run(first: Vec<FieldType>, steps: Vec<Step>, per_version: Vec<u8>) -> Result<
     for (seq, v, row, bytes) in &written {
         let mut expected = row.clone();
         for next in v + 1..=last {
-            expected = upgrade(&expected, &evolution.versions[next - 1], &evolution.versions[next], evolution.inits[next].as_ref());
+            expected = upgrade(
+                &expected,
+                &evolution.versions[next - 1],
+                &evolution.versions[next],
+                evolution.inits[next].as_ref(),
+            );
         }
         let stored = log.get(*seq).expect("get");
-        prop_assert_eq!(row_of(stored.record().expect("upgrade")), expected.clone(), "record {} written with v{}", seq, v + 1);
+        prop_assert_eq!(
+            row_of(stored.record().expect("upgrade")),
+            expected.clone(),
+            "record {} written with v{}",
+            seq,
+            v + 1
+        );
         // One field read lazily agrees too.
         let (name, value) = expected.iter().next().expect("a field");
         prop_assert_eq!(stored.get(name).expect("get"), Some(value.clone()));

@@ -57,11 +57,20 @@ fn a_killed_migration_resumes_and_migrates_each_record_exactly_once() {
         // migration of record k of the old one (checked at the ends and
         // at a spread of points, so the loop stays quick).
         let log = schemas.log("orders").expect("log");
-        let checks: Vec<u64> = if migrated == 0 { vec![] } else { vec![1, migrated / 3 + 1, migrated / 2 + 1, migrated] };
+        let checks: Vec<u64> =
+            if migrated == 0 { vec![] } else { vec![1, migrated / 3 + 1, migrated / 2 + 1, migrated] };
         for seq in checks {
             let record = log.get_in(2, seq).unwrap_or_else(|e| panic!("{context}: {e}"));
-            assert_eq!(record.get("key").expect("key"), Some(Value::Text(format!("order-{}", seq - 1))), "{context}: seq {seq}");
-            assert_eq!(record.get("euros").expect("euros"), Some(Value::Float((seq - 1) as f64 * 3.0 / 100.0)), "{context}");
+            assert_eq!(
+                record.get("key").expect("key"),
+                Some(Value::Text(format!("order-{}", seq - 1))),
+                "{context}: seq {seq}"
+            );
+            assert_eq!(
+                record.get("euros").expect("euros"),
+                Some(Value::Float((seq - 1) as f64 * 3.0 / 100.0)),
+                "{context}"
+            );
         }
         if kill + 1 >= minimum && finished_at.is_some_and(|at| kill >= at + 3) {
             break;

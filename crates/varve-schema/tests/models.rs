@@ -32,7 +32,13 @@ fn automatic_upgrade_is_lazy_and_rewrites_nothing() {
     let log = schemas.log("readings").expect("log");
     let mut written = Vec::new();
     for (i, c) in [20, -5, 37].into_iter().enumerate() {
-        let record = log.record().expect("record").with("sensor", format!("s{i}")).expect("sensor").with("celsius", c).expect("c");
+        let record = log
+            .record()
+            .expect("record")
+            .with("sensor", format!("s{i}"))
+            .expect("sensor")
+            .with("celsius", c)
+            .expect("c");
         let seq = log.append(&record).expect("append");
         written.push((seq, ns.get("readings", seq).expect("bytes")));
     }
@@ -103,10 +109,14 @@ fn a_type_change_is_an_extension_with_a_converting_init() {
 #[test]
 fn a_widened_field_reads_old_records_in_the_wider_type() {
     let schemas = Schemas::open(memory()).expect("open");
-    schemas.register("m", &Spec::new(vec![Field::new(1, "x", FieldType::F32), Field::new(2, "n", FieldType::U32)])).expect("v1");
+    schemas
+        .register("m", &Spec::new(vec![Field::new(1, "x", FieldType::F32), Field::new(2, "n", FieldType::U32)]))
+        .expect("v1");
     let log = schemas.log("m").expect("log");
     log.append_json(&serde_json::json!({"x": 1.5, "n": 4_000_000_000u64})).expect("append");
-    schemas.register("m", &Spec::new(vec![Field::new(1, "x", FieldType::F64), Field::new(2, "n", FieldType::I64)])).expect("v2");
+    schemas
+        .register("m", &Spec::new(vec![Field::new(1, "x", FieldType::F64), Field::new(2, "n", FieldType::I64)]))
+        .expect("v2");
     let old = log.get(1).expect("get");
     assert_eq!(old.get("x").expect("x"), Some(Value::Float(1.5)));
     assert_eq!(old.get("n").expect("n"), Some(Value::Int(4_000_000_000)));
@@ -146,7 +156,12 @@ fn fields_a_reader_does_not_know_survive_its_round_trip() {
 fn manual_migration_writes_a_new_generation_and_keeps_the_old_readable() {
     let ns = memory();
     let schemas = Schemas::open(ns.clone()).expect("open");
-    schemas.register("orders", &Spec::new(vec![Field::new(1, "id", FieldType::U32), Field::new(2, "cents", FieldType::I64)])).expect("v1");
+    schemas
+        .register(
+            "orders",
+            &Spec::new(vec![Field::new(1, "id", FieldType::U32), Field::new(2, "cents", FieldType::I64)]),
+        )
+        .expect("v1");
     let log = schemas.log("orders").expect("log");
     for i in 0..1500u32 {
         log.append_json(&serde_json::json!({"id": i, "cents": i64::from(i) * 100})).expect("append");
@@ -154,15 +169,21 @@ fn manual_migration_writes_a_new_generation_and_keeps_the_old_readable() {
     schemas.define_migration("to_decimal", |old| {
         let Some(Value::UInt(id)) = old.get("id") else { return Err("no id".into()) };
         let Some(Value::Int(cents)) = old.get("cents") else { return Err("no cents".into()) };
-        Ok(vec![("order".into(), Value::Text(format!("o-{id}"))), ("amount".into(), Value::Float(cents as f64 / 100.0))])
+        Ok(vec![
+            ("order".into(), Value::Text(format!("o-{id}"))),
+            ("amount".into(), Value::Float(cents as f64 / 100.0)),
+        ])
     });
-    let manual = Spec::new(vec![Field::new(3, "order", FieldType::String), Field::new(4, "amount", FieldType::F64)]).migration("to_decimal");
+    let manual = Spec::new(vec![Field::new(3, "order", FieldType::String), Field::new(4, "amount", FieldType::F64)])
+        .migration("to_decimal");
     let registered = schemas.register("orders", &manual).expect("v2");
     assert!(registered.warnings[0].contains("migration of 1500 records"), "{:?}", registered.warnings);
     // Until the migration finishes, writers keep v1 in generation 1.
     assert_eq!(schemas.write_version("orders").expect("write").version, 1);
     log.append_json(&serde_json::json!({"id": 1500, "cents": 150_000})).expect("append during");
-    let err = schemas.register("orders", &Spec::new(vec![Field::new(5, "x", FieldType::Bool)]).model(Model::Reset)).expect_err("pending");
+    let err = schemas
+        .register("orders", &Spec::new(vec![Field::new(5, "x", FieldType::Bool)]).model(Model::Reset))
+        .expect_err("pending");
     assert!(err.to_string().contains("waiting for its migration"), "{err}");
 
     let mut calls = Vec::new();
@@ -212,7 +233,11 @@ fn reset_starts_a_new_generation_and_warns() {
     log.append_json(&serde_json::json!({"sensor": "a", "celsius": 1})).expect("append");
     let reset = Spec::new(vec![Field::new(5, "kelvin", FieldType::F64)]).model(Model::Reset);
     let registered = schemas.register("r", &reset).expect("reset");
-    assert!(registered.warnings[0].starts_with("reset: 'r' starts over empty in generation 2"), "{:?}", registered.warnings);
+    assert!(
+        registered.warnings[0].starts_with("reset: 'r' starts over empty in generation 2"),
+        "{:?}",
+        registered.warnings
+    );
     assert_eq!(log.latest().expect("latest"), 0, "the new generation is empty");
     assert_eq!(log.append_json(&serde_json::json!({"kelvin": 3.5})).expect("append"), 1);
     assert_eq!(log.get_in(1, 1).expect("old").get("celsius").expect("c"), Some(Value::Int(1)));
@@ -249,7 +274,8 @@ fn incompatible_versions_are_refused_naming_the_field_and_rule() {
             "field 'celsius' is dropped, but has no default in v1",
         ),
         (
-            Spec::new(vec![Field::new(1, "sensor", FieldType::String), Field::new(2, "celsius", FieldType::I64)]).compat(Compat::Full),
+            Spec::new(vec![Field::new(1, "sensor", FieldType::String), Field::new(2, "celsius", FieldType::I64)])
+                .compat(Compat::Full),
             "FORWARD",
             "field 'celsius' would have to be read as i32 from i64",
         ),
@@ -266,10 +292,10 @@ fn incompatible_versions_are_refused_naming_the_field_and_rule() {
     assert_eq!(schemas.subject("r").expect("r").versions.len(), 1, "nothing was registered");
 
     // A retired number never comes back, whatever the mode.
-    schemas.register("r", &Spec::new(vec![Field::new(1, "sensor", FieldType::String)]).compat(Compat::None)).expect("v2 drops 2");
-    let err = schemas
-        .register("r", &Spec::new(v1_fields()).compat(Compat::None))
-        .expect_err("reuse");
+    schemas
+        .register("r", &Spec::new(vec![Field::new(1, "sensor", FieldType::String)]).compat(Compat::None))
+        .expect("v2 drops 2");
+    let err = schemas.register("r", &Spec::new(v1_fields()).compat(Compat::None)).expect_err("reuse");
     assert!(err.to_string().contains("retired since v2"), "{err}");
     // Transitive checks reach past the previous version.
     let mut gen = vec![Field::new(1, "sensor", FieldType::String)];
@@ -284,7 +310,10 @@ fn bad_definitions_and_values_are_typed_errors() {
     let schemas = Schemas::open(memory()).expect("open");
     for (spec, text) in [
         (Spec::new(vec![]), "at least one field"),
-        (Spec::new(vec![Field::new(1, "a", FieldType::I32), Field::new(1, "b", FieldType::I32)]), "share a name or number"),
+        (
+            Spec::new(vec![Field::new(1, "a", FieldType::I32), Field::new(1, "b", FieldType::I32)]),
+            "share a name or number",
+        ),
         (Spec::new(vec![Field::new(0, "a", FieldType::I32)]), "numbers run from 1"),
         (Spec::new(vec![Field::new(1, "a b", FieldType::I32)]), "letters, digits"),
         (Spec::new(vec![Field::new(1, "a", FieldType::I32).with_default(serde_json::json!("x"))]), "is not a i32"),
@@ -374,7 +403,11 @@ fn versions_registered_by_another_process_are_seen_on_the_journal() {
     let mut v2 = v1_fields();
     v2.push(Field::new(3, "fahrenheit", FieldType::F64).with_default(serde_json::json!(0.0)));
     writer.register("r", &Spec::new(v2)).expect("v2");
-    writer.log("r").expect("log").append_json(&serde_json::json!({"sensor": "b", "celsius": 6, "fahrenheit": 42.8})).expect("append v2");
+    writer
+        .log("r")
+        .expect("log")
+        .append_json(&serde_json::json!({"sensor": "b", "celsius": 6, "fahrenheit": 42.8}))
+        .expect("append v2");
     // The reader's registry predates v2: it picks it up on the unknown id.
     let second = reader.log("r").expect("log").get(2).expect("get");
     assert_eq!(second.get("fahrenheit").expect("f"), Some(Value::Float(42.8)));
@@ -387,6 +420,9 @@ fn versions_registered_by_another_process_are_seen_on_the_journal() {
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("app").expect("ns"));
     let schemas = Schemas::open(ns.clone()).expect("open");
     assert_eq!(schemas.subjects(), vec!["r".to_owned()]);
-    assert_eq!(schemas.log("r").expect("log").get(1).expect("get").get("fahrenheit").expect("f"), Some(Value::Float(0.0)));
+    assert_eq!(
+        schemas.log("r").expect("log").get(1).expect("get").get("fahrenheit").expect("f"),
+        Some(Value::Float(0.0))
+    );
     assert!(ns.list_logs().expect("logs").iter().any(|l| l.name == SCHEMA_LOG));
 }

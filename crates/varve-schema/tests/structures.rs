@@ -45,16 +45,22 @@ fn a_pedals_sorted_map_reads_every_past_version_in_the_new_shape() {
     let schemas = Schemas::open(ns.clone()).expect("schemas");
     schemas.register(SUBJECT, &v1()).expect("v1");
     let mut map = SortedMap::<u64, Vec<u8>>::open(ns.clone(), "prices", Options::default()).expect("map");
-    let old_versions: Vec<_> =
-        (1..=4u64).map(|k| map.insert(&k, &encode(&schemas, serde_json::json!({"cents": k * 150}))).expect("insert")).collect();
+    let old_versions: Vec<_> = (1..=4u64)
+        .map(|k| map.insert(&k, &encode(&schemas, serde_json::json!({"cents": k * 150}))).expect("insert"))
+        .collect();
     let stored_before = map.get(&2, Some(old_versions[1])).expect("get").expect("present");
     evolve(&schemas);
-    let after = map.insert(&2, &encode(&schemas, serde_json::json!({"cents": 999, "euros": 9.0, "currency": "USD"}))).expect("v3 value");
+    let after = map
+        .insert(&2, &encode(&schemas, serde_json::json!({"cents": 999, "euros": 9.0, "currency": "USD"})))
+        .expect("v3 value");
     // Key 2 as of the version that first wrote it: the old record, new shape.
     let at = map.get(&2, Some(old_versions[1])).expect("get").expect("present");
     assert_eq!(at, stored_before, "old versions are not rewritten");
     assert_eq!(read(&schemas, &at), serde_json::json!({"cents": 300, "euros": 3.0, "currency": "EUR"}));
-    assert_eq!(read(&schemas, &map.get(&2, Some(after)).expect("get").expect("present")), serde_json::json!({"cents": 999, "euros": 9.0, "currency": "USD"}));
+    assert_eq!(
+        read(&schemas, &map.get(&2, Some(after)).expect("get").expect("present")),
+        serde_json::json!({"cents": 999, "euros": 9.0, "currency": "USD"})
+    );
     // Every version, every key.
     for (i, version) in old_versions.iter().enumerate() {
         for k in 1..=(i as u64 + 1) {
@@ -92,7 +98,10 @@ fn a_part_durable_map_reads_old_snapshots_and_reopened_values_in_the_new_shape()
     evolve(&schemas); // the program defines its INITs again; registering is a no-op
     assert_eq!(schemas.subject(SUBJECT).expect("subject").versions.len(), 3);
     let map = DurableMap::<Vec<u8>>::open(ns, "prices", DurableOptions::default()).expect("reopen");
-    assert_eq!(read(&schemas, map.get(b"k42").expect("present")), serde_json::json!({"cents": 42, "euros": 0.42, "currency": "EUR"}));
+    assert_eq!(
+        read(&schemas, map.get(b"k42").expect("present")),
+        serde_json::json!({"cents": 42, "euros": 0.42, "currency": "EUR"})
+    );
     assert_eq!(read(&schemas, map.get(b"k07").expect("present"))["euros"], serde_json::json!(0.5));
 }
 
@@ -103,10 +112,15 @@ fn ustore_object_history_reads_in_the_new_shape() {
     schemas.register(SUBJECT, &v1()).expect("v1");
     let objects = ObjectStore::open(ns, "prices").expect("objects");
     let first = objects.put("apple", None, &encode(&schemas, serde_json::json!({"cents": 120}))).expect("put");
-    let second = objects.put("apple", Some(&first.id), &encode(&schemas, serde_json::json!({"cents": 130}))).expect("put");
+    let second =
+        objects.put("apple", Some(&first.id), &encode(&schemas, serde_json::json!({"cents": 130}))).expect("put");
     evolve(&schemas);
     let third = objects
-        .put("apple", Some(&second.id), &encode(&schemas, serde_json::json!({"cents": 140, "euros": 1.4, "currency": "EUR"})))
+        .put(
+            "apple",
+            Some(&second.id),
+            &encode(&schemas, serde_json::json!({"cents": 140, "euros": 1.4, "currency": "EUR"})),
+        )
         .expect("put");
     let history = objects.history_values("apple", &third.id, 8).expect("history");
     let euros: Vec<_> = history.iter().map(|(_, bytes)| read(&schemas, bytes)["euros"].clone()).collect();

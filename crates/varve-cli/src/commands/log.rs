@@ -99,6 +99,14 @@ pub fn get(ctx: &Context<'_>, name: &str, seq: Seq) -> anyhow::Result<()> {
         Some((path, cause)) => super::runtime::get_via_socket(&path, &cause, name, seq)?.into(),
         None => ctx.reader()?.get(name, seq)?,
     };
+    // A typed log's record prints as JSON, in its newest shape.
+    if let Some((typed, note)) = ctx.reader().ok().and_then(|ns| super::schema::typed_json(&ns, name, seq, &value)) {
+        if let Some(note) = &note {
+            crate::output::warn(note);
+        }
+        ctx.out.answer(&serde_json::json!({ "seq": seq, "record": typed }), || typed.to_string())?;
+        return Ok(());
+    }
     ctx.out.answer(&JsonRecord::new(seq, &value), || human_value(&value).into_owned())?;
     Ok(())
 }
@@ -166,8 +174,26 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
     };
     let mut writer = ctx.out.records();
     let mut lost = 0;
+    // A typed log's records print as JSON, in their newest shape.
+    let schemas = varve_schema::Schemas::open(ns.clone()).ok().filter(|s| super::schema::subject_of(s, name).is_some());
+    let mut lines = crate::output::LineWriter::stdout();
     for record in ns.scan(name, range)? {
         match record {
+            Ok(record) if schemas.is_some() => {
+                let schemas = schemas.as_ref().unwrap_or_else(|| unreachable!("checked by the guard"));
+                let (json, note) = super::schema::typed_json_with(schemas, name, record.seq, &record.value)
+                    .unwrap_or((serde_json::Value::Null, None));
+                if let Some(note) = note {
+                    crate::output::warn(&note);
+                }
+                let line = if ctx.out.json() {
+                    serde_json::json!({ "seq": record.seq, "record": json }).to_string()
+                } else {
+                    format!("{}\t{json}", record.seq)
+                };
+                lines.line(&line)?;
+                bar.inc(1);
+            }
             Ok(record) => {
                 writer.write(record.seq, &record.value)?;
                 bar.inc(1);
@@ -183,6 +209,7 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
         }
     }
     writer.flush()?;
+    lines.flush()?;
     bar.finish_and_clear();
     if lost > 0 {
         bail!("{lost} record(s) of log {name} are lost (see the warnings above); every other record was printed");

@@ -16,6 +16,7 @@ pub mod object;
 pub mod part;
 pub mod pds;
 pub mod runtime;
+pub mod schema;
 pub mod serve;
 pub mod set;
 pub mod sorted;
@@ -50,6 +51,17 @@ impl Context<'_> {
             (None, Some(nats)) => varve_log::Store::namespace(nats, &self.namespace),
             (None, None) => Ok(std::sync::Arc::new(self.open_read()?)),
         }
+    }
+
+    /// The namespace for writing, on whichever store `--store` names: the
+    /// embedded journal's writer lock is taken here (`why` says, when another
+    /// process holds it, why only one may write).
+    pub fn writer(&self, why: &str) -> anyhow::Result<std::sync::Arc<dyn varve_log::Namespace>> {
+        Ok(match (&self.remote, &self.nats) {
+            (Some(remote), _) => varve_log::Store::namespace(remote, &self.namespace)?,
+            (None, Some(nats)) => varve_log::Store::namespace(nats, &self.namespace)?,
+            (None, None) => std::sync::Arc::new(self.open_write().map_err(|e| write::explain_locked(self, e, why))?),
+        })
     }
 
     /// Open the namespace for reading only. Fails with `NamespaceNotFound`

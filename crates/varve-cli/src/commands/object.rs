@@ -13,12 +13,11 @@
 
 use std::io::{self, Read, Write};
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
-use varve_log::{LogError, Namespace};
+use varve_log::LogError;
 use varve_object::record::GrantKind;
 use varve_object::{
     AncestryProof, Counter, Encoding, LastWriterWins, LineMerge, MapMerge, MergeFn, ObjectError, ObjectStore, SetUnion,
@@ -105,17 +104,9 @@ fn open_read(ctx: &Context<'_>, target: &Target<'_>) -> anyhow::Result<ObjectSto
 }
 
 fn open_write(ctx: &Context<'_>, target: &Target<'_>) -> anyhow::Result<ObjectStore> {
-    let ns: Arc<dyn Namespace> = match (&ctx.remote, &ctx.nats) {
-        (Some(remote), _) => varve_log::Store::namespace(remote, &ctx.namespace)?,
-        (None, Some(nats)) => varve_log::Store::namespace(nats, &ctx.namespace)?,
-        (None, None) => Arc::new(ctx.open_write().map_err(|e| {
-            super::write::explain_locked(
-                ctx,
-                e,
-                "an object store is written by one process at a time here; serve the data directory (`varve serve`) and write through --store varve://… to share it",
-            )
-        })?),
-    };
+    let ns = ctx.writer(
+        "an object store is written by one process at a time here; serve the data directory (`varve serve`) and write through --store varve://… to share it",
+    )?;
     as_principal(ObjectStore::open(ns, target.name)?, target)
 }
 

@@ -28,7 +28,10 @@ fn main() {
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("app").expect("namespace"));
     let schemas = Schemas::open(ns.clone()).expect("schemas");
     schemas
-        .register("orders", &Spec::new(vec![Field::new(1, "id", FieldType::U32), Field::new(2, "cents", FieldType::I32)]))
+        .register(
+            "orders",
+            &Spec::new(vec![Field::new(1, "id", FieldType::U32), Field::new(2, "cents", FieldType::I32)]),
+        )
         .expect("v1");
     let log = schemas.log("orders").expect("log");
     if schemas.subject("orders").expect("orders").versions.len() == 1 {
@@ -53,9 +56,13 @@ fn main() {
         let (Some(Value::UInt(id)), Some(Value::Int(cents))) = (old.get("id"), old.get("cents")) else {
             return Err("missing fields".into());
         };
-        Ok(vec![("key".into(), Value::Text(format!("order-{id}"))), ("euros".into(), Value::Float(cents as f64 / 100.0))])
+        Ok(vec![
+            ("key".into(), Value::Text(format!("order-{id}"))),
+            ("euros".into(), Value::Float(cents as f64 / 100.0)),
+        ])
     });
-    let v2 = Spec::new(vec![Field::new(3, "key", FieldType::String), Field::new(4, "euros", FieldType::F64)]).migration("rekey");
+    let v2 = Spec::new(vec![Field::new(3, "key", FieldType::String), Field::new(4, "euros", FieldType::F64)])
+        .migration("rekey");
     schemas.register("orders", &v2).expect("v2");
     let stdout = std::io::stdout();
     let say = |line: &str| {
