@@ -28,7 +28,7 @@
 //! let schemas = Schemas::open(MemoryStore::new().namespace("app")?)?;
 //! schemas.register("readings", &Spec::new(vec![Field::new(1, "celsius", FieldType::I32)]))?;
 //! let log = schemas.log("readings")?;
-//! let seq = log.append(&log.record()?.with("celsius", 21)?)?;
+//! let seq = log.append(&log.record()?.with("celsius", 20)?)?;
 //!
 //! // v2 adds a field computed from the old ones, lazily.
 //! schemas.define_init("c_to_f", |old| match old.get("celsius") {
@@ -38,7 +38,7 @@
 //! let v2 = vec![Field::new(1, "celsius", FieldType::I32), Field::new(2, "fahrenheit", FieldType::F64)];
 //! schemas.register("readings", &Spec::new(v2).init("c_to_f"))?;
 //! let old = log.get(seq)?;
-//! assert_eq!(old.get("fahrenheit")?, Some(Value::Float(69.8)));
+//! assert_eq!(old.get("fahrenheit")?, Some(Value::Float(68.0)));
 //! assert_eq!(old.original().version().version, 1); // nothing was rewritten
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
