@@ -49,6 +49,7 @@ pub mod object;
 pub mod pds;
 pub mod pds_scale;
 pub mod runtime;
+pub mod schema;
 pub mod serve;
 pub mod stats;
 pub mod table;
@@ -68,6 +69,12 @@ pub enum BenchError {
     /// The object store under measurement failed.
     #[error(transparent)]
     Object(#[from] varve_object::ObjectError),
+    /// A PART durable map under measurement failed.
+    #[error(transparent)]
+    Durable(#[from] varve_part::durable::DurableError),
+    /// The typed records under measurement failed.
+    #[error(transparent)]
+    Schema(#[from] varve_schema::SchemaError),
     /// The runtime under measurement failed.
     #[error(transparent)]
     Runtime(#[from] varve_runtime::RuntimeError),

@@ -395,6 +395,25 @@ enum BenchCommand {
     /// beside Delta storage), history(m) beside m single steps, the paper's
     /// Git experiment beside a real `git` in the same run, and verify.
     Object(BenchObjectArgs),
+    /// Schema evolution (the retention models of seeds/003): map kernels
+    /// (hash, PART radix, PEDaLS sorted) and a TPC-C-style mix on typed
+    /// records; a layout change (key 32 → 64 bit, or a new field); the
+    /// Manual overhead T(retain)/T(manual) and the Automatic (lazy) overhead
+    /// (T(auto) − T(manual))/T(manual), bytes written, first-access cost.
+    Schema(BenchSchemaArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchSchemaArgs {
+    /// Directory for the journals of the persistent kernels, on the disk to measure (deleted after).
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// Small counts: a smoke run of seconds, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// The seed of the inputs (printed in the report).
+    #[arg(long, default_value_t = 3)]
+    seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -1566,6 +1585,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
         }
         BenchCommand::Nats(args) => bench::nats(&args.dir, args.quick, args.nats_server.as_deref()),
         BenchCommand::Object(args) => bench::object(&args.dir, args.quick, args.only.as_deref()),
+        BenchCommand::Schema(args) => bench::schema(&args.dir, args.quick, args.seed),
     }
 }
 

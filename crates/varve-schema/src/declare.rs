@@ -25,11 +25,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{Result, SchemaError};
-use crate::record::{InitFn, Record, Stored};
+use crate::record::{Fields, InitFn, Record, Stored};
 use crate::registry::{Registered, Schemas};
 use crate::schema::{Compat, Model, Spec};
 use crate::typed_log::TypedLog;
-use crate::types::{Field, Value};
+use crate::types::Field;
 
 /// A subject's versions as a program declares them: each version lists
 /// only what it changes, as the paper's nested `EXTENSION` blocks do.
@@ -70,7 +70,7 @@ impl TypeDef {
     #[must_use]
     pub fn extend<F>(mut self, added: Vec<Field>, name: &str, init: F) -> TypeDef
     where
-        F: Fn(&Record) -> std::result::Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
+        F: Fn(&Record) -> std::result::Result<Fields, String> + Send + Sync + 'static,
     {
         let mut fields = self.fields();
         fields.extend(added);
@@ -84,7 +84,7 @@ impl TypeDef {
     #[must_use]
     pub fn replace<F>(mut self, dropped: &[&str], added: Vec<Field>, name: &str, init: F) -> TypeDef
     where
-        F: Fn(&Record) -> std::result::Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
+        F: Fn(&Record) -> std::result::Result<Fields, String> + Send + Sync + 'static,
     {
         let mut fields: Vec<Field> =
             self.fields().into_iter().filter(|f| !dropped.contains(&f.name.as_str())).collect();
@@ -97,7 +97,7 @@ impl TypeDef {
     #[must_use]
     pub fn manual<F>(mut self, fields: Vec<Field>, name: &str, migrate: F) -> TypeDef
     where
-        F: Fn(&Record) -> std::result::Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
+        F: Fn(&Record) -> std::result::Result<Fields, String> + Send + Sync + 'static,
     {
         self.versions.push((Spec::new(fields).migration(name), Some((name.to_owned(), Arc::new(migrate) as InitFn))));
         self

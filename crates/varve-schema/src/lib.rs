@@ -60,7 +60,7 @@ pub mod wire;
 pub use declare::TypeDef;
 pub use error::{Result, SchemaError};
 pub use migrate::MigrationReport;
-pub use record::{InitFn, Record, Stored};
+pub use record::{Fields, InitFn, Location, Record, Stored};
 pub use registry::{Generation, Registered, Schemas, Subject, EAGER_MIGRATION, SCHEMA_LOG};
 pub use schema::{Compat, Model, SchemaVersion, Spec};
 pub use typed_log::TypedLog;

@@ -114,7 +114,7 @@ impl Schemas {
             for record in ns.scan(&source, SeqRange::from_bounds(from..=to))? {
                 let record = record?;
                 let location = format!("{source}@{}", record.seq);
-                let stored = self.decode(&record.value, &location)?;
+                let stored = self.decode(&record.value, location.clone())?;
                 let old = stored.record()?;
                 let fields = match catch_unwind(AssertUnwindSafe(|| function(old))) {
                     Ok(Ok(fields)) => fields,

@@ -7,6 +7,7 @@
 //! its type was promoted); only a field some later version added runs the
 //! INIT chain, once per record, and never writes anything back.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -19,13 +20,70 @@ use crate::wire;
 /// An INIT: computes the fields an extension adds from the record in the
 /// previous version's shape. Returns `(field name, value)` pairs, or a
 /// reason it cannot.
-pub type InitFn = Arc<dyn Fn(&Record) -> Result<Vec<(String, Value)>, String> + Send + Sync>;
+pub type InitFn = Arc<dyn Fn(&Record) -> Result<Fields, String> + Send + Sync>;
+
+/// What an INIT or a migration returns: `(field name, value)` pairs. Names
+/// are `Cow` so a Rust function's literal names cost no allocation.
+pub type Fields = Vec<(Cow<'static, str>, Value)>;
 
 /// The INITs and migrations a program has defined, by name.
 pub(crate) type FunctionTable = RwLock<HashMap<String, InitFn>>;
 
-/// A version and the automatic versions after it, up to its upgrade target.
-pub(crate) type Chain = (Arc<SchemaVersion>, Arc<[Arc<SchemaVersion>]>);
+/// One automatic step of an upgrade chain: the version, and its INIT as
+/// the program defined it when the chain was resolved (`None`: none, or
+/// not defined yet — looked up again when it runs).
+#[derive(Clone)]
+pub(crate) struct Step {
+    pub(crate) version: Arc<SchemaVersion>,
+    pub(crate) init: Option<InitFn>,
+}
+
+/// A version and the automatic versions after it, up to its upgrade
+/// target, resolved once per version id (the registry caches it).
+pub(crate) struct Chain {
+    pub(crate) written: Arc<SchemaVersion>,
+    pub(crate) steps: Box<[Step]>,
+    pub(crate) functions: Arc<FunctionTable>,
+}
+
+/// Where a record lives, for error messages; cheap to make, formatted only
+/// when an error is.
+#[derive(Clone, Debug)]
+pub enum Location {
+    /// A fixed description.
+    Named(&'static str),
+    /// A record of a log.
+    Record {
+        /// The log.
+        log: Arc<str>,
+        /// Its seq.
+        seq: u64,
+    },
+    /// Any description.
+    Text(String),
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Named(text) => f.write_str(text),
+            Location::Record { log, seq } => write!(f, "{log}@{seq}"),
+            Location::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl From<&'static str> for Location {
+    fn from(text: &'static str) -> Location {
+        Location::Named(text)
+    }
+}
+
+impl From<String> for Location {
+    fn from(text: String) -> Location {
+        Location::Text(text)
+    }
+}
 
 /// A record in the shape of one schema version.
 ///
@@ -175,12 +233,8 @@ impl Record {
 
     /// This record in the shape of `next`, the version after its own:
     /// kept fields widened, added ones from defaults and `next`'s INIT.
-    pub(crate) fn step(
-        &self,
-        next: &Arc<SchemaVersion>,
-        inits: &FunctionTable,
-        location: &dyn Fn() -> String,
-    ) -> Result<Record> {
+    pub(crate) fn step(&self, step: &Step, inits: &FunctionTable, location: &dyn Fn() -> String) -> Result<Record> {
+        let next = &step.version;
         let mut values: Vec<Option<Value>> = next
             .fields
             .iter()
@@ -210,9 +264,14 @@ impl Record {
             .zip(&values)
             .any(|(f, v)| v.is_none() && self.version.field_by_number(f.number).is_none());
         if let Some(init) = next.init.as_ref().filter(|_| lacking) {
-            let function = inits.read().ok().and_then(|t| t.get(init).cloned()).ok_or_else(|| {
-                SchemaError::MissingInit { subject: next.subject.clone(), version: next.version, init: init.clone() }
-            })?;
+            let function = match &step.init {
+                Some(function) => function.clone(),
+                None => inits.read().ok().and_then(|t| t.get(init).cloned()).ok_or_else(|| SchemaError::MissingInit {
+                    subject: next.subject.clone(),
+                    version: next.version,
+                    init: init.clone(),
+                })?,
+            };
             let computed = match catch_unwind(AssertUnwindSafe(|| function(self))) {
                 Ok(Ok(computed)) => computed,
                 Ok(Err(reason)) => return Err(failed(init, reason)),
@@ -306,27 +365,20 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// version its generation reaches by automatic upgrades, upgraded lazily.
 pub struct Stored {
     original: Record,
-    /// The versions after the original's, oldest first, up to the target.
-    chain: Arc<[Arc<SchemaVersion>]>,
-    inits: Arc<FunctionTable>,
-    location: String,
+    chain: Arc<Chain>,
+    location: Location,
     upgraded: OnceLock<Record>,
 }
 
 impl Stored {
-    pub(crate) fn new(
-        original: Record,
-        chain: Arc<[Arc<SchemaVersion>]>,
-        inits: Arc<FunctionTable>,
-        location: String,
-    ) -> Stored {
-        Stored { original, chain, inits, location, upgraded: OnceLock::new() }
+    pub(crate) fn new(original: Record, chain: Arc<Chain>, location: Location) -> Stored {
+        Stored { original, chain, location, upgraded: OnceLock::new() }
     }
 
     /// The version readers see this record in.
     #[must_use]
     pub fn target(&self) -> &Arc<SchemaVersion> {
-        self.chain.last().unwrap_or(&self.original.version)
+        self.chain.steps.last().map_or(&self.original.version, |s| &s.version)
     }
 
     /// The record exactly as written.
@@ -337,14 +389,14 @@ impl Stored {
 
     /// Where the record lives (`log@seq`), for messages.
     #[must_use]
-    pub fn location(&self) -> &str {
+    pub fn location(&self) -> &Location {
         &self.location
     }
 
     /// Whether the record was written with the target version (no upgrade).
     #[must_use]
     pub fn is_current(&self) -> bool {
-        self.chain.is_empty()
+        self.chain.steps.is_empty()
     }
 
     /// A field of the target version. A field the record was written with
@@ -358,24 +410,29 @@ impl Stored {
                 reason: format!("it has no field '{name}'"),
             });
         };
-        if self.original.version.field_by_number(field.number).is_some() {
-            return Ok(self.original.get_number(field.number).and_then(|v| v.coerce(field.ty)));
+        if let Some((i, written)) = self.original.version.field_by_number(field.number) {
+            return Ok(match &self.original.values[i] {
+                Some(value) if written.ty == field.ty => Some(value.clone()),
+                Some(value) => value.coerce(field.ty),
+                None => field.default_value(),
+            });
         }
         Ok(self.record()?.get(name))
     }
 
     /// The whole record in the target's shape (runs the INIT chain once).
     pub fn record(&self) -> Result<&Record> {
-        if self.chain.is_empty() {
+        if self.chain.steps.is_empty() {
             return Ok(&self.original);
         }
         if let Some(done) = self.upgraded.get() {
             return Ok(done);
         }
-        let location = || self.location.clone();
-        let mut record = self.original.step(&self.chain[0], &self.inits, &location)?;
-        for next in &self.chain[1..] {
-            record = record.step(next, &self.inits, &location)?;
+        let location = || self.location.to_string();
+        let functions = &self.chain.functions;
+        let mut record = self.original.step(&self.chain.steps[0], functions, &location)?;
+        for next in &self.chain.steps[1..] {
+            record = record.step(next, functions, &location)?;
         }
         Ok(self.upgraded.get_or_init(|| record))
     }

@@ -17,10 +17,9 @@ use varve_log::{LogConfig, LogError, Namespace, Seq, SeqRange};
 
 use crate::compat;
 use crate::error::{Result, SchemaError};
-use crate::record::{Chain, FunctionTable, InitFn, Record, Stored};
+use crate::record::{Chain, Fields, FunctionTable, InitFn, Location, Record, Step, Stored};
 use crate::schema::{validate, Model, SchemaVersion, Spec};
 use crate::typed_log::TypedLog;
-use crate::types::Value;
 use crate::wire;
 
 /// The log that holds a namespace's schema versions and generations.
@@ -112,9 +111,10 @@ struct State {
     subjects: BTreeMap<String, Subject>,
     /// Version id → (subject, index into its versions).
     by_id: HashMap<u64, (String, usize)>,
-    /// Version id → the automatic versions after it, up to its upgrade
-    /// target. Cleared whenever a version is folded.
-    chains: HashMap<u64, Arc<[Arc<SchemaVersion>]>>,
+    /// Version id → its resolved upgrade chain (a vector: ids are
+    /// `_schema` seqs, small and dense). Cleared whenever a version is
+    /// folded or a function defined.
+    chains: Vec<Option<Arc<Chain>>>,
 }
 
 impl State {
@@ -160,20 +160,27 @@ impl State {
         Ok(())
     }
 
-    fn chain(&mut self, id: u64) -> Option<Chain> {
+    fn chain(&mut self, id: u64, functions: &Arc<FunctionTable>) -> Option<Arc<Chain>> {
+        let slot = usize::try_from(id).ok()?;
+        if let Some(Some(chain)) = self.chains.get(slot) {
+            return Some(chain.clone());
+        }
         let (name, index) = self.by_id.get(&id)?;
         let versions = &self.subjects.get(name)?.versions;
         let written = versions[*index].clone();
-        if let Some(chain) = self.chains.get(&id) {
-            return Some((written, chain.clone()));
-        }
-        let chain: Arc<[Arc<SchemaVersion>]> = versions[index + 1..]
+        let defined = functions.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let steps: Box<[Step]> = versions[index + 1..]
             .iter()
             .take_while(|v| v.model == Model::Automatic && v.generation == written.generation)
-            .cloned()
+            .map(|v| Step { version: v.clone(), init: v.init.as_ref().and_then(|name| defined.get(name).cloned()) })
             .collect();
-        self.chains.insert(id, chain.clone());
-        Some((written, chain))
+        drop(defined);
+        let chain = Arc::new(Chain { written, steps, functions: functions.clone() });
+        if self.chains.len() <= slot {
+            self.chains.resize(slot + 1, None);
+        }
+        self.chains[slot] = Some(chain.clone());
+        Some(chain)
     }
 }
 
@@ -249,12 +256,13 @@ impl Schemas {
     /// Define (or replace) the INIT or migration function called `name`.
     pub fn define_function(&self, name: &str, function: InitFn) {
         self.functions.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned(), function);
+        self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner).chains.clear();
     }
 
     /// Define an INIT: `init(old)` returns the added fields' values.
     pub fn define_init<F>(&self, name: &str, init: F)
     where
-        F: Fn(&Record) -> std::result::Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
+        F: Fn(&Record) -> std::result::Result<Fields, String> + Send + Sync + 'static,
     {
         self.define_function(name, Arc::new(init));
     }
@@ -263,7 +271,7 @@ impl Schemas {
     /// version (by name).
     pub fn define_migration<F>(&self, name: &str, migrate: F)
     where
-        F: Fn(&Record) -> std::result::Result<Vec<(String, Value)>, String> + Send + Sync + 'static,
+        F: Fn(&Record) -> std::result::Result<Fields, String> + Send + Sync + 'static,
     {
         self.define_function(name, Arc::new(migrate));
     }
@@ -467,8 +475,8 @@ impl Schemas {
         if record.version().id == write.id {
             return record.encode();
         }
-        let (_, chain) = self.chain(record.version().id)?;
-        let Some(position) = chain.iter().position(|v| v.id == write.id) else {
+        let chain = self.chain(record.version().id)?;
+        let Some(position) = chain.steps.iter().position(|s| s.version.id == write.id) else {
             return Err(SchemaError::BadValue {
                 subject: subject.clone(),
                 version: record.version().version,
@@ -481,45 +489,46 @@ impl Schemas {
             });
         };
         let location = || format!("a record of '{subject}' being written");
-        let mut upgraded = record.step(&chain[0], &self.functions, &location)?;
-        for next in &chain[1..=position] {
+        let mut upgraded = record.step(&chain.steps[0], &self.functions, &location)?;
+        for next in &chain.steps[1..=position] {
             upgraded = upgraded.step(next, &self.functions, &location)?;
         }
         upgraded.encode()
     }
 
-    /// Decode a stored record (`location` names it in errors, e.g.
-    /// `readings@42`). The result upgrades lazily on access.
-    pub fn decode(&self, bytes: &[u8], location: &str) -> Result<Stored> {
+    /// Decode a stored record (`location` names it in errors: a
+    /// [`Location`], a `&'static str` or a `String`). The result upgrades
+    /// lazily on access.
+    pub fn decode(&self, bytes: &[u8], location: impl Into<Location>) -> Result<Stored> {
+        let location = location.into();
         let mut pos = 0;
         let id = wire::get_varint(bytes, &mut pos).ok_or_else(|| SchemaError::Corrupt {
-            location: location.to_owned(),
+            location: location.to_string(),
             subject: "?".into(),
             version: 0,
             reason: "it is empty or its schema id is truncated".into(),
         })?;
-        let (written, chain) = match self.chain(id) {
+        let chain = match self.chain(id) {
             Ok(found) => found,
             Err(SchemaError::UnknownSchemaId { .. }) => {
                 self.refresh()?;
-                self.chain(id).map_err(|_| SchemaError::UnknownSchemaId { location: location.to_owned(), id })?
+                self.chain(id).map_err(|_| SchemaError::UnknownSchemaId { location: location.to_string(), id })?
             }
             Err(e) => return Err(e),
         };
-        let original = Record::decode(written, &bytes[pos..], &|| location.to_owned())?;
-        Ok(Stored::new(original, chain, self.functions.clone(), location.to_owned()))
+        let original = Record::decode(chain.written.clone(), &bytes[pos..], &|| location.to_string())?;
+        Ok(Stored::new(original, chain, location))
     }
 
-    fn chain(&self, id: u64) -> Result<Chain> {
+    fn chain(&self, id: u64) -> Result<Arc<Chain>> {
         {
             let state = self.read_state();
-            if let Some(chain) = state.chains.get(&id) {
-                let (name, index) = &state.by_id[&id];
-                return Ok((state.subjects[name].versions[*index].clone(), chain.clone()));
+            if let Some(Some(chain)) = usize::try_from(id).ok().and_then(|slot| state.chains.get(slot)) {
+                return Ok(chain.clone());
             }
         }
         let mut state = self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.chain(id).ok_or(SchemaError::UnknownSchemaId { location: String::new(), id })
+        state.chain(id, &self.functions).ok_or(SchemaError::UnknownSchemaId { location: String::new(), id })
     }
 
     pub(crate) fn functions(&self) -> &Arc<FunctionTable> {
@@ -574,6 +583,6 @@ fn same_spec(version: &SchemaVersion, spec: &Spec) -> bool {
 }
 
 #[allow(clippy::unnecessary_wraps)]
-fn eager_copy(record: &Record) -> std::result::Result<Vec<(String, Value)>, String> {
-    Ok(record.version().fields.iter().filter_map(|f| record.get(&f.name).map(|v| (f.name.clone(), v))).collect())
+fn eager_copy(record: &Record) -> std::result::Result<Fields, String> {
+    Ok(record.version().fields.iter().filter_map(|f| record.get(&f.name).map(|v| (f.name.clone().into(), v))).collect())
 }

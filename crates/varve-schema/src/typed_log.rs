@@ -5,7 +5,7 @@ use std::sync::Arc;
 use varve_log::{Seq, SeqRange};
 
 use crate::error::Result;
-use crate::record::{Record, Stored};
+use crate::record::{Location, Record, Stored};
 use crate::registry::{Schemas, Subject};
 
 /// Appends and reads a subject's records in its current generation (and
@@ -90,7 +90,7 @@ impl TypedLog {
     pub fn get_in(&self, generation: u32, seq: Seq) -> Result<Stored> {
         let log = Subject::log_of(&self.subject, generation);
         let bytes = self.schemas.namespace().get(&log, seq)?;
-        self.schemas.decode(&bytes, &format!("{log}@{seq}"))
+        self.schemas.decode(&bytes, Location::Record { log: log.into(), seq })
     }
 
     /// The newest seq of the current generation (0 when empty).
@@ -108,9 +108,11 @@ impl TypedLog {
         let log = Subject::log_of(&self.subject, generation);
         let ns = self.schemas.namespace();
         let mut out = Vec::new();
+        let name: Arc<str> = log.as_str().into();
         for record in ns.scan(&log, range.into())? {
             let record = record?;
-            out.push((record.seq, self.schemas.decode(&record.value, &format!("{log}@{}", record.seq))?));
+            let location = Location::Record { log: name.clone(), seq: record.seq };
+            out.push((record.seq, self.schemas.decode(&record.value, location)?));
         }
         Ok(out)
     }

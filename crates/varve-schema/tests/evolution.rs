@@ -156,7 +156,7 @@ fn run(first: Vec<FieldType>, steps: Vec<Step>, per_version: Vec<u8>) -> Result<
             let name = format!("init{v}");
             let (salt, set) = (*salt, set.clone());
             schemas.define_init(&name, move |old| {
-                Ok(set.iter().map(|(n, ty)| (n.clone(), init_model(&row_of(old), *ty, salt))).collect())
+                Ok(set.iter().map(|(n, ty)| (n.clone().into(), init_model(&row_of(old), *ty, salt))).collect())
             });
             spec = spec.init(&name);
         }

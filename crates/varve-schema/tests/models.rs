@@ -17,7 +17,7 @@ fn v1_fields() -> Vec<Field> {
     vec![Field::new(1, "sensor", FieldType::String), Field::new(2, "celsius", FieldType::I32)]
 }
 
-fn c_to_f(old: &varve_schema::Record) -> Result<Vec<(String, Value)>, String> {
+fn c_to_f(old: &varve_schema::Record) -> Result<varve_schema::Fields, String> {
     match old.get("celsius") {
         Some(Value::Int(c)) => Ok(vec![("fahrenheit".into(), Value::Float(c as f64 * 1.8 + 32.0))]),
         other => Err(format!("celsius is {other:?}")),

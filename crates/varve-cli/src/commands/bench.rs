@@ -92,6 +92,12 @@ pub fn object(dir: &Path, quick: bool, only: Option<&str>) -> anyhow::Result<()>
     print(&object::run(&options)?.to_markdown())
 }
 
+/// `varve bench schema`: the retention models on typed records.
+pub fn schema(dir: &Path, quick: bool, seed: u64) -> anyhow::Result<()> {
+    let options = varve_bench::schema::SchemaBenchOptions::new(dir.to_owned(), quick, seed);
+    print(&varve_bench::schema::run(&options)?.to_markdown())
+}
+
 /// `varve bench serve`: this binary is the `varve serve` measured.
 pub fn serve(
     dir: &Path,

@@ -217,7 +217,7 @@ impl External {
         Ok(External { child, io: Mutex::new((stdin, stdout)) })
     }
 
-    fn call(&self, record: &varve_schema::Record) -> Result<Vec<(String, Value)>, String> {
+    fn call(&self, record: &varve_schema::Record) -> Result<varve_schema::Fields, String> {
         let mut io = self.io.lock().map_err(|_| "the migration command's pipe is poisoned".to_owned())?;
         let (stdin, stdout) = &mut *io;
         let mut line = record.to_json().to_string();
@@ -236,7 +236,7 @@ impl External {
         Ok(object
             .into_iter()
             .filter(|(_, v)| !v.is_null())
-            .filter_map(|(k, v)| json_value(&v).map(|v| (k, v)))
+            .filter_map(|(k, v)| json_value(&v).map(|v| (k.into(), v)))
             .collect())
     }
 }
@@ -341,7 +341,7 @@ pub fn typed_json(ns: &Arc<dyn Namespace>, log: &str, seq: Seq, value: &[u8]) ->
 pub fn typed_json_with(schemas: &Schemas, log: &str, seq: Seq, value: &[u8]) -> Option<(Json, Option<String>)> {
     subject_of(schemas, log)?;
     let location = format!("{log}@{seq}");
-    Some(match schemas.decode(value, &location) {
+    Some(match schemas.decode(value, location) {
         Ok(stored) => match stored.to_json() {
             Ok(json) => (json, None),
             Err(e @ (SchemaError::MissingInit { .. } | SchemaError::InitFailed { .. })) => (
