@@ -2,7 +2,8 @@
 # `make demo`: a walk through the Log on the embedded journal with the CLI —
 # appends, batches, retention, a crash (SIGKILL) and the recovery after it,
 # versioned structures (PEDaLS) and PART's durable map — then the temperature application on the runtime (examples/temperature),
-# three applications of versioned objects (examples/objects: vgit, ledger, table), and
+# three applications of versioned objects (examples/objects: vgit, ledger, table),
+# typed records whose type changes (varve schema: automatic, a refused change, a migration), and
 # a varve serve with two clients, a curl watch and a map read at an old version,
 # and last a 3-node NATS JetStream cluster on loopback (`varve nats up`): two
 # writers on a replicated log, and a handler on a replicated topic.
@@ -176,6 +177,38 @@ v object previous config svc "$merged"
 left=$("$VARVE" --data "$DATA" --json object previous config svc "$merged" | python3 -c 'import json,sys; print(json.load(sys.stdin)["versions"][0]["id"][:12])')
 v object history config svc "$left" -m 4 --values
 v object verify config svc
+
+step "Typed records (retention models): old records read in a new version's shape, a refused change, a resumable migration"
+cat > "$DATA/v1.json" <<'JSON'
+{"fields": [{"number": 1, "name": "sensor", "type": "string"}, {"number": 2, "name": "celsius", "type": "i32"}]}
+JSON
+cat > "$DATA/v2.json" <<'JSON'
+{"fields": [{"number": 1, "name": "sensor", "type": "string"}, {"number": 2, "name": "celsius", "type": "i64"},
+            {"number": 3, "name": "site", "type": "string", "default": "roof"}]}
+JSON
+cat > "$DATA/bad.json" <<'JSON'
+{"fields": [{"number": 1, "name": "sensor", "type": "string"}, {"number": 2, "name": "celsius", "type": "string"}]}
+JSON
+cat > "$DATA/manual.json" <<'JSON'
+{"fields": [{"number": 4, "name": "sensor_id", "type": "string"}, {"number": 5, "name": "kelvin", "type": "f64"}],
+ "model": "manual", "migration": "to_kelvin"}
+JSON
+v schema register readings "$DATA/v1.json"
+v schema append readings '{"sensor": "s1", "celsius": 21}'
+v schema append readings '{"sensor": "s2", "celsius": -4}'
+echo "(v2 widens celsius to i64 and adds a field with a default: automatic, nothing is rewritten)"
+v schema register readings "$DATA/v2.json"
+v log get readings 1
+v schema check readings "$DATA/bad.json" || echo "(refused, exit $?: nothing registered)"
+echo "(v3 is manual: an external program migrates every record into generation 2; generation 1 stays)"
+v schema register readings "$DATA/manual.json"
+v schema upgrade readings --command "python3 -u -c 'import sys, json
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({\"sensor_id\": r[\"sensor\"] + \"@\" + r[\"site\"], \"kelvin\": r[\"celsius\"] + 273.15}), flush=True)'"
+v log scan readings.gen2
+v log get readings 2
+v schema show readings
 
 step "On the network: varve serve, two clients, a watch, a structure's old version read from another process"
 SDATA="$DATA/served"

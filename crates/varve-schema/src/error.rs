@@ -20,7 +20,7 @@ pub enum SchemaError {
     Invalid { subject: String, reason: String },
 
     /// A new version breaks a compatibility rule against an earlier one.
-    #[error("schema '{subject}' v{version} is not {rule} compatible with v{against}: field '{field}' {reason}")]
+    #[error("{}", incompatible_message(subject, *version, *against, field, rule, reason))]
     Incompatible { subject: String, version: u32, against: u32, field: String, rule: &'static str, reason: String },
 
     /// No schema is registered for this subject.
@@ -54,4 +54,12 @@ pub enum SchemaError {
     /// A migration is pending or none is.
     #[error("{0}")]
     Migration(String),
+}
+
+fn incompatible_message(subject: &str, version: u32, against: u32, field: &str, rule: &str, reason: &str) -> String {
+    if rule == "FIELD_NUMBER" {
+        format!("schema '{subject}' v{version} breaks the FIELD_NUMBER rule (checked against v{against}): field '{field}' {reason}")
+    } else {
+        format!("schema '{subject}' v{version} is not {rule} compatible with v{against}: field '{field}' {reason}")
+    }
 }

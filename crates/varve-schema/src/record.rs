@@ -417,7 +417,7 @@ impl Stored {
                 None => field.default_value(),
             });
         }
-        Ok(self.record()?.get(name))
+        Ok(self.record()?.get_number(field.number))
     }
 
     /// The whole record in the target's shape (runs the INIT chain once).
