@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-peers peers-deps bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats bench-object nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-peers peers-deps bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats bench-object bench-schema nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -66,7 +66,7 @@ test-python: python
 bench-python: python
 	$(PY) -m varve.bench
 
-# QUICK=1 with bench, bench-pds, bench-runtime, bench-serve or bench-object: small sizes and one trial,
+# QUICK=1 with bench, bench-pds, bench-runtime, bench-serve, bench-object or bench-schema: small sizes and one trial,
 # a smoke run of the same code (seconds), not figures to publish; bench-pds
 # then writes its CSVs and charts under target/bench/pds-quick, not docs/.
 QUICK ?=
@@ -136,6 +136,10 @@ bench-nats: build nats-server
 # minute; the journal and the git repository under target/bench, deleted after).
 bench-object: build
 	$(VARVE) bench object --dir target/bench $(if $(QUICK),--quick)
+
+# Schema evolution: the retention models of seeds/003 (docs/benchmarks.md, "Schema evolution").
+bench-schema: build
+	$(VARVE) bench schema --dir target/bench $(if $(QUICK),--quick)
 
 # The PEDaLS evaluation (Figures 4-6): table, CSVs and PNG charts into docs/
 # (several minutes). The charts need matplotlib, installed into .venv here.

@@ -163,3 +163,22 @@ fn eager_upgrade_and_reset() {
     assert_eq!(env.json(&["schema", "append", "r", r#"{"kelvin": 2.5}"#])["log"], json!("r.gen3"));
     assert_eq!(env.json(&["schema", "ls"])["subjects"][0]["generation"], json!(3));
 }
+
+#[test]
+fn a_record_whose_init_only_a_program_defines_prints_as_written() {
+    let env = Env::new();
+    env.ok(&["schema", "register", "r", &spec(&env, "v1.json", &v1())]);
+    env.ok(&["schema", "append", "r", r#"{"sensor": "a", "celsius": 4}"#]);
+    let mut v2 = v1();
+    v2["fields"].as_array_mut().expect("fields").push(json!({"number": 3, "name": "fahrenheit", "type": "f64"}));
+    v2["init"] = json!("c_to_f");
+    let out = env.run(&["schema", "register", "r", &spec(&env, "v2.json", &v2)]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INIT 'c_to_f'"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = env.run(&["--json", "log", "get", "r", "1"]);
+    assert!(out.status.success());
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(answer["record"], json!({"sensor": "a", "celsius": 4}), "as written");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("shown as written (v1)") && stderr.contains("'c_to_f'"), "{stderr}");
+}
