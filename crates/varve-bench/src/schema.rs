@@ -166,7 +166,6 @@ impl Kernel for DurableKernel {
 
 struct SortedKernel(SortedMap<u64, Vec<u8>>);
 
-
 impl Kernel for SortedKernel {
     fn get(&self, key: u64) -> Option<Vec<u8>> {
         self.0.get(&key, None).ok().flatten()
@@ -193,7 +192,10 @@ fn kernel(name: &str, dir: &Path) -> Result<Box<dyn Kernel>> {
         return Ok(Box::new(HashKernel::default()));
     }
     let dir = crate::fresh_dir(dir, &format!("schema-{name}"))?;
-    let store = JournalStore::open(&dir, JournalOptions { sync: SyncPolicy::Group(GROUP_COMMIT), ..JournalOptions::default() })?;
+    let store = JournalStore::open(
+        &dir,
+        JournalOptions { sync: SyncPolicy::Group(GROUP_COMMIT), ..JournalOptions::default() },
+    )?;
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("bench")?);
     Ok(match name {
         "sorted" => Box::new(SortedKernel(SortedMap::open(ns, "map", Options::default())?)),
@@ -231,7 +233,10 @@ impl Types {
     fn new(layout: Layout) -> Result<Types> {
         let ns: Arc<dyn Namespace> = MemoryStore::new().namespace("types")?;
         let schemas = Schemas::open(ns)?;
-        schemas.register("orig", &Spec::new(vec![Field::new(1, "key", FieldType::I32), Field::new(2, "value", FieldType::I64)]))?;
+        schemas.register(
+            "orig",
+            &Spec::new(vec![Field::new(1, "key", FieldType::I32), Field::new(2, "value", FieldType::I64)]),
+        )?;
         schemas.register("manual", &Spec::new(new_layout_fields(layout)))?;
         Ok(Types { schemas, layout })
     }
@@ -246,7 +251,8 @@ impl Types {
 
     fn v1(&self, key: u64) -> Result<Vec<u8>> {
         let key = i32::try_from(key % (1 << 30)).unwrap_or(0);
-        let record = Record::new(self.schemas.write_version("orig")?).with("key", key)?.with("value", i64::from(key) * 3)?;
+        let record =
+            Record::new(self.schemas.write_version("orig")?).with("key", key)?.with("value", i64::from(key) * 3)?;
         Ok(self.schemas.encode(&record)?)
     }
 
@@ -306,7 +312,7 @@ fn retain(map: &mut dyn Kernel, types: &Types) -> Result<u64> {
             let value = match record.get(&field.name) {
                 Some(v) => v,
                 None => init_new_fields(types.layout, record)
-                    .map_err(|e| varve_schema::SchemaError::Migration(e))?
+                    .map_err(varve_schema::SchemaError::Migration)?
                     .into_iter()
                     .find(|(n, _)| *n == field.name)
                     .map(|(_, v)| v)
@@ -379,7 +385,13 @@ fn ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-fn kernel_row(name: &'static str, layout: Layout, input: Input, n: usize, options: &SchemaBenchOptions) -> Result<KernelRow> {
+fn kernel_row(
+    name: &'static str,
+    layout: Layout,
+    input: Input,
+    n: usize,
+    options: &SchemaBenchOptions,
+) -> Result<KernelRow> {
     let mut rng = StdRng::seed_from_u64(options.seed);
     let (original_keys, update_keys) = inputs(input, n, &mut rng);
     let (mut retain_t, mut manual_t, mut auto_t) = (Vec::new(), Vec::new(), Vec::new());
@@ -406,7 +418,8 @@ fn kernel_row(name: &'static str, layout: Layout, input: Input, n: usize, option
         let start = Instant::now();
         let retained = retain(map.as_mut(), &types)?;
         retain_t.push(ms(start));
-        let untouched_bytes: u64 = map.entries().iter().filter(|(k, _)| !touched.contains(k)).map(|(_, v)| v.len() as u64).sum();
+        let untouched_bytes: u64 =
+            map.entries().iter().filter(|(k, _)| !touched.contains(k)).map(|(_, v)| v.len() as u64).sum();
         let start = Instant::now();
         let written = update(map.as_mut(), &types, "manual", &update_keys)?;
         manual_t.push(ms(start));
@@ -472,6 +485,7 @@ fn access_row(layout: Layout, n: usize, trials: usize) -> Result<AccessRow> {
             for bytes in records {
                 std::hint::black_box(types.schemas.decode(bytes, "access")?.get(field)?);
             }
+            #[allow(clippy::cast_precision_loss, reason = "record counts are far below 2^52")]
             samples.push(start.elapsed().as_secs_f64() * 1e9 / records.len() as f64);
         }
         Ok(median(samples))
@@ -530,11 +544,26 @@ impl Tpcc {
     fn build(layout: Layout, customers: u64) -> Result<Tpcc> {
         let types = Types::new(layout)?;
         let s = &types.schemas;
-        s.register("district", &Spec::new(vec![Field::new(1, "next_o_id", FieldType::I64), Field::new(2, "ytd", FieldType::I64)]))?;
-        s.register("stock", &Spec::new(vec![Field::new(1, "quantity", FieldType::I32), Field::new(2, "ytd", FieldType::I64), Field::new(3, "order_cnt", FieldType::I32)]))?;
+        s.register(
+            "district",
+            &Spec::new(vec![Field::new(1, "next_o_id", FieldType::I64), Field::new(2, "ytd", FieldType::I64)]),
+        )?;
+        s.register(
+            "stock",
+            &Spec::new(vec![
+                Field::new(1, "quantity", FieldType::I32),
+                Field::new(2, "ytd", FieldType::I64),
+                Field::new(3, "order_cnt", FieldType::I32),
+            ]),
+        )?;
         s.register(
             "order",
-            &Spec::new(vec![Field::new(1, "o_id", FieldType::I64), Field::new(2, "c_id", FieldType::I64), Field::new(3, "lines", FieldType::I32), Field::new(4, "amount", FieldType::I64)]),
+            &Spec::new(vec![
+                Field::new(1, "o_id", FieldType::I64),
+                Field::new(2, "c_id", FieldType::I64),
+                Field::new(3, "lines", FieldType::I32),
+                Field::new(4, "amount", FieldType::I64),
+            ]),
         )?;
         let mut district = HashMap::new();
         for d in 0..DISTRICTS {
@@ -542,7 +571,10 @@ impl Tpcc {
         }
         let mut stock = HashMap::new();
         for i in 0..ITEMS {
-            stock.insert(i, s.encode(&s.record("stock")?.with("quantity", 50)?.with("ytd", 0i64)?.with("order_cnt", 0)?)?);
+            stock.insert(
+                i,
+                s.encode(&s.record("stock")?.with("quantity", 50)?.with("ytd", 0i64)?.with("order_cnt", 0)?)?,
+            );
         }
         let mut customer = HashMap::new();
         for c in 0..customers {
@@ -585,7 +617,8 @@ impl Tpcc {
             amount += qty * 100;
         }
         let s = &self.types.schemas;
-        let order = s.record("order")?.with("o_id", o_id)?.with("c_id", c_id)?.with("lines", lines)?.with("amount", amount)?;
+        let order =
+            s.record("order")?.with("o_id", o_id)?.with("c_id", c_id)?.with("lines", lines)?.with("amount", amount)?;
         self.orders.push(s.encode(&order)?);
         Ok(())
     }
@@ -642,11 +675,8 @@ fn tpcc_row(layout: Layout, options: &SchemaBenchOptions) -> Result<TpccRow> {
         let start = Instant::now();
         auto.run(options.transactions, options.seed, customers)?;
         auto_t.push(ms(start));
-        upgraded = auto
-            .customer
-            .values()
-            .filter(|b| auto.types.schemas.decode(b, "c").is_ok_and(|s| s.is_current()))
-            .count();
+        upgraded =
+            auto.customer.values().filter(|b| auto.types.schemas.decode(b, "c").is_ok_and(|s| s.is_current())).count();
     }
     Ok(TpccRow {
         layout: layout.name(),
@@ -779,8 +809,12 @@ impl SchemaReport {
         }
         out.push_str(&table.to_markdown());
         let persistent = self.kernels.iter().filter(|r| r.kernel != "hash");
-        let worst = persistent.map(KernelRow::auto_overhead).chain(self.tpcc.iter().map(TpccRow::auto_overhead)).fold(f64::MIN, f64::max);
-        let worst_memory = self.kernels.iter().filter(|r| r.kernel == "hash").map(KernelRow::auto_overhead).fold(f64::MIN, f64::max);
+        let worst = persistent
+            .map(KernelRow::auto_overhead)
+            .chain(self.tpcc.iter().map(TpccRow::auto_overhead))
+            .fold(f64::MIN, f64::max);
+        let worst_memory =
+            self.kernels.iter().filter(|r| r.kernel == "hash").map(KernelRow::auto_overhead).fold(f64::MIN, f64::max);
         let untouched: u64 = self.kernels.iter().map(|r| r.untouched_auto).sum();
         let _ = writeln!(
             out,

@@ -8,9 +8,10 @@
 //! INIT chain, once per record, and never writes anything back.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use crate::error::{Result, SchemaError};
 use crate::schema::SchemaVersion;
@@ -266,11 +267,13 @@ impl Record {
         if let Some(init) = next.init.as_ref().filter(|_| lacking) {
             let function = match &step.init {
                 Some(function) => function.clone(),
-                None => inits.read().ok().and_then(|t| t.get(init).cloned()).ok_or_else(|| SchemaError::MissingInit {
-                    subject: next.subject.clone(),
-                    version: next.version,
-                    init: init.clone(),
-                })?,
+                None => {
+                    inits.read().ok().and_then(|t| t.get(init).cloned()).ok_or_else(|| SchemaError::MissingInit {
+                        subject: next.subject.clone(),
+                        version: next.version,
+                        init: init.clone(),
+                    })?
+                }
             };
             let computed = match catch_unwind(AssertUnwindSafe(|| function(self))) {
                 Ok(Ok(computed)) => computed,
@@ -363,16 +366,18 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// A record as read: the record as written, seen in the shape of the newest
 /// version its generation reaches by automatic upgrades, upgraded lazily.
+/// Used by one thread at a time (`Send`, not `Sync`: the upgrade is cached
+/// in a `OnceCell`, which costs less than a lock on the first access).
 pub struct Stored {
     original: Record,
     chain: Arc<Chain>,
     location: Location,
-    upgraded: OnceLock<Record>,
+    upgraded: OnceCell<Record>,
 }
 
 impl Stored {
     pub(crate) fn new(original: Record, chain: Arc<Chain>, location: Location) -> Stored {
-        Stored { original, chain, location, upgraded: OnceLock::new() }
+        Stored { original, chain, location, upgraded: OnceCell::new() }
     }
 
     /// The version readers see this record in.

@@ -297,8 +297,10 @@ fn incompatible_versions_are_refused_naming_the_field_and_rule() {
         .expect("v2 drops 2");
     // (v1's own spec names v1: registering it again appends nothing.)
     assert!(!schemas.register("r", &Spec::new(v1_fields())).expect("v1 again").created);
-    let celsius_back =
-        vec![Field::new(1, "sensor", FieldType::String), Field::new(2, "celsius", FieldType::I32).with_default(serde_json::json!(0))];
+    let celsius_back = vec![
+        Field::new(1, "sensor", FieldType::String),
+        Field::new(2, "celsius", FieldType::I32).with_default(serde_json::json!(0)),
+    ];
     let err = schemas.register("r", &Spec::new(celsius_back).compat(Compat::None)).expect_err("reuse");
     assert!(err.to_string().contains("retired since v2"), "{err}");
     // Transitive checks reach past the previous version.

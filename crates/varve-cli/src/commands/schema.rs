@@ -295,7 +295,7 @@ pub fn upgrade(ctx: &Context<'_>, subject: &str, eager: bool, command: Option<&s
         ),
     };
     let source = Subject::log_of(subject, found.current().generation);
-    let total = schemas.namespace().log_info(&source).map(|i| i.len()).unwrap_or(0);
+    let total = schemas.namespace().log_info(&source).map_or(0, |i| i.len());
     let bar = output::progress_bar(total, Unit::Records, &format!("migrating {subject}"), false);
     let report = schemas.migrate_in_batches(subject, batch, &mut |done, total| {
         bar.set_length(total);
