@@ -26,7 +26,7 @@ fn a_quick_run_reports_every_kernel_and_model() {
             assert_eq!(row.bytes_auto, 0, "{what}: deleting every key writes no record");
         }
     }
-    assert_eq!(report.access.len(), 2);
+    assert_eq!(report.access.len(), 3, "Layout-Change by INIT and by promotion, Layout-Add");
     assert!(report.access.iter().all(|a| a.old_ns > 0.0 && a.current_ns > 0.0));
     assert_eq!(report.tpcc.len(), 2);
     for row in &report.tpcc {
