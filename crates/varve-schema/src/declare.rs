@@ -142,7 +142,8 @@ impl Schemas {
         let mut out = Vec::new();
         for (i, (spec, _)) in def.versions.iter().enumerate() {
             if let Some(existing) = registered.get(i) {
-                let model_matches = existing.model == spec.model || (i == 0 && existing.model == Model::Initial);
+                let model_matches = existing.model == spec.model
+                    || (i == 0 && existing.model == Model::Initial && spec.model == Model::Automatic);
                 if existing.fields != spec.fields || !model_matches || existing.init != spec.init {
                     return Err(SchemaError::Invalid {
                         subject: def.subject().to_owned(),

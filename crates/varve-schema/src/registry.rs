@@ -578,7 +578,10 @@ fn generation_entry(version: &SchemaVersion, log: &str, source_through: Seq) -> 
 }
 
 fn same_spec(version: &SchemaVersion, spec: &Spec) -> bool {
-    let model_matches = spec.model == version.model || (version.model == Model::Initial);
+    // A first version is registered as `initial` whatever its spec said;
+    // a reset or manual spec with the same fields is still a new version.
+    let model_matches = spec.model == version.model
+        || (version.model == Model::Initial && matches!(spec.model, Model::Automatic | Model::Initial));
     version.fields == spec.fields && model_matches && version.init == spec.init && version.migration == spec.migration
 }
 

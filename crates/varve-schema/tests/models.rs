@@ -242,6 +242,10 @@ fn reset_starts_a_new_generation_and_warns() {
     assert_eq!(log.append_json(&serde_json::json!({"kelvin": 3.5})).expect("append"), 1);
     assert_eq!(log.get_in(1, 1).expect("old").get("celsius").expect("c"), Some(Value::Int(1)));
     assert!(ns.list_logs().expect("logs").iter().any(|l| l.name == "r.gen2"));
+    // A reset to v1's fields is not v1 again: it is a new version, refused
+    // here because v1's numbers are retired.
+    let err = schemas.register("r", &Spec::new(v1_fields()).model(Model::Reset)).expect_err("numbers retired");
+    assert!(err.to_string().contains("retired since v2"), "{err}");
 }
 
 #[test]
