@@ -14,6 +14,7 @@ use varve_log::LogError;
 use varve_part::durable::DurableError;
 use varve_pds::PdsError;
 use varve_runtime::RuntimeError;
+use varve_schema::SchemaError;
 
 /// Every error a binding call can fail with before it becomes a Python exception.
 #[derive(Debug)]
@@ -31,6 +32,9 @@ pub enum Error {
     Runtime(RuntimeError),
     /// A versioned-object store failed (its log errors arrive as `Error::Log`).
     Object(varve_object::ObjectError),
+    /// A record type, a typed record or a migration failed (its log errors
+    /// arrive as `Error::Log`).
+    Schema(SchemaError),
     /// A runtime (or a handler context) used in the wrong phase of its
     /// life: `state` is where it is, the message says what to do.
     State {
@@ -62,6 +66,15 @@ impl From<varve_object::ObjectError> for Error {
         match e {
             varve_object::ObjectError::Log(e) => Error::Log(e),
             other => Error::Object(other),
+        }
+    }
+}
+
+impl From<SchemaError> for Error {
+    fn from(e: SchemaError) -> Self {
+        match e {
+            SchemaError::Log(e) => Error::Log(e),
+            other => Error::Schema(other),
         }
     }
 }
@@ -157,6 +170,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         }
         Error::Runtime(e) => e.to_string(),
         Error::Object(e) => e.to_string(),
+        Error::Schema(e) => e.to_string(),
         Error::State { message, .. } => message.clone(),
         Error::TooLargeForServer { target, what, size, limit } => {
             too_large_for_server_message(target, what, *size, *limit)
@@ -180,6 +194,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Pds(e) => pds_fields(e, &kwargs)?,
         Error::Runtime(e) => runtime_fields(e, &kwargs)?,
         Error::Object(e) => object_fields(e, &kwargs)?,
+        Error::Schema(e) => schema_fields(e, &kwargs)?,
         Error::TooLargeForServer { what, size, limit, .. } => {
             kwargs.set_item("what", what)?;
             kwargs.set_item("size", size)?;
@@ -265,6 +280,87 @@ fn object_fields(e: varve_object::ObjectError, kw: &Bound<'_, PyDict>) -> PyResu
         // ObjectError is non_exhaustive: a variant added later still arrives
         // as a VarveError with its message.
         _ => "VarveError",
+    })
+}
+
+/// A record type's errors: `IncompatibleSchema` (with the field and the
+/// rule), `InitFailed` and `MigrationFailed` (with the record's location),
+/// and `SchemaError` with the fields that apply for the rest.
+fn schema_fields(e: SchemaError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    use SchemaError as E;
+    if let E::Log(e) = e {
+        return log_fields(e, kw);
+    }
+    // Every field `errors.SchemaError` declares, None unless set below (the
+    // class has no defaults, so that its subclasses declare theirs not None).
+    for field in ["subject", "version", "reason", "location", "init", "schema_id"] {
+        kw.set_item(field, None::<()>)?;
+    }
+    Ok(match e {
+        E::Incompatible { subject, version, against, field, rule, reason } => {
+            kw.set_item("subject", subject)?;
+            kw.set_item("version", version)?;
+            kw.set_item("against", against)?;
+            kw.set_item("field", field)?;
+            kw.set_item("rule", rule)?;
+            kw.set_item("reason", reason)?;
+            "IncompatibleSchema"
+        }
+        E::InitFailed { subject, version, init, location, reason } => {
+            kw.set_item("subject", subject)?;
+            kw.set_item("version", version)?;
+            kw.set_item("init", init)?;
+            kw.set_item("location", location)?;
+            kw.set_item("reason", reason)?;
+            "InitFailed"
+        }
+        E::MigrationFailed { subject, migration, location, reason } => {
+            kw.set_item("subject", subject)?;
+            kw.set_item("migration", migration)?;
+            kw.set_item("location", location)?;
+            kw.set_item("reason", reason)?;
+            "MigrationFailed"
+        }
+        E::Invalid { subject, reason } => {
+            kw.set_item("subject", subject)?;
+            kw.set_item("reason", reason)?;
+            "SchemaError"
+        }
+        E::UnknownSubject(subject) => {
+            kw.set_item("subject", subject)?;
+            "SchemaError"
+        }
+        E::UnknownSchemaId { location, id } => {
+            kw.set_item("location", location)?;
+            kw.set_item("schema_id", id)?;
+            "SchemaError"
+        }
+        E::Corrupt { location, subject, version, reason } => {
+            kw.set_item("location", location)?;
+            kw.set_item("subject", subject)?;
+            kw.set_item("version", version)?;
+            kw.set_item("reason", reason)?;
+            "SchemaError"
+        }
+        E::BadValue { subject, version, reason } => {
+            kw.set_item("subject", subject)?;
+            kw.set_item("version", version)?;
+            kw.set_item("reason", reason)?;
+            "SchemaError"
+        }
+        E::MissingInit { subject, version, init } => {
+            kw.set_item("subject", subject)?;
+            kw.set_item("version", version)?;
+            kw.set_item("init", init)?;
+            "SchemaError"
+        }
+        E::Migration(reason) => {
+            kw.set_item("reason", reason)?;
+            "SchemaError"
+        }
+        // SchemaError is non_exhaustive: a variant added later still
+        // arrives as a SchemaError with its message.
+        _ => "SchemaError",
     })
 }
 

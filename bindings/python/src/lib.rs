@@ -3,7 +3,8 @@
 //! `varve._varve`, built by maturin (see `bindings/python/pyproject.toml`):
 //! the Log contract ([`log`]), the `PEDaLS` versioned structures ([`pds`]),
 //! PART's persistent map in memory ([`part`]) and durable ([`durable_map`])
-//! versioned objects ([`object`]) and the event-driven runtime with Python handlers ([`runtime`]), with
+//! versioned objects ([`object`]), typed records with schema versions
+//! ([`schema`]) and the event-driven runtime with Python handlers ([`runtime`]), with
 //! Pythonic types, Python keys mapped to the order-preserving encoding
 //! ([`key`]), and typed errors raised as the exception classes of
 //! `varve/errors.py` ([`error`]). The pure-Python half of the package
@@ -35,6 +36,7 @@ mod pds;
 mod read_only;
 mod records;
 mod runtime;
+mod schema;
 
 use pyo3::prelude::*;
 
@@ -62,6 +64,9 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<object::PyVersion>()?;
     m.add_class::<object::ObjectWatch>()?;
     m.add_function(wrap_pyfunction!(object::check_proof, m)?)?;
+    m.add_class::<schema::Schemas>()?;
+    m.add_class::<schema::TypedLog>()?;
+    m.add_class::<schema::TypedScan>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::HandlerContext>()?;
     m.add_class::<runtime::Event>()?;

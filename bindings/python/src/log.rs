@@ -87,6 +87,8 @@ pub(crate) struct NsState {
     pub structures: Mutex<HashMap<String, Arc<StructState>>>,
     /// PART durable maps open on this namespace, by name (one writer each).
     pub durable_maps: Mutex<HashMap<String, Arc<crate::durable_map::DurableState>>>,
+    /// The namespace's record types (`Namespace.schemas()`), once asked for.
+    pub schemas: Mutex<Option<Arc<crate::schema::SchemaState>>>,
     watches: Mutex<Vec<Weak<WatchState>>>,
     /// Runtimes serving this namespace: stopped (and their handles dropped)
     /// on close, before the handle is released.
@@ -188,6 +190,9 @@ impl NsState {
         }
         for map in lock(&self.durable_maps).drain().map(|(_, m)| m) {
             map.close();
+        }
+        if let Some(schemas) = lock(&self.schemas).take() {
+            schemas.close();
         }
         for watch in lock(&self.watches).drain(..).filter_map(|w| w.upgrade()) {
             watch.close();
@@ -400,6 +405,7 @@ impl Store {
                     handle: RwLock::new(Some(handle)),
                     structures: Mutex::default(),
                     durable_maps: Mutex::default(),
+                    schemas: Mutex::default(),
                     watches: Mutex::default(),
                     runtimes: Mutex::default(),
                     read_only: self.state.read_only,
@@ -690,6 +696,12 @@ impl Namespace {
     /// created if absent; its data is in logs named ``obj.<name>.*``.
     fn objects(&self, py: Python<'_>, name: &str) -> PyResult<crate::object::ObjectStore> {
         crate::object::ObjectStore::open(py, &self.state, name)
+    }
+
+    /// The namespace's record types and typed logs (see :class:`Schemas`),
+    /// kept in its ``_schema`` log.
+    fn schemas(&self, py: Python<'_>) -> PyResult<crate::schema::Schemas> {
+        crate::schema::Schemas::open(py, &self.state)
     }
 
     /// A :class:`varve.Runtime` over this namespace (same keyword arguments).

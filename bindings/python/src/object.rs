@@ -119,7 +119,7 @@ fn versions_list<'py>(py: Python<'py>, versions: &[varve_object::Version]) -> Py
 }
 
 /// A JSON value as Python objects (through the `json` module, so types match `json.loads`).
-fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.getattr("loads")?.call1((value.to_string(),))
 }
 

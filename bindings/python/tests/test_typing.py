@@ -121,6 +121,25 @@ USER_CODE = '''
         return 0
 
 
+    def typed(ns: varve.Namespace) -> float:
+        schemas = ns.schemas()
+        fields: List[varve.Field] = [varve.Field(1, "x", "f64"), varve.Field(2, "tag", "string", default="none")]
+        try:
+            schemas.register("r", [*fields, {"number": 3, "name": "y", "type": "i32"}], compat="FULL")
+        except varve.IncompatibleSchema as e:
+            print(e.field, e.rule, e.against)
+        schemas.define_init("y_from_x", lambda old: {"y": int(old["x"])})
+        log = schemas.log("r")
+        seq: int = log.append({"x": 1.5, "tag": None})
+        for s, record in log.scan(generation=1):
+            print(s, record["x"], log.original(s)[0])
+        try:
+            schemas.migrate("r", progress=lambda done, total: print(done, total))
+        except (varve.InitFailed, varve.MigrationFailed) as e:
+            print(e.location, e.reason, e.__cause__)
+        return float(log.get(seq)["x"]) + log.latest
+
+
     try:
         asyncio.run(follow(varve.open(".").namespace("n").log("a")))
     except varve.NotFound as e:

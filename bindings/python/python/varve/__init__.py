@@ -22,6 +22,10 @@ b'21.5'
 - :meth:`Namespace.objects` returns an :class:`ObjectStore` of versioned
   objects: a DAG of verifiable versions per key, merges, refs, grants,
   ancestry proofs (:func:`check_proof`).
+- :meth:`Namespace.schemas` returns the namespace's :class:`Schemas`:
+  record types whose versions list numbered fields (:class:`Field`), a
+  :class:`TypedLog` of dicts per subject, old records upgraded on read
+  (defaults and INITs), migrations into a new generation.
 - :class:`Runtime` runs handlers (Python functions or commands) when
   records are appended, and records every cause in ``_events``.
 - Errors are :class:`VarveError` subclasses (see :mod:`varve.errors`).
@@ -47,9 +51,12 @@ from ._varve import (
     PartIterator,
     PersistentMap,
     Scan,
+    Schemas,
     SortedMap,
     SortedSet,
     Store,
+    TypedLog,
+    TypedScan,
     Version,
     Watch,
     _bench_rust,
@@ -57,6 +64,7 @@ from ._varve import (
     open,
 )
 from .runtime import Event, HandlerContext, Runtime, to_dot, to_otel
+from .schema import Field, FieldType, FieldValue
 from .errors import (
     AlreadyExists,
     Closed,
@@ -66,10 +74,13 @@ from .errors import (
     Forbidden,
     Full,
     InvalidArgument,
+    IncompatibleSchema,
+    InitFailed,
     InvalidName,
     Locked,
     Lost,
     MergeConflict,
+    MigrationFailed,
     NoSpace,
     NoSuchVersion,
     NotFound,
@@ -81,6 +92,8 @@ from .errors import (
     ReadOnly,
     RefMoved,
     RuntimeStateError,
+    SchemaError,
+    SchemaWarning,
     Stopped,
     Tampered,
     TooLarge,
@@ -113,6 +126,12 @@ __all__ = [
     "ObjectWatch",
     "Version",
     "check_proof",
+    "Schemas",
+    "TypedLog",
+    "TypedScan",
+    "Field",
+    "FieldType",
+    "FieldValue",
     "PartIterator",
     "DeleteType",
     "DELETE",
@@ -156,4 +175,9 @@ __all__ = [
     "ProtocolError",
     "RuntimeStateError",
     "Stopped",
+    "SchemaError",
+    "IncompatibleSchema",
+    "InitFailed",
+    "MigrationFailed",
+    "SchemaWarning",
 ]

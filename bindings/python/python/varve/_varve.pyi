@@ -15,6 +15,7 @@ from typing import Literal, final
 from typing_extensions import disjoint_base
 
 import varve.runtime
+import varve.schema
 
 # Aliases for the stubs only: the extension has no such names, and stubtest
 # requires every public name of a stub to exist at runtime.
@@ -54,6 +55,9 @@ __all__ = [
     "ObjectWatch",
     "Version",
     "check_proof",
+    "Schemas",
+    "TypedLog",
+    "TypedScan",
     "Runtime",
     "HandlerContext",
     "Event",
@@ -157,6 +161,8 @@ class Namespace:
     @overload
     def durable_map(self, name: str, *, key_type: Type[str]) -> DurableMap[str]: ...
     def objects(self, name: str) -> ObjectStore: ...
+    def schemas(self) -> Schemas:
+        """The namespace's record types and typed logs, kept in its ``_schema`` log."""
     def runtime(
         self,
         *,
@@ -461,6 +467,99 @@ class ObjectWatch(Iterator[Dict[str, Any]]):
 def check_proof(proof: Mapping[str, Any], key: str, head: _VersionArg, ancestor: _VersionArg) -> Version:
     """Check a proof from :meth:`ObjectStore.prove` against trusted full ids;
     the ancestor, or :class:`varve.ProofInvalid`."""
+
+_FieldSpec = Union[varve.schema.Field, Mapping[str, Any]]
+"""A field of a spec: a :class:`varve.Field` or a dict with its keys."""
+_Model = Literal["automatic", "manual", "reset"]
+_Compat = Literal[
+    "NONE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"
+]
+_Fields = Dict[str, Any]
+"""A record: field name to value (bool, int, float, str or bytes)."""
+_Upgrade = Callable[[_Fields], Mapping[str, Any]]
+"""An INIT or a migration: the old record in, the new fields out."""
+
+@final
+class Schemas:
+    """The record types of a namespace (from :meth:`Namespace.schemas`):
+    versions of numbered fields per subject (a log name), old records read
+    in the newest shape (``"automatic"``), migrated into a new generation
+    (``"manual"``) or left behind by a new, empty one (``"reset"``)."""
+
+    def register(
+        self,
+        subject: str,
+        fields: Iterable[_FieldSpec],
+        *,
+        model: Optional[_Model] = None,
+        init: Optional[str] = None,
+        migration: Optional[str] = None,
+        compat: _Compat = "BACKWARD",
+    ) -> Dict[str, Any]:
+        """Register ``subject``'s next version (``model`` None: ``"manual"``
+        with a ``migration``, else ``"automatic"``); the version as a dict
+        with ``created`` and ``warnings`` (each also a
+        :class:`varve.SchemaWarning`). :class:`varve.IncompatibleSchema`
+        names the field and rule a refused version breaks."""
+    def check(
+        self,
+        subject: str,
+        fields: Iterable[_FieldSpec],
+        *,
+        model: Optional[_Model] = None,
+        init: Optional[str] = None,
+        migration: Optional[str] = None,
+        compat: _Compat = "BACKWARD",
+    ) -> Dict[str, Any]:
+        """The version :meth:`register` would register, without registering it."""
+    def subjects(self) -> _List[str]: ...
+    def show(self, subject: str) -> Dict[str, Any]:
+        """``subject``, ``versions``, ``generations``, ``generation``, ``log``,
+        ``write_version`` and ``pending``."""
+    def define_init(self, name: str, function: _Upgrade) -> None:
+        """``function(old)`` returns the fields a version adds, computed from
+        the record in the previous version's shape."""
+    def define_migration(self, name: str, function: _Upgrade) -> None:
+        """``function(old)`` returns every field of the new version."""
+    def log(self, subject: str) -> TypedLog: ...
+    def migrate(
+        self, subject: str, progress: Optional[Callable[[int, int], object]] = None, batch: int = 512
+    ) -> Dict[str, Any]:
+        """Run (or resume) ``subject``'s pending manual migration;
+        ``progress(done, total)`` after each batch. A dict of ``subject``,
+        ``from_generation``, ``to_generation``, ``migrated``,
+        ``resumed_from``, ``source_through``."""
+    def upgrade_eager(self, subject: str) -> Dict[str, Any]:
+        """Register a manual version that copies every record, upgraded, into
+        a new generation (run :meth:`migrate` next)."""
+
+@final
+class TypedLog:
+    """A subject's records as dicts (from :meth:`Schemas.log`), read in the
+    newest shape of their generation; ``generation=`` reads an older one."""
+
+    @property
+    def subject(self) -> str: ...
+    @property
+    def current_log(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def latest(self) -> int: ...
+    def append(self, record: Mapping[str, Any]) -> int: ...
+    def get(self, seq: int, generation: Optional[int] = None) -> _Fields: ...
+    def original(self, seq: int, generation: Optional[int] = None) -> Tuple[int, _Fields]:
+        """``(version number, fields)`` as the record was written."""
+    def scan(
+        self, start: Optional[int] = None, stop: Optional[int] = None, generation: Optional[int] = None
+    ) -> TypedScan: ...
+
+@final
+class TypedScan(Iterator[Tuple[int, _Fields]]):
+    """``(seq, record)`` pairs of a typed log's range (from :meth:`TypedLog.scan`)."""
+
+    def __iter__(self) -> TypedScan: ...
+    def __next__(self) -> Tuple[int, _Fields]: ...
 
 def to_dot(events: Sequence[Event]) -> str:
     """Graphviz DOT of these events."""

@@ -54,6 +54,11 @@ __all__ = [
     "RefMoved",
     "MergeConflict",
     "ProofInvalid",
+    "SchemaError",
+    "IncompatibleSchema",
+    "InitFailed",
+    "MigrationFailed",
+    "SchemaWarning",
 ]
 
 
@@ -368,3 +373,72 @@ class ProofInvalid(VarveError):
     """An ancestry proof does not check (``varve.check_proof``). Field: ``reason``."""
 
     reason: str
+
+
+class SchemaError(VarveError):
+    """A record type (``Namespace.schemas()``) refused a schema, a record or
+    a migration: a malformed spec, an unknown subject, a value that does not
+    fit its field, an INIT this program has not defined, a migration pending
+    or none pending, a stored record that does not decode. Fields (None
+    where they do not apply): ``subject``, ``version``, ``reason``,
+    ``location`` (the record, ``log@seq``), ``init`` (an INIT not defined),
+    ``schema_id`` (a version id the namespace's ``_schema`` log lacks).
+
+    The extension passes every field, so the subclasses can declare the
+    ones they always carry as not None."""
+
+    subject: Optional[str]
+    version: Optional[int]
+    reason: Optional[str]
+    location: Optional[str]
+    init: Optional[str]
+    schema_id: Optional[int]
+
+
+class IncompatibleSchema(SchemaError):
+    """A new version breaks a compatibility rule against an earlier one;
+    nothing was registered. Fields: ``subject``, ``version`` (the new one),
+    ``against`` (the earlier one), ``field`` (its name), ``rule``
+    (``"BACKWARD"``, ``"FORWARD"`` or ``"FIELD_NUMBER"``), ``reason``."""
+
+    subject: str
+    version: int
+    against: int
+    field: str
+    rule: str
+    reason: str
+
+
+class InitFailed(SchemaError):
+    """An INIT failed on one stored record (it raised, or returned a field
+    the version does not add or a value that does not fit); nothing stored
+    was changed, and the record's other fields still read. An exception the
+    Python INIT raised is this one's ``__cause__``. Fields: ``subject``,
+    ``version`` (the version whose INIT failed), ``init``, ``location``
+    (``log@seq``), ``reason``."""
+
+    subject: str
+    version: int
+    init: str
+    location: str
+    reason: str
+
+
+class MigrationFailed(SchemaError):
+    """A migration function failed on one record; the records migrated
+    before it stay in the new generation, and running the migration again
+    resumes there. An exception the Python function raised is this one's
+    ``__cause__``. Fields: ``subject``, ``migration``, ``location``
+    (``log@seq``), ``reason``."""
+
+    subject: str
+    migration: str
+    location: str
+    reason: str
+
+
+class SchemaWarning(UserWarning):
+    """What registering a version means for the data (issued by
+    ``Schemas.register`` and ``Schemas.upgrade_eager``, and also returned in
+    their ``warnings``): a reset's records left in the old generation, a
+    manual version waiting for its migration. Not an error."""
