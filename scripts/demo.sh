@@ -193,22 +193,23 @@ cat > "$DATA/manual.json" <<'JSON'
 {"fields": [{"number": 4, "name": "sensor_id", "type": "string"}, {"number": 5, "name": "kelvin", "type": "f64"}],
  "model": "manual", "migration": "to_kelvin"}
 JSON
-v schema register readings "$DATA/v1.json"
-v schema append readings '{"sensor": "s1", "celsius": 21}'
-v schema append readings '{"sensor": "s2", "celsius": -4}'
+echo "(in namespace 'typed': the 'readings' log of the first section is untyped, and a type does not take over one)"
+v --ns typed schema register readings "$DATA/v1.json"
+v --ns typed schema append readings '{"sensor": "s1", "celsius": 21}'
+v --ns typed schema append readings '{"sensor": "s2", "celsius": -4}'
 echo "(v2 widens celsius to i64 and adds a field with a default: automatic, nothing is rewritten)"
-v schema register readings "$DATA/v2.json"
-v log get readings 1
-v schema check readings "$DATA/bad.json" || echo "(refused, exit $?: nothing registered)"
+v --ns typed schema register readings "$DATA/v2.json"
+v --ns typed log get readings 1
+v --ns typed schema check readings "$DATA/bad.json" || echo "(refused, exit $?: nothing registered)"
 echo "(v3 is manual: an external program migrates every record into generation 2; generation 1 stays)"
-v schema register readings "$DATA/manual.json"
-v schema upgrade readings --command "python3 -u -c 'import sys, json
+v --ns typed schema register readings "$DATA/manual.json"
+v --ns typed schema upgrade readings --command "python3 -u -c 'import sys, json
 for line in sys.stdin:
     r = json.loads(line)
     print(json.dumps({\"sensor_id\": r[\"sensor\"] + \"@\" + r[\"site\"], \"kelvin\": r[\"celsius\"] + 273.15}), flush=True)'"
-v log scan readings.gen2
-v log get readings 2
-v schema show readings
+v --ns typed log scan readings.gen2
+v --ns typed log get readings 2
+v --ns typed schema show readings
 
 step "On the network: varve serve, two clients, a watch, a structure's old version read from another process"
 SDATA="$DATA/served"
