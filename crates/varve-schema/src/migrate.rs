@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use varve_log::{LogError, Seq, SeqRange};
 
 use crate::error::{Result, SchemaError};
-use crate::record::Record;
+use crate::record::{panic_text, Record};
 use crate::registry::{Schemas, Subject};
 
 /// Records migrated per appended batch, unless the caller says otherwise.
@@ -119,7 +119,14 @@ impl Schemas {
                 let fields = match catch_unwind(AssertUnwindSafe(|| function(old))) {
                     Ok(Ok(fields)) => fields,
                     Ok(Err(reason)) => return Err(failed(subject, &migration, &location, reason)),
-                    Err(_) => return Err(failed(subject, &migration, &location, "it panicked".into())),
+                    Err(panic) => {
+                        return Err(failed(
+                            subject,
+                            &migration,
+                            &location,
+                            format!("it panicked: {}", panic_text(&*panic)),
+                        ));
+                    }
                 };
                 let mut new = Record::new(pending.clone());
                 for (name, value) in fields {

@@ -356,7 +356,8 @@ fn split_unknown(raw: &[u8], version: &SchemaVersion) -> (Vec<(u32, Value)>, Vec
     (known, rest)
 }
 
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+/// What a caught panic said, for an error message.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -46,28 +46,29 @@ impl TypedLog {
     /// Append a record (of the write version, or of an older version of the
     /// same generation, which is upgraded first). Returns its seq.
     pub fn append(&self, record: &Record) -> Result<Seq> {
-        let _shared = self.schemas.gate_shared();
-        self.pick_up_new_versions()?;
-        let log = self.current_log()?;
-        let bytes = self.schemas.encode(record)?;
-        Ok(self.schemas.namespace().append(&log, &bytes)?)
+        Ok(self.append_encoded(|| Ok(vec![self.schemas.encode(record)?]))?[0])
     }
 
     /// Append a record given as a JSON object of fields.
     pub fn append_json(&self, json: &serde_json::Value) -> Result<Seq> {
-        let _shared = self.schemas.gate_shared();
-        self.pick_up_new_versions()?;
-        let record = self.schemas.record_from_json(&self.subject, json)?;
-        let log = self.current_log()?;
-        Ok(self.schemas.namespace().append(&log, &record_bytes(&self.schemas, &record)?)?)
+        let encode = || Ok(vec![self.schemas.encode(&self.schemas.record_from_json(&self.subject, json)?)?]);
+        Ok(self.append_encoded(encode)?[0])
     }
 
     /// Append records in one all-or-nothing batch.
     pub fn append_batch(&self, records: &[Record]) -> Result<Vec<Seq>> {
+        self.append_encoded(|| records.iter().map(|r| self.schemas.encode(r)).collect())
+    }
+
+    /// Every append: under the registry's gate (so no generation switch of
+    /// this process slips between choosing the log and appending), with the
+    /// newest versions picked up first, `encode` run, and its records
+    /// appended to the current generation as one batch.
+    fn append_encoded(&self, encode: impl FnOnce() -> Result<Vec<Vec<u8>>>) -> Result<Vec<Seq>> {
         let _shared = self.schemas.gate_shared();
         self.pick_up_new_versions()?;
         let log = self.current_log()?;
-        let encoded = records.iter().map(|r| self.schemas.encode(r)).collect::<Result<Vec<_>>>()?;
+        let encoded = encode()?;
         let batch: Vec<(&str, &[u8])> = encoded.iter().map(|b| (log.as_str(), b.as_slice())).collect();
         Ok(self.schemas.namespace().append_batch(&batch)?)
     }
@@ -116,8 +117,4 @@ impl TypedLog {
         }
         Ok(out)
     }
-}
-
-fn record_bytes(schemas: &Schemas, record: &Record) -> Result<Vec<u8>> {
-    schemas.encode(record)
 }
