@@ -8,7 +8,7 @@ use bytes::Bytes;
 use varve_log::{Record, Seq, SeqRange};
 
 use crate::error::{Result, RuntimeError};
-use crate::event::{Event, EventId, EventKind, TraceId};
+use crate::event::{EventId, ReadDep, TraceId};
 use crate::inner::{Cause, Inner};
 use crate::trigger::AppendOptions;
 
@@ -26,16 +26,16 @@ pub struct HandlerContext<'a> {
     pub(crate) seq: Seq,
     pub(crate) value: Bytes,
     pub(crate) attempt: u32,
-    /// READ/LATEST events not yet written (when `record_reads`). They go in
-    /// the batch of the handler's next write — its next `append`, else its
-    /// DONE or FAILED — not in one batch each: a read changes nothing until
-    /// something written depends on it, and every such write carries the
-    /// reads before it, in the order they happened, ahead of its own events.
-    /// A run cut short before its next write loses them with the run, which
-    /// is re-run (at least once) and records its reads again. One batch per
-    /// read cost 2.5× the wall time of a latest + get + append handler
-    /// (`varve bench runtime`, docs/benchmarks.md).
-    pub(crate) reads: RefCell<Vec<Event>>,
+    /// Reads not yet written (when `record_reads`). They are folded into
+    /// the first event of the handler's next write — the first APPEND of its
+    /// next `append`, else its DONE or FAILED — not written as events of
+    /// their own: a read changes nothing until something written depends on
+    /// it, and every such write carries the reads before it, in the order
+    /// they happened. A run cut short before its next write loses them with
+    /// the run, which is re-run (at least once) and records its reads again.
+    /// A READ/LATEST event per read cost 17 % of a latest + get + append
+    /// handler's wall time (`varve bench runtime`, docs/benchmarks.md).
+    pub(crate) reads: RefCell<Vec<ReadDep>>,
 }
 
 impl HandlerContext<'_> {
@@ -105,10 +105,10 @@ impl HandlerContext<'_> {
         Ok(seqs)
     }
 
-    /// Keep a READ/LATEST event for the next write (see [`HandlerContext`]'s `reads`).
-    fn record_read(&self, event: Event) {
+    /// Keep a read for the next write (see [`HandlerContext`]'s `reads`).
+    fn record_read(&self, read: impl FnOnce() -> ReadDep) {
         if self.inner.options.record_reads {
-            self.reads.borrow_mut().push(event);
+            self.reads.borrow_mut().push(read());
         }
     }
 
@@ -120,14 +120,14 @@ impl HandlerContext<'_> {
     /// Read a record; recorded as READ `log`/`seq`.
     pub fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
         let value = self.inner.ns.get(log, seq)?;
-        self.record_read(Event::new(EventKind::Read, self.trace, Some(self.firing.clone())).at(log, seq));
+        self.record_read(|| ReadDep::read(log, seq, seq));
         Ok(value)
     }
 
     /// The latest seq of a log; recorded as LATEST with the seq returned.
     pub fn latest(&self, log: &str) -> Result<Seq> {
         let seq = self.inner.ns.latest(log)?;
-        self.record_read(Event::new(EventKind::Latest, self.trace, Some(self.firing.clone())).at(log, seq));
+        self.record_read(|| ReadDep::latest(log, seq));
         Ok(seq)
     }
 
@@ -152,9 +152,7 @@ impl HandlerContext<'_> {
         let range = SeqRange { first: range.first, last };
         let records: Vec<Record> = self.inner.ns.scan(log, range)?.collect::<varve_log::Result<_>>()?;
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
-            let mut event = Event::new(EventKind::Read, self.trace, Some(self.firing.clone())).at(log, first.seq);
-            event.seq_last = last.seq;
-            self.record_read(event);
+            self.record_read(|| ReadDep::read(log, first.seq, last.seq));
         }
         Ok(records)
     }

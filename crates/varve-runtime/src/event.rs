@@ -1,11 +1,50 @@
 //! Events of the causal event log `_events`: kinds, ids and the binary
-//! encoding (version 1).
+//! encoding (version 2 written; version 1 still read).
 //!
 //! An event's id is **implicit**: `(host, namespace, seq)` where `seq` is the
 //! event's position in its namespace's `_events` log. It is never stored in
 //! the event itself, so an event costs no id bytes and ids are dense.
 //!
-//! # Encoding, version 1 (all integers little-endian, by [`varve_log::codec`])
+//! # Encoding, version 2 (written since 2026-11-26)
+//!
+//! Integers are little-endian (`u8`…`u128`) or LEB128 varints (`var`), by
+//! [`varve_log::codec`]; a string is its byte length as a varint, then its
+//! UTF-8 bytes ("" for none).
+//!
+//! ```text
+//! u8    version            = 2
+//! u8    kind               (EventKind as u8)
+//! u64   timestamp          nanoseconds since the Unix epoch
+//! [16]  trace id           u128 little-endian
+//! u8    has_parent         0 or 1; if 1:
+//!   u64   parent host
+//!   str   parent namespace
+//!   var   parent seq       (in that namespace's `_events`)
+//! str   log                the log concerned
+//! var   seq                the record concerned (0: none)
+//! var   seq_last - seq     > 0 only for a ranged READ (a scan)
+//! str   handler
+//! var   attempt            1 for the first FIRING of a trigger
+//! var   trigger            seq in this `_events` of the TRIGGER handled (0: none)
+//! str   reason             FAILED, DEAD_LETTER
+//! var   reads              count of folded reads, then each:
+//!   u8    kind             4 (READ) or 5 (LATEST)
+//!   str   log
+//!   var   seq              the record read; for LATEST the seq returned
+//!   var   seq_last - seq   > 0 only for a ranged READ
+//! ```
+//!
+//! **Folded reads.** A Rust handler's reads (`get`, `scan`, `latest`) are
+//! not events of their own in version 2: they ride on the event its next
+//! write produces — the first APPEND of its next append, else its DONE or
+//! FAILED — in the order they happened. A READ or LATEST event of its own is
+//! still written for a read made through the runtime socket (an external
+//! command's), where no later write of the same run is known to come.
+//! Separate READ/LATEST events were the whole recording overhead of
+//! version 1 (17 % of a latest + get + append handler's time,
+//! `docs/benchmarks.md`): two more records, 80 bytes each, per run.
+//!
+//! # Encoding, version 1 (read, no longer written)
 //!
 //! ```text
 //! u8    version            = 1
@@ -25,8 +64,11 @@
 //! u32   reason length, then its UTF-8 bytes (FAILED, DEAD_LETTER)
 //! ```
 //!
+//! Version 1 has no folded reads: every read is a READ or LATEST event.
+//!
 //! Decoders reject any other version with [`RuntimeError::BadEvent`]; a new
-//! field means a new version, and version 1 stays readable.
+//! field means a new version, and the old ones stay readable (fixtures
+//! `tests/fixtures/events_v1.bin` and `events_v2.bin` freeze them).
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -39,7 +81,9 @@ use varve_log::Seq;
 use crate::error::RuntimeError;
 
 /// The encoding version this build writes.
-pub const EVENT_FORMAT_VERSION: u8 = 1;
+pub const EVENT_FORMAT_VERSION: u8 = 2;
+/// The oldest encoding version this build reads.
+pub const EVENT_FORMAT_OLDEST: u8 = 1;
 /// Longest FAILED reason kept in an event; longer reasons are cut (at a char boundary).
 pub const REASON_BYTES_MAX: usize = 4096;
 
@@ -60,9 +104,12 @@ pub enum EventKind {
     Trigger = 2,
     /// A worker claimed the trigger `trigger` (attempt `attempt`). Parent: the TRIGGER.
     Firing = 3,
-    /// A handler read `log` at `seq..=seq_last`. Parent: the FIRING.
+    /// A handler read `log` at `seq..=seq_last`. Parent: the FIRING. Since
+    /// version 2 only a read through the runtime socket is an event of its
+    /// own; a Rust handler's reads are folded ([`Event::reads`]).
     Read = 4,
-    /// A handler asked for the latest seq of `log` and got `seq`. Parent: the FIRING.
+    /// A handler asked for the latest seq of `log` and got `seq`. Parent: the
+    /// FIRING. Folded like READ since version 2.
     Latest = 5,
     /// The handler finished. Parent: the FIRING.
     Done = 6,
@@ -196,6 +243,51 @@ pub struct Event {
     /// FAILED and `DEAD_LETTER`: why the handler (last) failed, cut to [`REASON_BYTES_MAX`] bytes when
     /// encoded; "" for the other kinds.
     pub reason: String,
+    /// The reads the same FIRING made since its previous write, in order,
+    /// folded into this event (an APPEND, DONE or FAILED; see the module
+    /// docs). Empty for version 1 events and for every other kind.
+    pub reads: Vec<ReadDep>,
+}
+
+/// A read a handler made, as recorded: READ of `log` at `seq..=seq_last`, or
+/// LATEST of `log` that returned `seq` (then `seq_last == seq`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReadDep {
+    /// [`EventKind::Read`] or [`EventKind::Latest`].
+    pub kind: EventKind,
+    /// The log read.
+    pub log: String,
+    /// The (first) seq read, or the seq LATEST returned.
+    pub seq: Seq,
+    /// The last seq of a ranged read; `seq` otherwise.
+    pub seq_last: Seq,
+}
+
+/// A read as [`Event::read_views`] gives it, whether an event of its own or folded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadView<'a> {
+    /// [`EventKind::Read`] or [`EventKind::Latest`].
+    pub kind: EventKind,
+    /// The log read.
+    pub log: &'a str,
+    /// The (first) seq read, or the seq LATEST returned.
+    pub seq: Seq,
+    /// The last seq read; `seq` for one record and for LATEST.
+    pub seq_last: Seq,
+}
+
+impl ReadDep {
+    /// A read of one record, or of `seq..=seq_last`.
+    #[must_use]
+    pub fn read(log: &str, seq: Seq, seq_last: Seq) -> ReadDep {
+        ReadDep { kind: EventKind::Read, log: log.to_owned(), seq, seq_last: seq_last.max(seq) }
+    }
+
+    /// A LATEST that returned `seq`.
+    #[must_use]
+    pub fn latest(log: &str, seq: Seq) -> ReadDep {
+        ReadDep { kind: EventKind::Latest, log: log.to_owned(), seq, seq_last: seq }
+    }
 }
 
 impl Event {
@@ -214,6 +306,7 @@ impl Event {
             attempt: 0,
             trigger: 0,
             reason: String::new(),
+            reads: Vec::new(),
         }
     }
 
@@ -233,10 +326,29 @@ impl Event {
         self
     }
 
-    /// The binary form (see the module docs).
+    /// Every read this event records, in order: the event itself for a READ
+    /// or LATEST event (version 1, or a read through the socket), its folded
+    /// [`Event::reads`] otherwise.
+    pub fn read_views(&self) -> impl Iterator<Item = ReadView<'_>> {
+        let own = matches!(self.kind, EventKind::Read | EventKind::Latest).then(|| ReadView {
+            kind: self.kind,
+            log: &self.log,
+            seq: self.seq,
+            seq_last: self.seq_last.max(self.seq),
+        });
+        own.into_iter().chain(self.reads.iter().map(|r| ReadView {
+            kind: r.kind,
+            log: &r.log,
+            seq: r.seq,
+            seq_last: r.seq_last.max(r.seq),
+        }))
+    }
+
+    /// The binary form, version [`EVENT_FORMAT_VERSION`] (see the module docs).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(80 + self.log.len() + self.handler.len() + self.reason.len());
+        let reads_len: usize = self.reads.iter().map(|r| 12 + r.log.len()).sum();
+        let mut out = Vec::with_capacity(48 + self.log.len() + self.handler.len() + self.reason.len() + reads_len);
         out.put_u8(EVENT_FORMAT_VERSION);
         out.put_u8(self.kind as u8);
         out.put_u64(self.timestamp_ns);
@@ -246,19 +358,24 @@ impl Event {
             Some(parent) => {
                 out.put_u8(1);
                 out.put_u64(parent.host);
-                put_str16(&mut out, &parent.namespace);
-                out.put_u64(parent.seq);
+                put_str(&mut out, &parent.namespace);
+                out.put_varint(parent.seq);
             }
         }
-        put_str16(&mut out, &self.log);
-        out.put_u64(self.seq);
-        out.put_u64(self.seq_last);
-        put_str16(&mut out, &self.handler);
-        out.put_u32(self.attempt);
-        out.put_u64(self.trigger);
-        let reason = cut_at_char(&self.reason, REASON_BYTES_MAX);
-        out.put_u32(u32::try_from(reason.len()).unwrap_or(u32::MAX));
-        out.put_bytes(reason.as_bytes());
+        put_str(&mut out, &self.log);
+        out.put_varint(self.seq);
+        out.put_varint(self.seq_last.saturating_sub(self.seq));
+        put_str(&mut out, &self.handler);
+        out.put_varint(u64::from(self.attempt));
+        out.put_varint(self.trigger);
+        put_str(&mut out, cut_at_char(&self.reason, REASON_BYTES_MAX));
+        out.put_varint(self.reads.len() as u64);
+        for read in &self.reads {
+            out.put_u8(read.kind as u8);
+            put_str(&mut out, &read.log);
+            out.put_varint(read.seq);
+            out.put_varint(read.seq_last.saturating_sub(read.seq));
+        }
         out
     }
 
@@ -290,13 +407,31 @@ impl From<ReadError> for Malformed {
 }
 
 fn read_event(mut r: ByteReader<'_>) -> Result<Event, Malformed> {
-    let bad = |r: &ByteReader<'_>, reason: String| Malformed::Field { reason, offset: r.position() };
     let version = r.u8()?;
-    if version != EVENT_FORMAT_VERSION {
-        return Err(bad(&r, format!("unknown event format version {version} (this build reads version 1)")));
+    match version {
+        1 => read_v1(r),
+        2 => read_v2(r),
+        _ => Err(Malformed::Field {
+            reason: format!(
+                "unknown event format version {version} (this build reads versions {EVENT_FORMAT_OLDEST} to \
+                 {EVENT_FORMAT_VERSION}; a newer varve wrote it)"
+            ),
+            offset: r.position(),
+        }),
     }
+}
+
+fn bad(r: &ByteReader<'_>, reason: String) -> Malformed {
+    Malformed::Field { reason, offset: r.position() }
+}
+
+fn read_kind(r: &mut ByteReader<'_>) -> Result<EventKind, Malformed> {
     let kind_byte = r.u8()?;
-    let kind = EventKind::from_u8(kind_byte).ok_or_else(|| bad(&r, format!("unknown event kind {kind_byte}")))?;
+    EventKind::from_u8(kind_byte).ok_or_else(|| bad(r, format!("unknown event kind {kind_byte}")))
+}
+
+fn read_v1(mut r: ByteReader<'_>) -> Result<Event, Malformed> {
+    let kind = read_kind(&mut r)?;
     let timestamp_ns = r.u64()?;
     let trace = r.u128()?;
     let parent = match r.u8()? {
@@ -317,7 +452,67 @@ fn read_event(mut r: ByteReader<'_>) -> Result<Event, Malformed> {
     let trigger = r.u64()?;
     let reason = utf8(r.bytes_u32()?, &r, "reason")?;
     r.finish()?;
-    Ok(Event { kind, timestamp_ns, trace, parent, log, seq: rseq, seq_last, handler, attempt, trigger, reason })
+    Ok(Event {
+        kind,
+        timestamp_ns,
+        trace,
+        parent,
+        log,
+        seq: rseq,
+        seq_last,
+        handler,
+        attempt,
+        trigger,
+        reason,
+        reads: Vec::new(),
+    })
+}
+
+fn read_v2(mut r: ByteReader<'_>) -> Result<Event, Malformed> {
+    let kind = read_kind(&mut r)?;
+    let timestamp_ns = r.u64()?;
+    let trace = r.u128()?;
+    let parent = match r.u8()? {
+        0 => None,
+        1 => {
+            let host = r.u64()?;
+            let namespace = utf8(r.bytes_varint()?, &r, "a name")?;
+            let seq = r.varint()?;
+            Some(EventId { host, namespace, seq })
+        }
+        other => return Err(bad(&r, format!("parent flag {other} is neither 0 nor 1"))),
+    };
+    let log = utf8(r.bytes_varint()?, &r, "a name")?;
+    let (seq, seq_last) = seq_range(&mut r)?;
+    let handler = utf8(r.bytes_varint()?, &r, "a name")?;
+    let attempt = u32::try_from(r.varint()?).map_err(|_| bad(&r, "attempt is past u32".to_owned()))?;
+    let trigger = r.varint()?;
+    let reason = utf8(r.bytes_varint()?, &r, "reason")?;
+    let count = r.varint()?;
+    // Each read takes at least 4 bytes: a count past that is damage, not a reason to allocate.
+    if count > (r.remaining() / 4) as u64 {
+        return Err(bad(&r, format!("{count} reads cannot fit in the {} bytes left", r.remaining())));
+    }
+    let mut reads = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    for _ in 0..count {
+        let kind = read_kind(&mut r)?;
+        if !matches!(kind, EventKind::Read | EventKind::Latest) {
+            return Err(bad(&r, format!("a folded read of kind {kind}, not READ or LATEST")));
+        }
+        let log = utf8(r.bytes_varint()?, &r, "a name")?;
+        let (seq, seq_last) = seq_range(&mut r)?;
+        reads.push(ReadDep { kind, log, seq, seq_last });
+    }
+    r.finish()?;
+    Ok(Event { kind, timestamp_ns, trace, parent, log, seq, seq_last, handler, attempt, trigger, reason, reads })
+}
+
+/// A seq and the length of its range after it: `(seq, seq_last)`.
+fn seq_range(r: &mut ByteReader<'_>) -> Result<(Seq, Seq), Malformed> {
+    let seq = r.varint()?;
+    let extra = r.varint()?;
+    let last = seq.checked_add(extra).ok_or_else(|| bad(r, format!("range {seq} + {extra} is past u64")))?;
+    Ok((seq, last))
 }
 
 /// `bytes`, just read by `r`, as a string (`what` names it in the error).
@@ -371,6 +566,9 @@ pub struct EventJson<'a> {
     /// [`Event::reason`].
     #[serde(skip_serializing_if = "str::is_empty")]
     pub reason: &'a str,
+    /// [`Event::reads`]: the reads folded into this event.
+    #[serde(skip_serializing_if = "<[ReadDep]>::is_empty")]
+    pub reads: &'a [ReadDep],
 }
 
 #[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if passes a reference")]
@@ -401,6 +599,7 @@ impl StoredEvent {
             attempt: e.attempt,
             trigger: e.trigger,
             reason: &e.reason,
+            reads: &e.reads,
         }
     }
 
@@ -429,6 +628,13 @@ impl StoredEvent {
                 let _ = write!(line, " <- {parent}");
             }
         }
+        for read in &e.reads {
+            let _ = match (read.kind, read.seq_last > read.seq) {
+                (EventKind::Latest, _) => write!(line, " [latest {}={}]", read.log, read.seq),
+                (_, true) => write!(line, " [read {}:{}..={}]", read.log, read.seq, read.seq_last),
+                (_, false) => write!(line, " [read {}:{}]", read.log, read.seq),
+            };
+        }
         if !e.reason.is_empty() {
             let _ = write!(line, ": {}", e.reason.lines().next().unwrap_or(""));
         }
@@ -442,11 +648,8 @@ pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-fn put_str16(out: &mut Vec<u8>, text: &str) {
-    // Log, namespace and handler names are at most 200 bytes (varve-log's
-    // NAME_BYTES_MAX), far below u16::MAX; cut defensively anyway.
-    let text = cut_at_char(text, usize::from(u16::MAX));
-    out.put_u16(u16::try_from(text.len()).unwrap_or(u16::MAX));
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    out.put_varint(text.len() as u64);
     out.put_bytes(text.as_bytes());
 }
 
@@ -476,11 +679,15 @@ mod tests {
     fn damage_names_the_seq_the_offset_and_what_is_wrong() {
         let mut event = Event::new(EventKind::Failed, 1, None).at("l", 3).for_handler("h");
         event.reason = "boom".into();
+        event.reads = vec![ReadDep::latest("m", 5)];
         let bytes = event.encode();
         assert_eq!(Event::decode(&bytes, 7).expect("decode"), event);
+        // ... "boom", 1 read: kind, "m", seq 5, range 0 — the last 6 bytes.
+        let reads_at = bytes.len() - 6;
+        assert_eq!(bytes[reads_at], 1);
 
-        let cut = bytes.len() - 2;
-        assert_eq!(reason_for(&bytes[..cut]), format!("4 bytes needed at byte offset {}, only 2 left", cut - 2));
+        let cut = bytes.len() - 1;
+        assert_eq!(reason_for(&bytes[..cut]), format!("1 byte needed at byte offset {cut}, only 0 left"));
         let mut longer = bytes.clone();
         longer.push(0);
         assert_eq!(reason_for(&longer), format!("1 trailing byte at byte offset {}", bytes.len()));
@@ -488,8 +695,25 @@ mod tests {
         bad_kind[1] = 99;
         assert_eq!(reason_for(&bad_kind), "unknown event kind 99 (at byte 2)");
         let mut bad_utf8 = bytes.clone();
-        let last = bad_utf8.len() - 1;
-        bad_utf8[last] = 0xFF;
-        assert_eq!(reason_for(&bad_utf8), format!("reason is not UTF-8 (at byte {})", bytes.len()));
+        bad_utf8[reads_at - 1] = 0xFF;
+        assert_eq!(reason_for(&bad_utf8), format!("reason is not UTF-8 (at byte {reads_at})"));
+        let mut bad_read_kind = bytes.clone();
+        bad_read_kind[reads_at + 1] = EventKind::Done as u8;
+        assert_eq!(
+            reason_for(&bad_read_kind),
+            format!("a folded read of kind DONE, not READ or LATEST (at byte {})", reads_at + 2)
+        );
+        let mut huge_count = bytes[..reads_at].to_vec();
+        huge_count.extend_from_slice(&[0xff, 0xff, 0x03]);
+        assert_eq!(
+            reason_for(&huge_count),
+            format!("65535 reads cannot fit in the 0 bytes left (at byte {})", reads_at + 3)
+        );
+        let mut future = bytes.clone();
+        future[0] = 3;
+        assert_eq!(
+            reason_for(&future),
+            "unknown event format version 3 (this build reads versions 1 to 2; a newer varve wrote it) (at byte 1)"
+        );
     }
 }

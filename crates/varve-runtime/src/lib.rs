@@ -159,7 +159,7 @@ pub mod writer;
 pub use builder::{RuntimeBuilder, RuntimeOptions};
 pub use context::{HandlerContext, SCAN_RECORDS_MAX};
 pub use error::{Result, RuntimeError};
-pub use event::{Event, EventId, EventKind, HostId, StoredEvent, TraceId};
+pub use event::{Event, EventId, EventKind, HostId, ReadDep, ReadView, StoredEvent, TraceId};
 pub use handler::{HandlerFn, HandlerKind, HandlerResult, HandlerSpec};
 pub use manifest::{Builtins, Manifest};
 pub use requests::{Appended, RequestId};

@@ -6,9 +6,11 @@
 //! All of it is pure: functions take events and return answers, no I/O.
 //!
 //! Edges of the causal graph: `parent → child` from each event's parent,
-//! plus a **data edge** from the APPEND of a record to every READ that read
-//! it (a read dependency; Sans-Souci's "Get dependency") — LATEST events are
-//! linked to the APPEND of the seq they returned (the "Sync dependency").
+//! plus a **data edge** from the APPEND of a record to every read of it (a
+//! read dependency; Sans-Souci's "Get dependency") — a LATEST is linked to
+//! the APPEND of the seq it returned (the "Sync dependency"). A read is a
+//! READ/LATEST event (format version 1, socket reads) or folded into the
+//! event of the handler's next write ([`crate::event::Event::reads`]).
 //! A FIRING's reads count as inputs of every APPEND that FIRING made.
 
 use std::cmp::Reverse;
@@ -21,7 +23,7 @@ use varve_log::Seq;
 use crate::event::{trace_hex, EventId, EventKind, StoredEvent, TraceId};
 
 /// A record: `(namespace, log, seq)`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct RecordRef {
     /// The namespace holding `log`.
     pub namespace: String,
@@ -60,27 +62,39 @@ impl<'a> CausalGraph<'a> {
                 children[p].push(i);
                 parents[i].push(p);
             }
-            if matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
-                for seq in e.event.seq..=e.event.seq_last.max(e.event.seq) {
-                    if let Some(&a) = appends.get(&(e.id.namespace.as_str(), e.event.log.as_str(), seq)) {
-                        children[a].push(i);
-                        parents[i].push(a);
+        }
+        // Data edges. A read links the APPEND of each record it read (or, for
+        // LATEST, of the seq returned) to the event recording the read: a
+        // READ/LATEST event of its own, or the APPEND/DONE/FAILED it is folded
+        // into. A FIRING's reads count as inputs of everything it appends:
+        // for ancestors, the FIRING depends on what it read; for descendants,
+        // what it read leads to the FIRING's APPENDs.
+        for (i, e) in events.iter().enumerate() {
+            let own_event = matches!(e.event.kind, EventKind::Read | EventKind::Latest);
+            let firing = e.event.parent.as_ref().and_then(|p| by_id.get(p)).copied();
+            let outputs: Vec<usize> = match firing {
+                Some(f) => children[f].iter().copied().filter(|&c| events[c].event.kind == EventKind::Append).collect(),
+                None => Vec::new(),
+            };
+            for read in e.event.read_views() {
+                for seq in read.seq..=read.seq_last {
+                    let Some(&a) = appends.get(&(e.id.namespace.as_str(), read.log, seq)) else { continue };
+                    children[a].push(i);
+                    parents[i].push(a);
+                    if own_event {
+                        continue;
                     }
+                    if let Some(f) = firing {
+                        parents[f].push(a);
+                    }
+                    children[a].extend(outputs.iter().copied().filter(|&o| o != i));
                 }
             }
-        }
-        // A FIRING's reads are inputs of everything it appends: for
-        // ancestors, a FIRING depends on its READ/LATEST events; for
-        // descendants, each read leads to the FIRING's APPENDs.
-        for (i, e) in events.iter().enumerate() {
-            if !matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
-                continue;
-            }
-            if let Some(&f) = e.event.parent.as_ref().and_then(|p| by_id.get(p)) {
-                parents[f].push(i);
-                let outputs: Vec<usize> =
-                    children[f].iter().copied().filter(|&c| events[c].event.kind == EventKind::Append).collect();
-                children[i].extend(outputs);
+            if own_event {
+                if let Some(f) = firing {
+                    parents[f].push(i);
+                    children[i].extend(outputs);
+                }
             }
         }
         CausalGraph { events, by_id, children, parents, appends }
@@ -271,9 +285,9 @@ pub fn to_dot(events: &[&StoredEvent]) -> String {
                 let _ = writeln!(out, "  {} -> {};", node_name(parent), node_name(&e.id));
             }
         }
-        if matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
-            for seq in e.event.seq..=e.event.seq_last.max(e.event.seq) {
-                if let Some(append) = appends.get(&(e.id.namespace.as_str(), e.event.log.as_str(), seq)) {
+        for read in e.event.read_views() {
+            for seq in read.seq..=read.seq_last {
+                if let Some(append) = appends.get(&(e.id.namespace.as_str(), read.log, seq)) {
                     let _ = writeln!(out, "  {} -> {} [style=dashed];", node_name(append), node_name(&e.id));
                 }
             }
@@ -325,6 +339,22 @@ pub fn to_otel_json(events: &[&StoredEvent]) -> Value {
         }
         if !ev.handler.is_empty() {
             attributes.push(json!({"key": "varve.handler", "value": {"stringValue": ev.handler}}));
+        }
+        if !ev.reads.is_empty() {
+            // Folded reads: "READ log:seq" / "READ log:first..=last" / "LATEST log=seq".
+            let reads: Vec<Value> = ev
+                .reads
+                .iter()
+                .map(|r| {
+                    let text = match (r.kind, r.seq_last > r.seq) {
+                        (EventKind::Latest, _) => format!("LATEST {}={}", r.log, r.seq),
+                        (_, true) => format!("READ {}:{}..={}", r.log, r.seq, r.seq_last),
+                        (_, false) => format!("READ {}:{}", r.log, r.seq),
+                    };
+                    json!({"stringValue": text})
+                })
+                .collect();
+            attributes.push(json!({"key": "varve.reads", "value": {"arrayValue": {"values": reads}}}));
         }
         if ev.attempt > 0 {
             attributes.push(json!({"key": "varve.attempt", "value": {"intValue": ev.attempt.to_string()}}));

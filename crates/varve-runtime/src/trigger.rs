@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use varve_log::{LogError, Seq};
 
 use crate::error::{Result, RuntimeError};
-use crate::event::{Event, EventId, EventKind, TraceId};
+use crate::event::{Event, EventId, EventKind, ReadDep, TraceId};
 use crate::inner::{Cause, Inner, WriterState};
 use crate::pending::PendingTrigger;
 use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
@@ -25,9 +25,9 @@ pub(crate) struct AppendOptions<'a> {
     pub cause: Option<&'a Cause>,
     /// Append once per id: a repeat of a remembered id returns the first append's seqs.
     pub request: Option<&'a RequestId>,
-    /// A handler's READ/LATEST events not yet written (see `HandlerContext`),
-    /// written first in the same batch.
-    pub reads: &'a [Event],
+    /// A handler's reads not yet written (see `HandlerContext`), folded into
+    /// the batch's first APPEND event.
+    pub reads: &'a [ReadDep],
     /// `append_if`: the one record's log must end at this seq, else `Conflict`
     /// (checked after a repeat is answered: the first attempt moved it on).
     pub expected_latest: Option<Seq>,
@@ -39,7 +39,7 @@ struct Plan<'a> {
     batch: &'a [(&'a str, &'a [u8])],
     logs: &'a [&'a str],
     request: Option<&'a RequestId>,
-    reads: &'a [Event],
+    reads: &'a [ReadDep],
     trace: TraceId,
     parent: Option<&'a EventId>,
     /// `append_if`: the one log must end here.
@@ -144,12 +144,15 @@ impl Inner {
             Some(fold) => fold.folded_to + 1,
             None => self.ns.latest(EVENTS_LOG)? + 1,
         };
-        let mut events: Vec<Vec<u8>> = Vec::with_capacity(reads.len() + batch.len() * 2);
-        events.extend(reads.iter().map(Event::encode));
+        let mut events: Vec<Vec<u8>> = Vec::with_capacity(batch.len() * 2);
         let mut jobs = Vec::new();
-        for ((log, _), &seq) in batch.iter().zip(&predicted) {
+        for (i, ((log, _), &seq)) in batch.iter().zip(&predicted).enumerate() {
             let append_seq = first_event + events.len() as u64;
-            events.push(Event::new(EventKind::Append, trace, parent.cloned()).at(log, seq).encode());
+            let mut append = Event::new(EventKind::Append, trace, parent.cloned()).at(log, seq);
+            if i == 0 {
+                reads.clone_into(&mut append.reads);
+            }
+            events.push(append.encode());
             if let Some(handlers) = writer.subscriptions.handlers_of(log) {
                 for handler in handlers {
                     let trigger_seq = first_event + events.len() as u64;

@@ -14,7 +14,7 @@ use varve_log::Seq;
 use crate::command;
 use crate::context::HandlerContext;
 use crate::error::{Result, RuntimeError};
-use crate::event::{trace_hex, Event, EventKind};
+use crate::event::{trace_hex, Event, EventKind, ReadDep};
 use crate::handler::HandlerKind;
 use crate::inner::Inner;
 use crate::pending::PendingTrigger;
@@ -248,12 +248,12 @@ impl Inner {
             let (outcome, reads) = self.run_one(&job, firing);
             match outcome {
                 Ok(()) => {
-                    done_events.extend(reads);
                     let mut done = Event::new(EventKind::Done, job.trace, Some(self.event_id(firing)))
                         .at(&job.log, job.seq)
                         .for_handler(&job.handler);
                     done.attempt = job.attempt;
                     done.trigger = job.trigger;
+                    done.reads = reads;
                     done_events.push(done);
                     done_triggers.push(job.trigger);
                 }
@@ -269,9 +269,8 @@ impl Inner {
                     failed.attempt = job.attempt;
                     failed.trigger = job.trigger;
                     failed.reason.clone_from(&reason);
-                    let mut events = reads;
-                    events.push(failed);
-                    if self.append_events(&events).is_err() {
+                    failed.reads = reads;
+                    if self.append_events(&[failed]).is_err() {
                         continue;
                     }
                     self.outcome_written(&[job.trigger]);
@@ -325,10 +324,10 @@ impl Inner {
         Ok(())
     }
 
-    /// Run one job's handler. Also returns the READ/LATEST events of a Rust
-    /// handler not yet written (its reads after its last write): the caller
-    /// writes them in the batch of the DONE or FAILED event.
-    fn run_one(&self, job: &Job, firing: Seq) -> (std::result::Result<(), String>, Vec<Event>) {
+    /// Run one job's handler. Also returns the reads of a Rust handler not
+    /// yet written (its reads after its last write): the caller folds them
+    /// into the DONE or FAILED event.
+    fn run_one(&self, job: &Job, firing: Seq) -> (std::result::Result<(), String>, Vec<ReadDep>) {
         let Some(spec) = self.handlers.get(&job.handler) else {
             return (Err(format!("handler {:?} is not registered", job.handler)), Vec::new());
         };

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use common::{events, fast_retry, memory_ns, of_kind, unbounded, IDLE};
 use varve_log::{JournalOptions, JournalStore, Store, SyncPolicy};
 use varve_runtime::trace::CausalGraph;
-use varve_runtime::{DeadLetter, EventKind, RetryPolicy, RuntimeBuilder, RuntimeError, DEAD_LETTERS_LOG, EVENTS_LOG};
+use varve_runtime::{
+    DeadLetter, EventKind, ReadDep, RetryPolicy, RuntimeBuilder, RuntimeError, DEAD_LETTERS_LOG, EVENTS_LOG,
+};
 
 type Seen = Arc<Mutex<Vec<(String, String, u64)>>>;
 
@@ -153,24 +155,25 @@ fn context_calls_record_their_events_unless_reads_are_off() {
         assert_eq!(&rt.get("out", 1).unwrap()[..], b"m2");
         let all = events(&rt);
         let firing = of_kind(&all, EventKind::Firing)[0];
-        let latest = of_kind(&all, EventKind::Latest);
-        let reads = of_kind(&all, EventKind::Read);
+        assert!(of_kind(&all, EventKind::Latest).is_empty() && of_kind(&all, EventKind::Read).is_empty());
+        // The reads are folded into the first APPEND of the write that followed them.
+        let first_out = all.iter().find(|e| e.event.kind == EventKind::Append && e.event.log == "out").unwrap();
         if record_reads {
-            assert_eq!(latest.len(), 1);
-            assert_eq!((latest[0].event.log.as_str(), latest[0].event.seq), ("model", 2));
-            assert_eq!(reads.len(), 2);
-            assert_eq!((reads[0].event.seq, reads[0].event.seq_last), (2, 2));
-            assert_eq!((reads[1].event.seq, reads[1].event.seq_last), (1, 2), "a scan is one READ of its range");
-            for e in latest.iter().chain(&reads) {
-                assert_eq!(e.event.parent.as_ref(), Some(&firing.id));
-                assert_eq!(e.event.trace, firing.event.trace);
-            }
-            // The read dependency makes model:2 an ancestor of out:1.
+            assert_eq!(
+                first_out.event.reads,
+                vec![ReadDep::latest("model", 2), ReadDep::read("model", 2, 2), ReadDep::read("model", 1, 2)],
+                "LATEST, the get, then the scan as one READ of its range, in call order"
+            );
+            // The read dependency makes model:2 an ancestor of out:1 and out:2, and out:1 a descendant of model:1.
             let graph = CausalGraph::new(&all);
-            let causes = CausalGraph::records(&graph.ancestors("ctx", "out", 1));
-            assert!(causes.iter().any(|r| r.log == "model" && r.seq == 2), "{causes:?}");
+            for out in [1, 2] {
+                let causes = CausalGraph::records(&graph.ancestors("ctx", "out", out));
+                assert!(causes.iter().any(|r| r.log == "model" && r.seq == 2), "{causes:?}");
+            }
+            let effects = CausalGraph::records(&graph.descendants("ctx", "model", 1));
+            assert!(effects.iter().any(|r| r.log == "out" && r.seq == 1), "{effects:?}");
         } else {
-            assert!(latest.is_empty() && reads.is_empty());
+            assert!(all.iter().all(|e| e.event.reads.is_empty()));
         }
         let appends: Vec<_> = of_kind(&all, EventKind::Append).into_iter().filter(|e| e.event.log == "out").collect();
         assert_eq!(appends.len(), 2);
@@ -180,11 +183,11 @@ fn context_calls_record_their_events_unless_reads_are_off() {
     }
 }
 
-/// READ/LATEST events are written with the handler's next write, in the
-/// order the calls happened: before that write's APPEND, and reads after the
-/// last write with DONE (or FAILED).
+/// Reads are folded into the event of the handler's next write, in the
+/// order the calls happened: into the APPEND that follows them, and reads
+/// after the last write into DONE (or FAILED).
 #[test]
-fn read_events_precede_the_write_that_follows_them() {
+fn reads_are_folded_into_the_write_that_follows_them() {
     let rt = RuntimeBuilder::new(memory_ns("order"))
         .log("in", unbounded())
         .log("model", unbounded())
@@ -207,25 +210,22 @@ fn read_events_precede_the_write_that_follows_them() {
         assert!(rt.wait_idle(IDLE));
     }
     let all = events(&rt);
-    let of_trigger = |seq: u64| -> Vec<(EventKind, String)> {
+    let of_trigger = |seq: u64| -> Vec<(EventKind, String, Vec<ReadDep>)> {
         let firing = all.iter().find(|e| e.event.kind == EventKind::Firing && e.event.seq == seq).unwrap();
         all.iter()
             .filter(|e| e.event.parent.as_ref() == Some(&firing.id))
-            .map(|e| (e.event.kind, e.event.log.clone()))
+            .map(|e| (e.event.kind, e.event.log.clone(), e.event.reads.clone()))
             .collect()
     };
     let expected = |last: EventKind| {
         vec![
-            (EventKind::Latest, "model".to_owned()),
-            (EventKind::Read, "model".to_owned()),
-            (EventKind::Append, "out".to_owned()),
-            (EventKind::Read, "model".to_owned()),
-            (last, "in".to_owned()),
+            (EventKind::Append, "out".to_owned(), vec![ReadDep::latest("model", 1), ReadDep::read("model", 1, 1)]),
+            (last, "in".to_owned(), vec![ReadDep::read("model", 1, 1)]),
         ]
     };
     assert_eq!(of_trigger(1), expected(EventKind::Done));
     let mut failed = expected(EventKind::Failed);
-    failed.push((EventKind::DeadLetter, "in".to_owned())); // one attempt only
+    failed.push((EventKind::DeadLetter, "in".to_owned(), Vec::new())); // one attempt only
     assert_eq!(of_trigger(2), failed);
 }
 

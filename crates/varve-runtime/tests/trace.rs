@@ -115,20 +115,26 @@ fn dot_and_otel_exports_have_the_expected_shape() {
     let all = events(&rt);
     let trace = all.iter().find(|e| e.event.kind == EventKind::Append).unwrap().event.trace;
     let traced = trace_events(&all, trace);
-    assert_eq!(traced.len(), 6, "APPEND, TRIGGER, FIRING, LATEST, APPEND, DONE");
+    assert_eq!(traced.len(), 5, "APPEND, TRIGGER, FIRING, APPEND (the LATEST folded in), DONE");
 
     let dot = to_dot(&traced);
     assert!(dot.starts_with("digraph varve {"));
     assert!(dot.trim_end().ends_with('}'));
-    assert_eq!(dot.matches("[label=").count(), 6);
-    assert_eq!(dot.matches(" -> ").count(), 5 + 1, "five parent edges and one dashed read edge");
+    assert_eq!(dot.matches("[label=").count(), 5);
+    assert_eq!(dot.matches(" -> ").count(), 4 + 1, "four parent edges and one dashed read edge");
     assert!(dot.contains("style=dashed"));
 
     let otel = to_otel_json(&traced);
     let resource = &otel["resourceSpans"][0];
     assert_eq!(resource["resource"]["attributes"][0]["value"]["stringValue"], "varve/shape");
     let spans = resource["scopeSpans"][0]["spans"].as_array().unwrap();
-    assert_eq!(spans.len(), 6);
+    assert_eq!(spans.len(), 5);
+    let with_reads: Vec<&serde_json::Value> = spans
+        .iter()
+        .filter_map(|s| s["attributes"].as_array().unwrap().iter().find(|a| a["key"] == "varve.reads"))
+        .collect();
+    assert_eq!(with_reads.len(), 1, "the folded LATEST is an attribute of the output's APPEND span");
+    assert_eq!(with_reads[0]["value"]["arrayValue"]["values"][0]["stringValue"], "LATEST in=1");
     let ids: Vec<&str> = spans.iter().map(|s| s["spanId"].as_str().unwrap()).collect();
     for span in spans {
         assert_eq!(span["traceId"].as_str().unwrap().len(), 32);
@@ -158,9 +164,9 @@ fn events_round_trip_and_bad_bytes_are_errors() {
         assert!(Event::decode(&bytes[..cut], 1).is_err(), "a cut at {cut} must not decode");
     }
     let mut wrong = bytes.clone();
-    wrong[0] = 2;
+    wrong[0] = 9;
     let error = Event::decode(&wrong, 12).unwrap_err().to_string();
-    assert!(error.contains("event 12") && error.contains("version 2"), "{error}");
+    assert!(error.contains("event 12") && error.contains("version 9"), "{error}");
     let id = EventId { host: 0xabc, namespace: "n.s".into(), seq: 42 };
     assert_eq!(EventId::parse(&id.to_string()).unwrap(), id);
     assert!(EventId::parse("zz:ns:1").is_err());

@@ -107,6 +107,14 @@ impl Event {
         &self.inner.event.reason
     }
 
+    /// The reads the same FIRING made before this write, folded into this
+    /// event (an APPEND, DONE or FAILED), in call order: ``(kind, log, seq,
+    /// seq_last)`` with kind ``"READ"`` or ``"LATEST"``. Empty for other events.
+    #[getter]
+    fn reads(&self) -> Vec<(&'static str, String, u64, u64)> {
+        self.inner.event.reads.iter().map(|r| (r.kind.name(), r.log.clone(), r.seq, r.seq_last)).collect()
+    }
+
     /// The event as a dict (the JSON form of ``varve events tail``).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
@@ -122,6 +130,7 @@ impl Event {
         dict.set_item("attempt", self.attempt())?;
         dict.set_item("trigger", self.trigger())?;
         dict.set_item("reason", self.reason())?;
+        dict.set_item("reads", self.reads())?;
         Ok(dict)
     }
 
