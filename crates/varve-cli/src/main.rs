@@ -184,6 +184,11 @@ enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+    /// Repair and replay (Sans-Souci): what a correction of the past would change.
+    Repair {
+        #[command(subcommand)]
+        command: RepairCommand,
+    },
     /// The namespace's causal event log (_events).
     Events {
         #[command(subcommand)]
@@ -326,6 +331,30 @@ enum HandlerCommand {
     /// Each handler: the logs it is subscribed to and its triggers, DONE,
     /// FAILED, dead letters and pending triggers.
     Ls,
+}
+
+#[derive(Debug, Subcommand)]
+enum RepairCommand {
+    /// The repair graph of a correction, without changing anything: which
+    /// handler runs would be replayed, in causal order, and which records of
+    /// which logs would change (or may, where a run saw a tail that may move).
+    Plan {
+        /// The record to correct, LOG:SEQ in --ns.
+        #[arg(long, value_name = "LOG:SEQ", conflicts_with = "handler", required_unless_present = "handler")]
+        record: Option<String>,
+        /// A handler to give new code: its past runs are replayed, and everything downstream.
+        #[arg(long, value_name = "NAME")]
+        handler: Option<String>,
+        /// With --handler: only its runs on input records with this seq or later.
+        #[arg(long, value_name = "SEQ", requires = "handler")]
+        since_seq: Option<u64>,
+        /// The application's manifest: handlers marked `replayable = false` are reported.
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        /// Also write the repair graph as Graphviz DOT to this file.
+        #[arg(long, value_name = "FILE")]
+        dot: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -1439,6 +1468,7 @@ fn works_on_any_store(command: &Command) -> bool {
     )
 }
 
+#[expect(clippy::too_many_lines, reason = "one arm per top-level command; each arm only dispatches")]
 fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
     // `varve nats` runs servers and `varve completions` prints a script:
     // neither opens a store, so --store and --data do not apply.
@@ -1517,7 +1547,11 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run(_) | Command::Handler { .. } | Command::Trace { .. } | Command::Events { .. } => {
+        Command::Run(_)
+        | Command::Handler { .. }
+        | Command::Trace { .. }
+        | Command::Events { .. }
+        | Command::Repair { .. } => {
             run_runtime_command(&ctx, &cli.command)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -1589,7 +1623,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
     }
 }
 
-/// `run`, `handler`, `trace` and `events`: the runtime's commands.
+/// `run`, `handler`, `trace`, `events` and `repair`: the runtime's commands.
 fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow::Result<()> {
     use commands::runtime;
     match command {
@@ -1608,6 +1642,15 @@ fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow
         },
         Command::Events { command: EventsCommand::Tail { from, no_follow } } => {
             runtime::events_tail(ctx, *from, !no_follow)?;
+        }
+        Command::Repair { command: RepairCommand::Plan { record, handler, since_seq, manifest, dot } } => {
+            use commands::repair;
+            let target = match (record, handler) {
+                (Some(record), _) => repair::Target::Record(record),
+                (None, Some(name)) => repair::Target::Handler { name, since_seq: *since_seq },
+                (None, None) => anyhow::bail!("give --record LOG:SEQ or --handler NAME"),
+            };
+            repair::plan(ctx, &target, manifest.as_deref(), dot.as_deref())?;
         }
         _ => unreachable!("run_runtime_command is only called for runtime commands"),
     }

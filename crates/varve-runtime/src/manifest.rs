@@ -25,6 +25,7 @@
 //! backoff_ms = 100           # doubles per attempt …
 //! backoff_max_ms = 10000     # … up to this
 //! timeout_ms = 30000         # external commands are killed after this; 0 = never
+//! replayable = true          # false: it acts on the world; a repair will not simply re-run it
 //! ```
 //!
 //! [`Manifest::parse`] checks everything before anything starts: unknown
@@ -85,6 +86,10 @@ pub struct ManifestHandler {
     pub run: HandlerRun,
     /// `attempts`, `backoff_ms`, `backoff_max_ms` and `timeout_ms` (0: `None`, no timeout).
     pub retry: RetryPolicy,
+    /// `replayable = false`: its runs act on the world (send mail, move a
+    /// valve), so a repair plan reports them and a repair must not simply
+    /// run them again. Default `true`.
+    pub replayable: bool,
     /// Line of the entry's `name`, for later errors.
     line: usize,
 }
@@ -185,6 +190,7 @@ struct RawHandler {
     backoff_ms: Option<u64>,
     backoff_max_ms: Option<u64>,
     timeout_ms: Option<u64>,
+    replayable: Option<bool>,
 }
 
 struct Source<'a> {
@@ -384,7 +390,8 @@ impl Manifest {
                     None => defaults.timeout,
                 },
             };
-            handlers.push(ManifestHandler { name, source, run, retry, line });
+            let replayable = h.replayable.unwrap_or(true);
+            handlers.push(ManifestHandler { name, source, run, retry, replayable, line });
         }
         Ok(Manifest {
             path: path.map(Path::to_owned),

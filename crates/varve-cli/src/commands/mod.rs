@@ -15,6 +15,7 @@ pub mod nats;
 pub mod object;
 pub mod part;
 pub mod pds;
+pub mod repair;
 pub mod runtime;
 pub mod schema;
 pub mod serve;

@@ -227,7 +227,7 @@ pub fn latest_via_socket(path: &Path, cause: &(String, String), log: &str) -> an
 
 /// Every namespace's events in the data directory (read-only; namespaces
 /// without `_events` are skipped).
-fn all_events(ctx: &Context<'_>) -> anyhow::Result<Vec<StoredEvent>> {
+pub(crate) fn all_events(ctx: &Context<'_>) -> anyhow::Result<Vec<StoredEvent>> {
     let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
     let mut per_namespace = Vec::new();
     for name in varve_log::Store::list_namespaces(&store)? {

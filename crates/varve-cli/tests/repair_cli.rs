@@ -1,0 +1,136 @@
+//! `varve repair plan` on a real application: a runtime process with
+//! external handlers, then the plan of a corrected model record and of a
+//! replaced handler, as text, JSON and DOT, and its errors.
+
+mod common;
+
+use serde_json::Value;
+
+use common::{wait_until, Env};
+
+/// `(handler, trigger log, trigger seq)` of each rerun of a `--json` plan.
+fn reruns_of(plan: &Value) -> Vec<(String, String, u64)> {
+    plan["reruns"]
+        .as_array()
+        .expect("reruns")
+        .iter()
+        .map(|r| {
+            let trigger = &r["trigger"];
+            (
+                r["handler"].as_str().expect("handler").to_owned(),
+                trigger["log"].as_str().expect("log").to_owned(),
+                trigger["seq"].as_u64().expect("seq"),
+            )
+        })
+        .collect()
+}
+
+/// `(log, seqs that change)` of a `--json` plan.
+fn changed_of(plan: &Value) -> Vec<(String, Vec<u64>)> {
+    plan["changed"]
+        .as_array()
+        .expect("changed")
+        .iter()
+        .map(|c| {
+            (
+                c["log"].as_str().expect("log").to_owned(),
+                c["seqs"].as_array().expect("seqs").iter().map(|s| s.as_u64().expect("seq")).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn repair_plan_names_the_runs_to_replay_and_the_records_that_change() {
+    let env = Env::new();
+    let varve = env!("CARGO_BIN_EXE_varve");
+    let manifest = env.manifest(&format!(
+        r#"
+[runtime]
+namespace = "app"
+sync = "never"
+
+[[log]]
+name = "sens"
+
+[[log]]
+name = "model"
+
+[[log]]
+name = "pred"
+
+[[handler]]
+name = "predict"
+log = "sens"
+command = ["sh", "-c", "cd /; m=$({varve} log get model 1) && read s; {varve} log append pred \"$s*$m\""]
+
+[[handler]]
+name = "alert"
+log = "pred"
+command = ["sh", "-c", "cat >/dev/null"]
+replayable = false
+"#
+    ));
+    let runtime = env.start(&manifest);
+    env.ok(&["--ns", "app", "log", "append", "model", "2"]);
+    for reading in ["20", "21", "22"] {
+        env.ok(&["--ns", "app", "log", "append", "sens", reading]);
+    }
+    let done = || common::events_of(&env, "app").iter().filter(|e| e["kind"] == "DONE").count();
+    wait_until("six DONE", || done() == 6);
+    drop(runtime);
+    assert_eq!(env.ok(&["--ns", "app", "log", "get", "pred", "3"]).trim(), "22*2");
+
+    let manifest_arg = manifest.to_str().expect("path");
+    let dot = env.temp.path().join("plan.dot");
+    let plan = env.json(&[
+        "--ns",
+        "app",
+        "repair",
+        "plan",
+        "--record",
+        "model:1",
+        "--manifest",
+        manifest_arg,
+        "--dot",
+        dot.to_str().expect("path"),
+    ]);
+    let reruns = reruns_of(&plan);
+    // Each prediction read model:1; each alert's input is a prediction.
+    let mut expected = Vec::new();
+    for seq in 1..=3 {
+        expected.push(("predict".to_owned(), "sens".to_owned(), seq));
+    }
+    for seq in 1..=3 {
+        expected.push(("alert".to_owned(), "pred".to_owned(), seq));
+    }
+    let mut sorted = reruns.clone();
+    sorted.sort();
+    let mut want = expected.clone();
+    want.sort();
+    assert_eq!(sorted, want, "{plan:#}");
+    let first_alert = reruns.iter().position(|r| r.0 == "alert").expect("an alert");
+    let prediction = reruns.iter().position(|r| r.0 == "predict" && r.2 == 1).expect("predict on sens:1");
+    assert!(prediction < first_alert, "causal order: a prediction is replayed before the alert on it");
+    let changed = changed_of(&plan);
+    assert_eq!(changed, vec![("model".to_owned(), vec![1]), ("pred".to_owned(), vec![1, 2, 3])]);
+    assert_eq!(plan["not_replayable"], Value::from(vec!["alert"]));
+    assert!(std::fs::read_to_string(&dot).expect("dot").starts_with("digraph repair {"));
+
+    let text = env.ok(&["--ns", "app", "repair", "plan", "--record", "model:1", "--manifest", manifest_arg]);
+    assert!(text.contains("6 handler runs to replay"), "{text}");
+    assert!(text.contains("[NOT REPLAYABLE]") && text.contains("app/pred: seqs 1..=3 change"), "{text}");
+
+    // A replaced handler: its runs from input seq 2 on, and what they feed.
+    let plan = env.json(&["--ns", "app", "repair", "plan", "--handler", "predict", "--since-seq", "2"]);
+    let runs: Vec<&str> =
+        plan["reruns"].as_array().expect("reruns").iter().map(|r| r["handler"].as_str().expect("h")).collect();
+    assert_eq!(runs.iter().filter(|h| **h == "predict").count(), 2, "{plan:#}");
+    assert_eq!(runs.iter().filter(|h| **h == "alert").count(), 2, "{plan:#}");
+
+    // Bad input: a clear one-line reason and a non-zero exit.
+    let out = env.run(&["--ns", "app", "repair", "plan", "--record", "model"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected LOG:SEQ"), "{err}");
+}

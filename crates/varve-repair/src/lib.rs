@@ -1,0 +1,30 @@
+//! # varve-repair — repair and replay (Sans-Souci, `seeds/004_…` ch. 7)
+//!
+//! When a record turns out to be wrong (a faulty sensor, a bad model, an
+//! interpolation later replaced by real data) or a handler had a bug, the
+//! causal event log `_events` says exactly what depended on it. This crate
+//! builds that **repair graph** (§7.2.2, §7.3.2) from the merged event logs
+//! of one or more namespaces and presents it as a [`RepairPlan`]: which
+//! handler runs must be replayed, in causal order, and which records of
+//! which logs their replay replaces.
+//!
+//! ```
+//! use varve_repair::{Correction, RepairPlan};
+//! use varve_runtime::trace::RecordRef;
+//! # let merged_events = Vec::new();
+//! let plan = RepairPlan::build(
+//!     &merged_events,
+//!     &[Correction::Record(RecordRef { namespace: "app".into(), log: "model".into(), seq: 1 })],
+//!     &Default::default(),
+//! );
+//! println!("{}", plan.to_text());
+//! ```
+//!
+//! The plan is the dry run of `varve repair plan` (and `--dot`). Executing
+//! it — shadow logs, the replay with reads pinned, the atomic swap — is the
+//! part of issue 14 still to come; see `docs/repair.md`.
+
+mod plan;
+mod render;
+
+pub use plan::{Correction, Outcome, RepairPlan, Rerun, Since, Why};
