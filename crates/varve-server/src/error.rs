@@ -159,6 +159,18 @@ fn log_parts(error: &LogError, put: &mut impl FnMut(&str, Value)) -> (StatusCode
             put("requested", json!(requested));
             (StatusCode::CONFLICT, "already_exists")
         }
+        LogError::RenameTargetExists { namespace, from, to } => {
+            put("namespace", json!(namespace));
+            put("from", json!(from));
+            put("to", json!(to));
+            (StatusCode::CONFLICT, "rename_target_exists")
+        }
+        LogError::Unsupported { target, operation, reason } => {
+            put("target", json!(target));
+            put("operation", json!(operation));
+            put("reason", json!(reason));
+            (StatusCode::NOT_IMPLEMENTED, "unsupported")
+        }
         LogError::InvalidName { name, reason } => {
             put("name", json!(name));
             put("reason", json!(reason));
