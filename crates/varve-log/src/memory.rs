@@ -1,5 +1,6 @@
 //! The memory backend: for tests and ephemeral state. Nothing survives the
-//! process; everything else in the contract holds.
+//! process; everything else in the contract holds. Logs are kept by an id
+//! that a rename keeps, so scans and watches follow the log they opened.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -2,9 +2,10 @@
 //!
 //! One journal per namespace, in its own directory: segment files of
 //! CRC-framed records (see [`format`]). A frame is one append batch, so a
-//! multi-log batch is atomic by construction; log creation and deletion are
-//! frames too, and every segment begins with a header frame restating the
-//! whole catalog, so the journal alone is the source of truth. Each log's
+//! multi-log batch is atomic by construction; log creation, deletion and
+//! renaming (all the renames of one call in one frame) are frames too, and
+//! every segment begins with a header frame restating the whole catalog, so
+//! the journal alone is the source of truth. Each log's
 //! index (seq → position) is rebuilt on open.
 //!
 //! **Writers and readers.** One process writes a namespace: it holds an
