@@ -409,9 +409,15 @@ pub fn values_round_trip_exactly(ns: &dyn Namespace) {
     assert_eq!(got, values);
 }
 
+/// One log as [`snapshot`] sees it: name, config, earliest, latest, records.
+type LogSnapshot = (String, crate::contract::LogConfig, u64, u64, Vec<Vec<u8>>);
+
+/// A refused rename and the check its error must pass.
+type Refusal<'a> = (Vec<(&'a str, &'a str)>, fn(&LogError) -> bool);
+
 /// Every log's `(name, config, earliest, latest)` and records: what a
 /// refused rename must leave unchanged.
-fn snapshot(ns: &dyn Namespace) -> Vec<(String, crate::contract::LogConfig, u64, u64, Vec<Vec<u8>>)> {
+fn snapshot(ns: &dyn Namespace) -> Vec<LogSnapshot> {
     ns.list_logs()
         .expect("list")
         .into_iter()
@@ -538,7 +544,7 @@ pub fn refused_renames_change_nothing(ns: &dyn Namespace) {
     let too_many: Vec<(String, String)> =
         (0..=crate::RENAMES_PER_CALL_MAX).map(|i| (format!("n{i}"), format!("m{i}"))).collect();
     let too_many: Vec<(&str, &str)> = too_many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    let refusals: Vec<(Vec<(&str, &str)>, fn(&LogError) -> bool)> = vec![
+    let refusals: Vec<Refusal<'_>> = vec![
         (vec![("a", "z"), ("missing", "y")], |e| matches!(e, LogError::LogNotFound { log, .. } if log == "missing")),
         (
             vec![("a", "z"), ("b", "c")],

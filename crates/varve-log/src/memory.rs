@@ -212,7 +212,7 @@ impl Namespace for MemoryNamespace {
             let previous = logs.by_name.insert((*to).to_owned(), id);
             debug_assert!(previous.is_none(), "check_renames: every target is free or freed");
             let log = logs.by_id.get_mut(&id).expect("by_name points at existing logs");
-            log.name = (*to).to_owned();
+            (*to).clone_into(&mut log.name);
             log.config = rules::config_renamed(log.config, to);
         }
         drop(logs);

@@ -538,7 +538,7 @@ impl Namespace for NatsNamespace {
     }
 
     /// Refused: a log's name is its subjects (`varve.<ns>.d.<log>` and
-    /// `.c.<log>`, see `names.rs`), and JetStream cannot move messages from
+    /// `.c.<log>`, see `names.rs`), and `JetStream` cannot move messages from
     /// one subject to another. A rename would copy every record to the new
     /// subjects, which is neither atomic across logs nor cheap, and a reader
     /// between the copy and the purge would see both. There is no catalog of

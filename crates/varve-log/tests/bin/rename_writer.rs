@@ -15,7 +15,11 @@
 //! appended to (kept across renames), so the test can tell which log holds
 //! which records whatever their names are now.
 
-#![allow(clippy::cast_possible_truncation, reason = "a test child")]
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::too_many_lines,
+    reason = "a test child: one loop over the operations it mixes"
+)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -34,7 +38,7 @@ fn say(line: &str) {
 
 fn record(ident: &str, seq: u64, rng: &mut impl Rng) -> Vec<u8> {
     let mut value = format!("{ident};{seq};").into_bytes();
-    let filler = rng.gen_range(0..600);
+    let filler: usize = rng.gen_range(0..600);
     value.extend((0..filler).map(|j| (j % 251) as u8));
     value
 }
@@ -175,7 +179,9 @@ fn plan_rename(logs: &BTreeMap<String, (String, u64)>, rng: &mut impl Rng) -> Ve
             else {
                 return Vec::new();
             };
-            let generation = (1..).find(|n| !logs.contains_key(&format!("_gen.{x}.{n}"))).expect("a free generation");
+            // Of the first len + 1 generations one is free (pigeonhole).
+            let generation =
+                (1..=logs.len() + 1).find(|n| !logs.contains_key(&format!("_gen.{x}.{n}"))).expect("a free generation");
             vec![((*x).to_owned(), format!("_gen.{x}.{generation}")), (format!("_shadow.{x}"), (*x).to_owned())]
         }
     }
