@@ -40,6 +40,10 @@ impl Namespace for ReadOnlyNamespace {
         self.refuse("delete a log")
     }
 
+    fn rename_logs(&self, _renames: &[(&str, &str)]) -> Result<()> {
+        self.refuse("rename logs")
+    }
+
     fn list_logs(&self) -> Result<Vec<LogInfo>> {
         self.inner.list_logs()
     }

@@ -19,6 +19,8 @@ fn fresh() -> Fixture {
 // `varve serve` has no conditional-batch route; the remote backend refuses
 // `append_batch_if` with `InvalidArgument` (checked in remote_errors).
 varve_log::conformance_suite!(core: fresh);
+// `POST /v1/namespaces/NS/rename`: renames are served.
+varve_log::conformance_suite!(renames: fresh);
 
 #[test]
 fn conditional_batches_are_refused_before_anything_is_sent() {

@@ -34,6 +34,21 @@ macro_rules! conformance_suite {
     ($make:expr) => {
         $crate::conformance_suite!(core: $make);
         $crate::conformance_suite!(@tests $make; conditional_batches_land_only_where_expected);
+        $crate::conformance_suite!(renames: $make);
+    };
+    // Every check, but for a backend that cannot rename atomically: it
+    // must refuse every rename with `Unsupported` and change nothing.
+    (without_renames: $make:expr) => {
+        $crate::conformance_suite!(core: $make);
+        $crate::conformance_suite!(@tests $make; conditional_batches_land_only_where_expected,
+            renames_are_refused_as_unsupported);
+    };
+    // `rename_logs` (contract rule 7).
+    (renames: $make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            rename_moves_a_log_with_its_records, rename_swaps_logs_in_one_call,
+            rename_shifts_generations_in_one_call, refused_renames_change_nothing,
+            watches_and_scans_follow_a_renamed_log);
     };
     // Every check but conditional batches (`append_batch_if`), for a backend
     // that refuses them (the remote one: `varve serve` has no such route).
@@ -392,4 +407,211 @@ pub fn values_round_trip_exactly(ns: &dyn Namespace) {
     }
     let got: Vec<Vec<u8>> = ns.scan("v", SeqRange::ALL).expect("scan").map(|r| r.expect("r").value.to_vec()).collect();
     assert_eq!(got, values);
+}
+
+/// One log as [`snapshot`] sees it: name, config, earliest, latest, records.
+type LogSnapshot = (String, crate::contract::LogConfig, u64, u64, Vec<Vec<u8>>);
+
+/// A refused rename and the check its error must pass.
+type Refusal<'a> = (Vec<(&'a str, &'a str)>, fn(&LogError) -> bool);
+
+/// Every log's `(name, config, earliest, latest)` and records: what a
+/// refused rename must leave unchanged.
+fn snapshot(ns: &dyn Namespace) -> Vec<LogSnapshot> {
+    ns.list_logs()
+        .expect("list")
+        .into_iter()
+        .map(|info| {
+            let records = ns.scan(&info.name, SeqRange::from(info.earliest.max(1)..)).expect("scan");
+            let records = records.map(|r| r.expect("record").value.to_vec()).collect();
+            (info.name, info.config, info.earliest, info.latest, records)
+        })
+        .collect()
+}
+
+fn names(ns: &dyn Namespace) -> Vec<String> {
+    ns.list_logs().expect("list").into_iter().map(|info| info.name).collect()
+}
+
+/// Rule 7: a renamed log keeps its records, seqs and retention under its
+/// new name (`get`, `scan`, `latest`, `earliest`, `log_info`, `list_logs`),
+/// appends go on from its latest seq, the old name is `LogNotFound` until a
+/// log is created under it again (from seq 1), and other logs are untouched.
+pub fn rename_moves_a_log_with_its_records(ns: &dyn Namespace) {
+    let config = LogConfig::keep(3, OnFull::Overwrite);
+    ns.create_log("a", config).expect("create");
+    ns.create_log("other", LogConfig::unbounded()).expect("create");
+    for seq in 1..=5 {
+        ns.append("a", &value("a", seq)).expect("append");
+    }
+    ns.append("other", b"o").expect("append");
+    ns.rename_logs(&[("a", "b")]).expect("rename");
+    assert_eq!(names(ns), ["b", "other"]);
+    let info = ns.log_info("b").expect("info");
+    assert_eq!((info.name.as_str(), info.config, info.earliest, info.latest), ("b", config, 3, 5));
+    assert_eq!((ns.earliest("b").expect("e"), ns.latest("b").expect("l")), (3, 5));
+    assert_eq!(ns.get("b", 4).expect("get"), value("a", 4));
+    assert!(matches!(ns.get("b", 2), Err(LogError::Trimmed { seq: 2, earliest: 3, .. })));
+    let scanned: Vec<(u64, Vec<u8>)> = ns
+        .scan("b", SeqRange::from(3..))
+        .expect("scan")
+        .map(|r| r.expect("r"))
+        .map(|r| (r.seq, r.value.to_vec()))
+        .collect();
+    assert_eq!(scanned, (3..=5).map(|seq| (seq, value("a", seq))).collect::<Vec<_>>());
+    for result in [ns.get("a", 4).map(drop), ns.latest("a").map(drop), ns.append("a", b"x").map(drop)] {
+        assert!(matches!(result, Err(LogError::LogNotFound { .. })), "{result:?}");
+    }
+    assert_eq!(ns.append("b", &value("b", 6)).expect("append after the rename"), 6, "seqs go on");
+    assert_eq!(ns.append_batch(&[("b", b"7"), ("other", b"o2")]).expect("batch"), vec![7, 2]);
+    assert_eq!((ns.earliest("b").expect("e"), ns.latest("b").expect("l")), (5, 7), "retention goes on");
+    ns.create_log("a", LogConfig::unbounded()).expect("the old name is free");
+    assert_eq!(ns.latest("a").expect("latest"), 0);
+    assert_eq!(ns.append("a", b"new a").expect("append"), 1, "a new log under the old name starts at 1");
+    assert_eq!(ns.get("b", 5).expect("get"), value("a", 5), "the renamed log is untouched");
+    assert_eq!(ns.get("other", 1).expect("other log untouched"), &b"o"[..]);
+    ns.create_log("b", config).expect("create under the new name with its config is idempotent");
+    ns.rename_logs(&[]).expect("an empty rename is a no-op");
+    ns.rename_logs(&[("b", "b")]).expect("renaming a log to its own name is a no-op");
+    assert_eq!(names(ns), ["a", "b", "other"]);
+    assert_eq!(ns.latest("b").expect("latest"), 7);
+}
+
+/// Rule 7: `[(a, b), (b, a)]` swaps two logs in one call, and a three-way
+/// rotation is one call too; each keeps its records and config.
+pub fn rename_swaps_logs_in_one_call(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    ns.create_log("b", LogConfig::keep(10, OnFull::Refuse)).expect("create");
+    ns.append_batch(&[("a", b"a1"), ("a", b"a2"), ("b", b"b1")]).expect("batch");
+    ns.rename_logs(&[("a", "b"), ("b", "a")]).expect("swap");
+    assert_eq!(ns.log_info("a").expect("a").config, LogConfig::keep(10, OnFull::Refuse));
+    assert_eq!(ns.log_info("b").expect("b").config, LogConfig::unbounded());
+    assert_eq!((ns.latest("a").expect("a"), ns.latest("b").expect("b")), (1, 2));
+    assert_eq!(ns.get("a", 1).expect("get"), &b"b1"[..]);
+    assert_eq!(ns.get("b", 2).expect("get"), &b"a2"[..]);
+    assert_eq!(ns.append("b", b"a3").expect("append"), 3);
+    ns.create_log("c", LogConfig::unbounded()).expect("create");
+    ns.append("c", b"c1").expect("append");
+    ns.rename_logs(&[("a", "b"), ("b", "c"), ("c", "a")]).expect("rotate");
+    assert_eq!(names(ns), ["a", "b", "c"]);
+    assert_eq!(ns.get("a", 1).expect("get"), &b"c1"[..]);
+    assert_eq!(ns.get("b", 1).expect("get"), &b"b1"[..]);
+    assert_eq!(ns.get("c", 3).expect("get"), &b"a3"[..]);
+}
+
+/// Rule 7, the repair's swap: `readings` → `_gen.readings.1` (kept, as a
+/// system log) and `_shadow.readings` → `readings` (now a plain log), in one
+/// call; the `system` flag follows each name, so `readings` is created again
+/// idempotently with a plain config.
+pub fn rename_shifts_generations_in_one_call(ns: &dyn Namespace) {
+    ns.create_log("readings", LogConfig::unbounded()).expect("create");
+    ns.create_log("_shadow.readings", LogConfig::unbounded().system()).expect("create");
+    for seq in 1..=3 {
+        ns.append("readings", &value("old", seq)).expect("append");
+    }
+    for seq in 1..=2 {
+        ns.append("_shadow.readings", &value("new", seq)).expect("append");
+    }
+    ns.rename_logs(&[("readings", "_gen.readings.1"), ("_shadow.readings", "readings")]).expect("shift");
+    assert_eq!(names(ns), ["_gen.readings.1", "readings"]);
+    let old = ns.log_info("_gen.readings.1").expect("old generation");
+    assert_eq!((old.latest, old.config), (3, LogConfig::unbounded().system()));
+    assert_eq!(ns.get("_gen.readings.1", 3).expect("get"), value("old", 3));
+    let new = ns.log_info("readings").expect("readings");
+    assert_eq!((new.latest, new.config), (2, LogConfig::unbounded()));
+    assert_eq!(ns.get("readings", 1).expect("get"), value("new", 1));
+    ns.create_log("readings", LogConfig::unbounded()).expect("a plain create of readings still matches");
+    assert_eq!(ns.append("readings", &value("new", 3)).expect("append"), 3);
+    assert!(matches!(ns.log_info("_shadow.readings"), Err(LogError::LogNotFound { .. })));
+    // A second generation: the shift goes on by one.
+    ns.create_log("_shadow.readings", LogConfig::unbounded().system()).expect("create");
+    ns.rename_logs(&[("readings", "_gen.readings.2"), ("_shadow.readings", "readings")]).expect("shift again");
+    assert_eq!(names(ns), ["_gen.readings.1", "_gen.readings.2", "readings"]);
+    assert_eq!(ns.latest("_gen.readings.2").expect("latest"), 3);
+    assert_eq!(ns.latest("readings").expect("latest"), 0);
+}
+
+/// Rule 7: every refused rename names what was wrong, with the error the
+/// contract lists, and changes nothing: not the refused pairs, not the
+/// valid pairs of the same call.
+pub fn refused_renames_change_nothing(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    ns.create_log("b", LogConfig::keep(4, OnFull::Overwrite)).expect("create");
+    ns.create_log("c", LogConfig::unbounded()).expect("create");
+    ns.append_batch(&[("a", b"a1"), ("b", b"b1"), ("c", b"c1")]).expect("batch");
+    let before = snapshot(ns);
+    let long = "x".repeat(201);
+    let too_many: Vec<(String, String)> =
+        (0..=crate::RENAMES_PER_CALL_MAX).map(|i| (format!("n{i}"), format!("m{i}"))).collect();
+    let too_many: Vec<(&str, &str)> = too_many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let refusals: Vec<Refusal<'_>> = vec![
+        (vec![("a", "z"), ("missing", "y")], |e| matches!(e, LogError::LogNotFound { log, .. } if log == "missing")),
+        (
+            vec![("a", "z"), ("b", "c")],
+            |e| matches!(e, LogError::RenameTargetExists { from, to, .. } if from == "b" && to == "c"),
+        ),
+        (vec![("a", "b")], |e| matches!(e, LogError::RenameTargetExists { .. })),
+        (vec![("a", "x"), ("a", "y")], |e| matches!(e, LogError::InvalidArgument { .. })),
+        (vec![("a", "x"), ("b", "x")], |e| matches!(e, LogError::InvalidArgument { .. })),
+        (vec![("a", "z"), ("b", "a/b")], |e| matches!(e, LogError::InvalidName { .. })),
+        (vec![("a", "")], |e| matches!(e, LogError::InvalidName { .. })),
+        (vec![("a", "..")], |e| matches!(e, LogError::InvalidName { .. })),
+        (vec![("a", long.as_str())], |e| matches!(e, LogError::InvalidName { .. })),
+        (vec![("a b", "z")], |e| matches!(e, LogError::InvalidName { .. })),
+        (too_many, |e| matches!(e, LogError::InvalidArgument { .. })),
+    ];
+    for (renames, expected) in refusals {
+        let shown: Vec<_> = renames.iter().take(3).collect();
+        let err = ns.rename_logs(&renames).expect_err(&format!("{shown:?} is refused"));
+        assert!(expected(&err), "{shown:?}: {err}");
+        assert!(!err.to_string().is_empty());
+        assert_eq!(snapshot(ns), before, "{shown:?}: a refused rename changes nothing");
+    }
+    let err = ns.rename_logs(&[("a", "c")]).expect_err("c exists");
+    let message = err.to_string();
+    assert!(message.contains("\"c\"") && message.contains("same call"), "says what to do: {message}");
+    // The valid part of a refused call can still be done on its own.
+    ns.rename_logs(&[("a", "z")]).expect("rename");
+    assert_eq!(names(ns), ["b", "c", "z"]);
+}
+
+/// Rule 7: a watch opened before a rename follows the log it opened (now
+/// under the new name), never the log renamed into its old name; a scan
+/// opened before goes on reading the log it opened.
+pub fn watches_and_scans_follow_a_renamed_log(ns: &dyn Namespace) {
+    ns.create_log("w", LogConfig::unbounded()).expect("create");
+    ns.create_log("_shadow.w", LogConfig::unbounded().system()).expect("create");
+    for seq in 1..=3 {
+        ns.append("w", &value("w", seq)).expect("append");
+    }
+    ns.append("_shadow.w", b"shadow").expect("append");
+    let mut watch = ns.watch("w", 2).expect("watch");
+    assert_eq!(watch.next_timeout(Duration::from_secs(10)).expect("ok").expect("record").seq, 2);
+    let mut scan = ns.scan("w", SeqRange::from(1..=3)).expect("scan");
+    assert_eq!(scan.next().expect("some").expect("record").value, value("w", 1));
+    ns.rename_logs(&[("w", "_gen.w.1"), ("_shadow.w", "w")]).expect("shift");
+    assert_eq!(scan.next().expect("some").expect("record").value, value("w", 2), "the scan reads the log it opened");
+    assert_eq!(scan.next().expect("some").expect("record").value, value("w", 3));
+    assert!(scan.next().is_none());
+    drop(scan);
+    let record = watch.next_timeout(Duration::from_secs(10)).expect("ok").expect("record 3");
+    assert_eq!((record.seq, record.value.to_vec()), (3, value("w", 3)));
+    // The log now named `w` gets a record 2: the watch must not see it.
+    ns.append("w", b"not for the watch").expect("append");
+    ns.append("_gen.w.1", &value("w", 4)).expect("append");
+    let record = watch.next_timeout(Duration::from_secs(10)).expect("ok").expect("record 4");
+    assert_eq!((record.seq, record.value.to_vec()), (4, value("w", 4)), "the watch follows the renamed log");
+    assert!(watch.next_timeout(Duration::from_millis(20)).expect("ok").is_none());
+}
+
+/// For a backend that cannot rename atomically: every rename is refused with
+/// `Unsupported` (saying what to do instead) and changes nothing.
+pub fn renames_are_refused_as_unsupported(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    ns.append("a", b"a1").expect("append");
+    let before = snapshot(ns);
+    let err = ns.rename_logs(&[("a", "b")]).expect_err("unsupported");
+    assert!(matches!(err, LogError::Unsupported { .. }), "{err}");
+    assert!(err.to_string().contains("rename"), "{err}");
+    assert_eq!(snapshot(ns), before);
 }

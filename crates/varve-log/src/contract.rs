@@ -22,6 +22,12 @@
 //!    begin with `_` are reserved for the system and only created through
 //!    [`LogConfig::system`].
 //! 6. **Readers never block the writer**; any number of threads may read.
+//! 7. **Atomic renames.** [`Namespace::rename_logs`] renames several logs in
+//!    one step, also across a crash: every rename of the call or none. A
+//!    log keeps its records, seqs, retention and readers under its new
+//!    name; its `system` flag follows the name (`true` exactly when the new
+//!    name begins with `_`). Scans and watches follow the log they opened,
+//!    not its name.
 //!
 //! The traits are object safe and synchronous, so a layer above holds an
 //! `Arc<dyn Namespace>` and works unchanged over memory, the embedded journal,
@@ -245,6 +251,12 @@ impl Limits {
 /// Longest log or namespace name, in bytes.
 pub const NAME_BYTES_MAX: usize = 200;
 
+/// Most `(from, to)` pairs one [`Namespace::rename_logs`] call takes (more is
+/// `InvalidArgument`). Bounds the journal's rename frame (about 200 bytes a
+/// pair, so under 1 MiB, far below `FRAME_BODY_BYTES_MAX`) and the work done
+/// under the writer's lock; a repair swaps a handful of logs at a time.
+pub const RENAMES_PER_CALL_MAX: usize = 4096;
+
 /// Check a log or namespace name against the naming rules.
 ///
 /// `system` allows the `_` prefix that is reserved for Varve's own logs.
@@ -283,6 +295,33 @@ pub trait Namespace: Send + Sync {
     /// Delete a log and all its records. Its name may then be created again,
     /// as a new log whose seqs start at 1.
     fn delete_log(&self, log: &str) -> Result<()>;
+
+    /// Rename logs, all at once or not at all. Each `(from, to)`: `from` must
+    /// exist; `to` must not exist unless it is itself a `from` of the same call
+    /// (so a swap `[(a, b), (b, a)]` or a shift `[(a, _gen.a.1), (_shadow.a, a)]`
+    /// is one step). A log keeps its records, seqs, retention and config under
+    /// its new name, except `config.system`, which follows the name: `true`
+    /// exactly when the new name begins with `_` (targets may be system names,
+    /// so that old generations can be kept under `_gen.…`; a log renamed to a
+    /// plain name is then created again idempotently with a plain config).
+    /// After the call the old names are free (`LogNotFound`, or a log renamed
+    /// into them); a log created under a freed name is a new log from seq 1.
+    ///
+    /// Scans and watches opened before the call follow the log they opened,
+    /// not its name: a watch on `a` goes on yielding the records of the log
+    /// now named `b`, never those of a log renamed or created into `a`.
+    ///
+    /// Errors, checked in this order before anything changes (a failed
+    /// rename changes nothing): more than [`RENAMES_PER_CALL_MAX`] pairs
+    /// (`InvalidArgument`); a name that breaks the naming rules
+    /// (`InvalidName`; `_` names are allowed on both sides); a name twice as
+    /// `from` or twice as `to` (`InvalidArgument`); an unknown `from`
+    /// (`LogNotFound`); a `to` that exists and is not renamed away by the same
+    /// call (`RenameTargetExists`). A backend that cannot rename atomically
+    /// refuses every call with `Unsupported` (the NATS backend: a log's name
+    /// is its subject). An empty list is a no-op that succeeds, and so is
+    /// `(a, a)`.
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()>;
 
     /// Every log, in name order.
     fn list_logs(&self) -> Result<Vec<LogInfo>>;

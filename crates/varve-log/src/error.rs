@@ -107,6 +107,29 @@ pub enum LogError {
         requested: String,
     },
 
+    /// `rename_logs` would rename a log onto a name another log holds, which
+    /// the same call does not rename away.
+    #[error("cannot rename log {from:?} to {to:?} in namespace {namespace:?}: a log named {to:?} exists and this call does not rename it away; delete it first, or rename it in the same call (a swap or a shift is one call)")]
+    RenameTargetExists {
+        /// The namespace.
+        namespace: String,
+        /// The log that was to be renamed.
+        from: String,
+        /// The name it was to take, which another log holds.
+        to: String,
+    },
+
+    /// The backend cannot do this operation at all; retrying will not help.
+    #[error("{target} cannot {operation}: {reason}")]
+    Unsupported {
+        /// The store, as its URI or backend name (`nats://127.0.0.1:4222`).
+        target: String,
+        /// What was asked, as a phrase (`"rename logs"`).
+        operation: String,
+        /// Why not, and what to do instead.
+        reason: String,
+    },
+
     /// The arguments make no sense (an empty batch, a bad range, keep = 0 …).
     #[error("invalid argument: {reason}")]
     InvalidArgument {

@@ -1,5 +1,6 @@
 //! The memory backend: for tests and ephemeral state. Nothing survives the
-//! process; everything else in the contract holds.
+//! process; everything else in the contract holds. Logs are kept by an id
+//! that a rename keeps, so scans and watches follow the log they opened.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -48,6 +49,7 @@ impl Store for MemoryStore {
 }
 
 struct MemoryLog {
+    name: String,
     config: LogConfig,
     latest: Seq,
     /// Records `earliest..=latest`, oldest first.
@@ -63,8 +65,8 @@ impl MemoryLog {
         }
     }
 
-    fn info(&self, name: &str) -> LogInfo {
-        LogInfo { name: name.to_owned(), config: self.config, earliest: self.earliest(), latest: self.latest }
+    fn info(&self) -> LogInfo {
+        LogInfo { name: self.name.clone(), config: self.config, earliest: self.earliest(), latest: self.latest }
     }
 
     fn push(&mut self, value: Bytes) -> Seq {
@@ -77,10 +79,31 @@ impl MemoryLog {
         self.latest
     }
 
-    fn get(&self, name: &str, seq: Seq) -> Result<Bytes> {
-        rules::check_readable(name, seq, self.earliest(), self.latest)?;
+    fn get(&self, seq: Seq) -> Result<Bytes> {
+        rules::check_readable(&self.name, seq, self.earliest(), self.latest)?;
         let index = usize::try_from(seq - self.earliest()).expect("in-memory index fits usize");
         Ok(self.records[index].clone())
+    }
+}
+
+/// A log's identity for the life of the namespace: never reused, kept
+/// across renames, so that scans and watches follow the log they opened.
+type LogId = u64;
+
+/// The logs of a namespace, found by name and by id.
+///
+/// Invariant: `by_name` maps each log's `name` to its id, and nothing else.
+#[derive(Default)]
+struct Logs {
+    /// foldhash, as the journal's catalog (see `journal::catalog`).
+    by_name: HashMap<String, LogId, foldhash::fast::RandomState>,
+    by_id: HashMap<LogId, MemoryLog, foldhash::fast::RandomState>,
+    next_id: LogId,
+}
+
+impl Logs {
+    fn get(&self, name: &str) -> Option<&MemoryLog> {
+        self.by_id.get(self.by_name.get(name)?)
     }
 }
 
@@ -93,8 +116,7 @@ pub struct MemoryNamespace {
 struct Shared {
     name: String,
     limits: Limits,
-    /// foldhash, as the journal's catalog (see `journal::state`).
-    logs: RwLock<HashMap<String, MemoryLog, foldhash::fast::RandomState>>,
+    logs: RwLock<Logs>,
     notifier: Arc<Notifier>,
 }
 
@@ -117,16 +139,33 @@ impl Shared {
         f(logs.get(log).ok_or_else(|| self.not_found(log))?)
     }
 
+    /// The id of the log named `log` now.
+    fn id_of(&self, log: &str) -> Result<LogId> {
+        let logs = self.logs.read().unwrap_or_else(PoisonError::into_inner);
+        logs.by_name.get(log).copied().ok_or_else(|| self.not_found(log))
+    }
+
+    /// Read the log `id` (whatever its name now); `opened_as` names it in
+    /// the error once it is deleted.
+    fn read_id<T>(&self, id: LogId, opened_as: &str, f: impl FnOnce(&MemoryLog) -> Result<T>) -> Result<T> {
+        let logs = self.logs.read().unwrap_or_else(PoisonError::into_inner);
+        f(logs.by_id.get(&id).ok_or_else(|| self.not_found(opened_as))?)
+    }
+
     fn append_checked(&self, batch: &[(&str, &[u8])], expect: rules::Expect<'_>) -> Result<Vec<Seq>> {
         rules::check_batch(&self.limits, batch)?;
         let mut logs = self.logs.write().unwrap_or_else(PoisonError::into_inner);
-        rules::assign_seqs(batch, expect, |log| {
-            let state = logs.get(log).ok_or_else(|| self.not_found(log))?;
-            Ok((log, rules::LogBounds { latest: state.latest, retention: state.config.retention }))
+        let ids_and_seqs = rules::assign_seqs(batch, expect, |log| {
+            let id = *logs.by_name.get(log).ok_or_else(|| self.not_found(log))?;
+            let state = &logs.by_id[&id];
+            Ok((id, rules::LogBounds { latest: state.latest, retention: state.config.retention }))
         })?;
         let seqs = batch
             .iter()
-            .map(|(log, value)| logs.get_mut(*log).expect("checked above").push(Bytes::copy_from_slice(value)))
+            .zip(ids_and_seqs)
+            .map(|((_, value), (id, _))| {
+                logs.by_id.get_mut(&id).expect("checked above").push(Bytes::copy_from_slice(value))
+            })
             .collect();
         drop(logs);
         self.notifier.notify();
@@ -145,26 +184,51 @@ impl Namespace for MemoryNamespace {
         if let Some(existing) = logs.get(log) {
             return rules::check_recreate(log, &existing.config, &config);
         }
-        logs.insert(log.to_owned(), MemoryLog { config, latest: 0, records: VecDeque::new() });
+        let id = logs.next_id;
+        logs.next_id += 1;
+        logs.by_name.insert(log.to_owned(), id);
+        logs.by_id.insert(id, MemoryLog { name: log.to_owned(), config, latest: 0, records: VecDeque::new() });
         Ok(())
     }
 
     fn delete_log(&self, log: &str) -> Result<()> {
-        let removed = self.shared.logs.write().unwrap_or_else(PoisonError::into_inner).remove(log);
-        removed.ok_or_else(|| self.shared.not_found(log))?;
+        let mut logs = self.shared.logs.write().unwrap_or_else(PoisonError::into_inner);
+        let id = logs.by_name.remove(log).ok_or_else(|| self.shared.not_found(log))?;
+        logs.by_id.remove(&id);
+        drop(logs);
+        self.shared.notifier.notify();
+        Ok(())
+    }
+
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        let mut logs = self.shared.logs.write().unwrap_or_else(PoisonError::into_inner);
+        rules::check_renames(&self.shared.name, renames, |name| logs.by_name.contains_key(name))?;
+        let ids: Vec<LogId> = renames.iter().map(|(from, _)| logs.by_name[*from]).collect();
+        // Free every old name first, so that a swap or shift finds its targets free.
+        for (from, _) in renames {
+            logs.by_name.remove(*from);
+        }
+        for ((_, to), id) in renames.iter().zip(ids) {
+            let previous = logs.by_name.insert((*to).to_owned(), id);
+            debug_assert!(previous.is_none(), "check_renames: every target is free or freed");
+            let log = logs.by_id.get_mut(&id).expect("by_name points at existing logs");
+            (*to).clone_into(&mut log.name);
+            log.config = rules::config_renamed(log.config, to);
+        }
+        drop(logs);
         self.shared.notifier.notify();
         Ok(())
     }
 
     fn list_logs(&self) -> Result<Vec<LogInfo>> {
         let logs = self.shared.logs.read().unwrap_or_else(PoisonError::into_inner);
-        let mut infos: Vec<LogInfo> = logs.iter().map(|(name, log)| log.info(name)).collect();
+        let mut infos: Vec<LogInfo> = logs.by_id.values().map(MemoryLog::info).collect();
         infos.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(infos)
     }
 
     fn log_info(&self, log: &str) -> Result<LogInfo> {
-        self.shared.read(log, |state| Ok(state.info(log)))
+        self.shared.read(log, |state| Ok(state.info()))
     }
 
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
@@ -180,28 +244,33 @@ impl Namespace for MemoryNamespace {
     }
 
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
-        self.shared.read(log, |state| state.get(log, seq))
+        self.shared.read(log, |state| state.get(seq))
     }
 
     fn scan(&self, log: &str, range: SeqRange) -> Result<Scan<'_>> {
+        let id = self.shared.id_of(log)?;
         let bounds = self
             .shared
-            .read(log, |state| rules::clip_scan(log, range.first, range.last, state.earliest(), state.latest))?;
+            .read_id(id, log, |state| rules::clip_scan(log, range.first, range.last, state.earliest(), state.latest))?;
         let Some((first, last)) = bounds else { return Ok(Box::new(std::iter::empty())) };
         let log = log.to_owned();
-        Ok(Box::new((first..=last).map(move |seq| Ok(Record { seq, value: self.get(&log, seq)? }))))
+        // By id: the scan reads the log it opened, whatever it is renamed to.
+        Ok(Box::new(
+            (first..=last).map(move |seq| Ok(Record { seq, value: self.shared.read_id(id, &log, |s| s.get(seq))? })),
+        ))
     }
 
     fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
-        self.log_info(log)?;
+        let id = self.shared.id_of(log)?;
         let shared = self.shared.clone();
         let log = log.to_owned();
+        // By id: the watch follows the log it opened across renames.
         let fetch = Box::new(move |seq| {
-            shared.read(&log, |state| {
+            shared.read_id(id, &log, |state| {
                 if seq > state.latest {
                     return Ok(None);
                 }
-                Ok(Some(Record { seq, value: state.get(&log, seq)? }))
+                Ok(Some(Record { seq, value: state.get(seq)? }))
             })
         });
         let source = NotifiedWatch { fetch, notifier: self.shared.notifier.clone(), poll: None };

@@ -1,7 +1,9 @@
 //! The contract's rules as plain functions, shared by every backend so that
 //! they decide alike (the conformance suite checks that they do).
 
-use crate::contract::{validate_name, Limits, LogConfig, OnFull, Retention, Seq};
+use std::collections::HashSet;
+
+use crate::contract::{validate_name, Limits, LogConfig, OnFull, Retention, Seq, RENAMES_PER_CALL_MAX};
 use crate::error::{LogError, Result};
 
 /// Bytes of per-record overhead counted against `Limits::batch_bytes_max`
@@ -108,6 +110,68 @@ pub fn assign_seqs<'b, K: Copy + PartialEq>(
         check_room(name, bounds.retention, bounds.latest, *count)?;
     }
     Ok(seqs)
+}
+
+/// The checks of a `rename_logs` call that need no state: the number of
+/// pairs, the names (`_` names allowed on both sides), and no name twice as
+/// `from` or twice as `to`. A client of a remote store checks here too, so
+/// it never sends what would be refused.
+pub fn check_rename_arguments(renames: &[(&str, &str)]) -> Result<()> {
+    if renames.len() > RENAMES_PER_CALL_MAX {
+        return Err(LogError::InvalidArgument {
+            reason: format!(
+                "a rename of {} logs is more than the {RENAMES_PER_CALL_MAX} one call takes: split it into several calls",
+                renames.len()
+            ),
+        });
+    }
+    for (from, to) in renames {
+        validate_name(from, true)?;
+        validate_name(to, true)?;
+    }
+    named_once("`from`", renames.iter().map(|(from, _)| *from))?;
+    named_once("`to`", renames.iter().map(|(_, to)| *to))
+}
+
+/// `InvalidArgument` for the first name `names` holds twice.
+fn named_once<'a>(side: &str, mut names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = HashSet::new();
+    match names.find(|name| !seen.insert(*name)) {
+        Some(name) => Err(LogError::InvalidArgument {
+            reason: format!(
+                "log {name:?} is named twice as {side} in one rename: each log is renamed at most once per call, and each name given to one log"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Check a `rename_logs` call against the contract, in the order every
+/// backend reports its errors: first [`check_rename_arguments`], then each
+/// `from` must exist (`LogNotFound`, in call order), then each `to` must be
+/// free or renamed away by the same call (`RenameTargetExists`, in call
+/// order). `exists(name)` says whether a log of that name exists now.
+pub fn check_renames(namespace: &str, renames: &[(&str, &str)], mut exists: impl FnMut(&str) -> bool) -> Result<()> {
+    check_rename_arguments(renames)?;
+    if let Some((from, _)) = renames.iter().find(|(from, _)| !exists(from)) {
+        return Err(LogError::LogNotFound { namespace: namespace.to_owned(), log: (*from).to_owned() });
+    }
+    let froms: HashSet<&str> = renames.iter().map(|(from, _)| *from).collect();
+    if let Some((from, to)) = renames.iter().find(|(_, to)| !froms.contains(to) && exists(to)) {
+        return Err(LogError::RenameTargetExists {
+            namespace: namespace.to_owned(),
+            from: (*from).to_owned(),
+            to: (*to).to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The configuration a log has after a rename to `to`: its own, with
+/// `system` following the name (see [`crate::Namespace::rename_logs`]).
+#[must_use]
+pub fn config_renamed(config: LogConfig, to: &str) -> LogConfig {
+    LogConfig { system: to.starts_with('_'), ..config }
 }
 
 /// Validate a `create_log` request's name and config.

@@ -1,6 +1,7 @@
 //! The journal's byte format is frozen by committed fixtures: this build must
-//! write exactly the bytes of `tests/fixtures/format-v2/` for the same
-//! operations, and read every older format's fixture (`format-v1/`) too.
+//! write exactly the bytes of `tests/fixtures/format-v3/` for the same
+//! operations, and read every older format's fixture (`format-v1/`,
+//! `format-v2/`) too.
 //! Changing the format is a conscious act: bump `FORMAT_VERSION`, describe it
 //! in `docs/design.md`, keep the old fixture, and write the new one with
 //! `VARVE_WRITE_FIXTURES=1 cargo test -p varve-log --test format_fixture`.
@@ -10,23 +11,27 @@ use std::path::{Path, PathBuf};
 use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, OnFull, SeqRange, SyncPolicy};
 
 /// The format this build writes.
-const CURRENT: &str = "format-v2";
+const CURRENT: &str = "format-v3";
 /// Every format this build must still read.
-const READABLE: [&str; 2] = ["format-v1", "format-v2"];
+const READABLE: [&str; 3] = ["format-v1", "format-v2", "format-v3"];
 
 fn fixture_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
-/// The operations the fixture records: every frame kind appears.
+/// The operations the fixture records: every frame kind appears. The two
+/// logs are created under each other's names and swapped by one
+/// `RenameLogs` frame (format 3), so the logs every fixture must hold come
+/// out right only if the rename is read back.
 fn write_journal(dir: &Path) {
     let options = JournalOptions { segment_bytes_max: 4096, sync: SyncPolicy::Never, ..JournalOptions::default() };
     let ns = JournalNamespace::open(dir, "fixture", options).expect("open");
-    ns.create_log("readings", LogConfig::unbounded()).expect("create");
-    ns.create_log("latest", LogConfig::keep(2, OnFull::Overwrite)).expect("create");
+    ns.create_log("latest", LogConfig::unbounded()).expect("create");
+    ns.create_log("readings", LogConfig::keep(2, OnFull::Overwrite)).expect("create");
     ns.create_log("doomed", LogConfig::keep(9, OnFull::Refuse)).expect("create");
     ns.append("doomed", b"soon gone").expect("append");
     ns.delete_log("doomed").expect("delete");
+    ns.rename_logs(&[("latest", "readings"), ("readings", "latest")]).expect("swap");
     for i in 0..60u32 {
         let reading = format!("sensor-{} {}.{}", i % 3, 20 + i % 7, i % 10);
         ns.append_batch(&[("readings", reading.as_bytes()), ("latest", &i.to_le_bytes())]).expect("batch");

@@ -537,6 +537,20 @@ impl Namespace for NatsNamespace {
         }
     }
 
+    /// Refused: a log's name is its subjects (`varve.<ns>.d.<log>` and
+    /// `.c.<log>`, see `names.rs`), and `JetStream` cannot move messages from
+    /// one subject to another. A rename would copy every record to the new
+    /// subjects, which is neither atomic across logs nor cheap, and a reader
+    /// between the copy and the purge would see both. There is no catalog of
+    /// names to change instead: the configuration subject *is* the catalog.
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        Err(LogError::Unsupported {
+            target: self.inner.target().to_owned(),
+            operation: format!("rename logs ({} in the call)", renames.len()),
+            reason: "a NATS JetStream namespace names each log by its subjects, and messages cannot move between subjects, so a rename cannot be atomic: copy the records to a log of the new name and delete the old one, or keep the namespace on the journal or `varve serve` to rename logs".into(),
+        })
+    }
+
     fn delete_log(&self, log: &str) -> Result<()> {
         let inner = &self.inner;
         inner.refresh(log)?;

@@ -34,6 +34,9 @@ impl Namespace for Tampering {
     fn delete_log(&self, log: &str) -> LogResult<()> {
         self.inner.delete_log(log)
     }
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> LogResult<()> {
+        self.inner.rename_logs(renames)
+    }
     fn list_logs(&self) -> LogResult<Vec<LogInfo>> {
         self.inner.list_logs()
     }

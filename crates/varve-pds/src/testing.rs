@@ -153,6 +153,9 @@ impl Namespace for FaultyNamespace {
     fn delete_log(&self, log: &str) -> Result<(), LogError> {
         self.write("delete_log", || self.inner.delete_log(log))
     }
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<(), LogError> {
+        self.write("rename_logs", || self.inner.rename_logs(renames))
+    }
     fn list_logs(&self) -> Result<Vec<LogInfo>, LogError> {
         self.check_alive()?;
         self.inner.list_logs()
@@ -277,6 +280,9 @@ impl Namespace for CountingNamespace {
     }
     fn delete_log(&self, log: &str) -> Result<(), LogError> {
         self.inner.delete_log(log)
+    }
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<(), LogError> {
+        self.inner.rename_logs(renames)
     }
     fn list_logs(&self) -> Result<Vec<LogInfo>, LogError> {
         self.inner.list_logs()

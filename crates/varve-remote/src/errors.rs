@@ -105,6 +105,14 @@ fn typed_error(target: &str, fields: &Fields<'_>) -> Result<LogError, String> {
             existing: f.text("existing")?,
             requested: f.text("requested")?,
         },
+        "rename_target_exists" => {
+            LogError::RenameTargetExists { namespace: f.text("namespace")?, from: f.text("from")?, to: f.text("to")? }
+        }
+        "unsupported" => LogError::Unsupported {
+            target: f.text("target")?,
+            operation: f.text("operation")?,
+            reason: f.text("reason")?,
+        },
         "invalid_name" => LogError::InvalidName { name: f.text("name")?, reason: name_rule(&f.text("reason")?) },
         "invalid_argument" => LogError::InvalidArgument { reason: f.text("reason")? },
         "too_large" => LogError::TooLarge {
@@ -166,7 +174,7 @@ fn too_large_what(what: &str) -> &'static str {
 
 /// `ReadOnly.operation` is a `&'static str`: the phrases the journal uses.
 fn read_only_operation(operation: &str) -> &'static str {
-    ["append", "create a log", "delete a log", "repair", "start a runtime"]
+    ["append", "create a log", "delete a log", "rename logs", "repair", "start a runtime"]
         .into_iter()
         .find(|known| *known == operation)
         .unwrap_or("write")

@@ -13,7 +13,9 @@ use varve_log::{validate_name, LogConfig, LogError, LogInfo, Namespace, Result, 
 use crate::client::{backoff, Answer, Call, Client, Effect, Failure};
 use crate::scan::RemoteScan;
 use crate::watch::RemoteWatch;
-use crate::wire::{parse_json, AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, LogsJson};
+use crate::wire::{
+    parse_json, AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, LogsJson, RenameJson,
+};
 
 /// Most sends of one [`RemoteNamespace::append_batch_once`], the first included.
 pub const ONCE_ATTEMPTS_MAX: u32 = 8;
@@ -176,6 +178,21 @@ impl Namespace for RemoteNamespace {
     fn delete_log(&self, log: &str) -> Result<()> {
         let operation = format!("delete log {log:?}");
         let call = Call::new(Method::DELETE, self.log_path(log, "")?, Effect::Once { operation });
+        self.client.send(&call).map(drop)
+    }
+
+    /// `POST …/rename` with RENAMES. Checked here first (names, count,
+    /// duplicates), so nothing is sent that would be refused for those; an
+    /// empty list sends nothing. Never resent: a second rename would find
+    /// its logs moved.
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        varve_log::rules::check_rename_arguments(renames)?;
+        if renames.is_empty() {
+            return Ok(());
+        }
+        let operation = format!("rename {} logs in namespace {:?}", renames.len(), self.name);
+        let call =
+            Call::new(Method::POST, self.path("/rename"), Effect::Once { operation }).json(&RenameJson::new(renames));
         self.client.send(&call).map(drop)
     }
 

@@ -120,6 +120,24 @@ impl<'a> BatchJson<'a> {
     }
 }
 
+/// RENAMES: `{"renames": [{"from": "a", "to": "b"}, …]}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct RenameJson<'a> {
+    renames: Vec<RenamePairJson<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct RenamePairJson<'a> {
+    from: &'a str,
+    to: &'a str,
+}
+
+impl<'a> RenameJson<'a> {
+    pub(crate) fn new(renames: &[(&'a str, &'a str)]) -> Self {
+        RenameJson { renames: renames.iter().map(|&(from, to)| RenamePairJson { from, to }).collect() }
+    }
+}
+
 /// The answer to an append: `{"seq": N}`, plus `"repeated": true` for a
 /// request id the server had already seen.
 #[derive(Debug, Deserialize)]

@@ -17,7 +17,7 @@ use crate::handler::HandlerSpec;
 use crate::requests::RequestMemory;
 use crate::shared::SharedFold;
 use crate::subscriptions::SubscriptionState;
-use crate::system_logs::EVENTS_LOG;
+use crate::system_logs::{is_runtime_log, EVENTS_LOG};
 use crate::worker::WorkState;
 
 /// The cause of an append: the event it descends from, and its trace.
@@ -106,11 +106,37 @@ impl Inner {
         Ok(self.ns.delete_log(name)?)
     }
 
+    /// Rename logs through the runtime, all at once (`Namespace::rename_logs`).
+    /// The runtime's own logs keep their names: a call that renames one, or
+    /// renames a log onto one, is refused. Handlers stay subscribed to the
+    /// names: a handler of `a` fires for appends to whichever log is named
+    /// `a` when they land.
+    pub(crate) fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        refuse_renaming_runtime_logs(renames)?;
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        Ok(self.ns.rename_logs(renames)?)
+    }
+
     /// Record a READ or LATEST event unless reads are not recorded.
     pub(crate) fn record_read(&self, event: Event) -> Result<()> {
         if self.options.record_reads {
             self.append_events(&[event])?;
         }
         Ok(())
+    }
+}
+
+/// Refuse a rename that touches one of the runtime's own logs (see
+/// `system_logs::is_runtime_log`): they keep their names.
+pub(crate) fn refuse_renaming_runtime_logs(renames: &[(&str, &str)]) -> Result<()> {
+    let touched = renames.iter().flat_map(|(from, to)| [*from, *to]).find(|name| is_runtime_log(name));
+    match touched {
+        Some(name) => Err(RuntimeError::InvalidArgument {
+            reason: format!(
+                "log {name:?} is one of the runtime's own logs, which keep their names: rename only other logs"
+            ),
+        }),
+        None => Ok(()),
     }
 }

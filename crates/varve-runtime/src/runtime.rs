@@ -114,6 +114,13 @@ impl Runtime {
         self.inner.delete_log(name)
     }
 
+    /// Rename logs, all at once (`Namespace::rename_logs`), through the
+    /// runtime; the runtime's own logs (`_events`, `_runtime.*`,
+    /// `_dead_letters`) keep their names. Subscriptions stay on the names.
+    pub fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        self.inner.rename_logs(renames)
+    }
+
     /// Canal's `create_topic`: a log plus an entry in the subscription log.
     pub fn create_topic(&self, topic: &str) -> Result<()> {
         self.inner.create_topic(topic)

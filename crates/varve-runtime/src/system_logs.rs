@@ -21,6 +21,14 @@ pub const HOST_LOG: &str = "_runtime.host";
 /// Records that kept failing: JSON `{handler, log, seq, trigger, attempts, reason, trace}`.
 pub const DEAD_LETTERS_LOG: &str = "_dead_letters";
 
+/// Whether `name` is one of the logs the runtime itself keeps (`_events`,
+/// `_dead_letters`, `_runtime.*`), which only the runtime writes and which
+/// must keep their names.
+#[must_use]
+pub(crate) fn is_runtime_log(name: &str) -> bool {
+    name == EVENTS_LOG || name == DEAD_LETTERS_LOG || name.starts_with("_runtime.")
+}
+
 /// Progress marks kept (the newest is the one read; older ones are history).
 pub(crate) const PROGRESS_MARKS_KEPT: u64 = 16;
 

@@ -158,6 +158,18 @@ impl NamespaceWriter {
         Ok(self.ns.delete_log(name)?)
     }
 
+    /// Rename logs, all at once (see `Namespace::rename_logs`); through the
+    /// runtime when there is one. The runtime's own logs (`_events`,
+    /// `_runtime.*`, `_dead_letters`) keep their names on either path.
+    pub fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        crate::inner::refuse_renaming_runtime_logs(renames)?;
+        let state = self.read_state();
+        if let Some(runtime) = &state.runtime {
+            return runtime.rename_logs(renames);
+        }
+        Ok(self.ns.rename_logs(renames)?)
+    }
+
     /// Stop the runtime writes go through, if any (`grace` for its running
     /// handlers, see [`Runtime::stop`]); later writes go straight to the log
     /// until a cause or a subscription asks for a runtime again.

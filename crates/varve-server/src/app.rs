@@ -61,6 +61,7 @@ pub fn router(state: Shared) -> Router {
         .route("/namespaces/{ns}/logs/{log}/watch", get(stream::watch))
         .route("/namespaces/{ns}/batch", post(routes::append_batch))
         .route("/namespaces/{ns}/sync", post(routes::sync))
+        .route("/namespaces/{ns}/rename", post(routes::rename_logs))
         .route("/namespaces/{ns}/objects/{store}/keys", get(objects::keys))
         .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions", get(objects::versions).post(objects::put))
         .route("/namespaces/{ns}/objects/{store}/keys/{key}/versions/{version}", get(objects::get))
@@ -127,6 +128,7 @@ fn operation(method: &Method, route: Option<&str>) -> &'static str {
         ("GET", "/namespaces/{ns}/logs/{log}/watch") => "watch",
         ("POST", "/namespaces/{ns}/batch") => "append_batch",
         ("POST", "/namespaces/{ns}/sync") => "sync",
+        ("POST", "/namespaces/{ns}/rename") => "rename_logs",
         _ => object_operation(method.as_str(), route),
     }
 }

@@ -159,6 +159,7 @@ fn log_parts(error: &LogError, put: &mut impl FnMut(&str, Value)) -> (StatusCode
             put("requested", json!(requested));
             (StatusCode::CONFLICT, "already_exists")
         }
+        error @ (LogError::RenameTargetExists { .. } | LogError::Unsupported { .. }) => rename_parts(error, put),
         LogError::InvalidName { name, reason } => {
             put("name", json!(name));
             put("reason", json!(reason));
@@ -207,6 +208,26 @@ fn log_parts(error: &LogError, put: &mut impl FnMut(&str, Value)) -> (StatusCode
         LogError::Io { context, .. } => {
             put("context", json!(context));
             (StatusCode::INTERNAL_SERVER_ERROR, "io")
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+/// The status and kind of the errors only a rename answers (a backend that
+/// cannot rename answers `unsupported`), their fields put with `put`.
+fn rename_parts(error: &LogError, put: &mut impl FnMut(&str, Value)) -> (StatusCode, &'static str) {
+    match error {
+        LogError::RenameTargetExists { namespace, from, to } => {
+            put("namespace", json!(namespace));
+            put("from", json!(from));
+            put("to", json!(to));
+            (StatusCode::CONFLICT, "rename_target_exists")
+        }
+        LogError::Unsupported { target, operation, reason } => {
+            put("target", json!(target));
+            put("operation", json!(operation));
+            put("reason", json!(reason));
+            (StatusCode::NOT_IMPLEMENTED, "unsupported")
         }
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }

@@ -24,7 +24,7 @@ use crate::app::Shared;
 use crate::error::ApiError;
 use crate::namespaces::Served;
 use crate::tokens::Permission;
-use crate::wire::{AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson};
+use crate::wire::{AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, RenameJson};
 
 /// The header that makes an append safe to send again (see `docs/http.md`).
 pub const REQUEST_ID_HEADER: &str = "varve-request-id";
@@ -252,6 +252,32 @@ pub async fn delete_log(State(state): State<Shared>, params: Params) -> Result<R
     let log = params.log()?.to_owned();
     let served = state.namespaces.for_read(params.ns())?;
     blocking(move || Ok(served.writer.delete_log(&log)?)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /v1/namespaces/NS/rename`: rename logs, all at once or none (body:
+/// RENAMES, see docs/http.md). A principal's token may not rename an
+/// object store's raw logs, as it may not write them.
+pub async fn rename_logs(
+    State(state): State<Shared>,
+    Extension(permission): Extension<Permission>,
+    params: Params,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    require_json(&parts.headers, false)?;
+    let body = read_body(body, &parts.headers, "rename body", JSON_OVERHEAD_BYTES).await?;
+    let renames = parse_json::<RenameJson>(&body)?.renames;
+    for pair in &renames {
+        refuse_raw_object_log(&permission, &pair.from)?;
+        refuse_raw_object_log(&permission, &pair.to)?;
+    }
+    let served = state.namespaces.for_write(params.ns())?;
+    blocking(move || {
+        let pairs: Vec<(&str, &str)> = renames.iter().map(|pair| (pair.from.as_str(), pair.to.as_str())).collect();
+        Ok(served.writer.rename_logs(&pairs)?)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

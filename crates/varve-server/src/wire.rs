@@ -44,6 +44,25 @@ impl From<Retention> for RetentionJson {
     }
 }
 
+/// The body of a rename: `{"renames": [{"from": "a", "to": "b"}, …]}`, all
+/// at once or none (`Namespace::rename_logs`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RenameJson {
+    /// The renames, in the order their errors are reported.
+    pub renames: Vec<RenamePairJson>,
+}
+
+/// One rename of a [`RenameJson`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RenamePairJson {
+    /// The log's name now.
+    pub from: String,
+    /// Its new name.
+    pub to: String,
+}
+
 /// The body of a create: a retention, and `system` for Varve's own `_` logs.
 #[derive(Clone, Copy, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -116,6 +116,24 @@ impl Catalog {
         self.slots.pop()
     }
 
+    /// Give each listed log its new name, all at once: the caller has checked
+    /// that every id exists once and that the new names are distinct and
+    /// free but for names the same call moves away.
+    pub(crate) fn rename(&mut self, renames: &[(u32, String)]) {
+        let slots: Vec<usize> =
+            renames.iter().map(|(id, _)| self.slot_of_id(*id).expect("the caller checked the ids")).collect();
+        for &slot in &slots {
+            self.unlink(slot);
+        }
+        for (&slot, (_, name)) in slots.iter().zip(renames) {
+            self.slots[slot].descriptor.name.clone_from(name);
+        }
+        for &slot in &slots {
+            self.link(slot);
+        }
+        debug_assert!(renames.iter().all(|(id, name)| self.by_name(name).map(|l| l.descriptor.id) == Some(*id)));
+    }
+
     fn slot_of_id(&self, id: u32) -> Option<usize> {
         let slots = &self.slots;
         self.by_id.find(self.hasher.hash_one(id), |&slot| slots[slot as usize].descriptor.id == id).map(|&s| s as usize)

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! (Kinds: 1 segment header, 2 create log, 3 delete log, 4 append, 5
-//! relocate, 6 append of one record — see `docs/design.md`.)
+//! relocate, 6 append of one record, 7 rename logs — see `docs/design.md`.)
 //!
 //! `header_crc` is CRC32C of the header's first 12 bytes, so a damaged length
 //! is never trusted. `body_crc` is CRC32C of the body — except that for
@@ -22,8 +22,11 @@ use crate::codec::{ByteReader, ByteWriter, ReadError};
 use crate::contract::{LogConfig, OnFull, Retention, Seq};
 
 pub(crate) const MAGIC: u16 = 0x5656; // "VV"
-/// Version 2 added `AppendOne`. Segments of version 1 are still read.
-pub(crate) const FORMAT_VERSION: u16 = 2;
+/// Version 2 added `AppendOne`, version 3 `RenameLogs`. Segments of
+/// versions 1 and 2 are still read. (A build that reads only up to 2 refuses a
+/// version 3 segment as `UnsupportedFormat`, rather than taking its rename
+/// frames for damage.)
+pub(crate) const FORMAT_VERSION: u16 = 3;
 /// The oldest segment format this build reads.
 pub(crate) const FORMAT_VERSION_READ_MIN: u16 = 1;
 pub(crate) const FRAME_HEADER_BYTES: usize = 16;
@@ -48,6 +51,8 @@ pub(crate) enum FrameKind {
     /// One record: an `Append` without the record count (format 2), since
     /// most appends are single records and 4 bytes is 4% of a 64 B record.
     AppendOne = 6,
+    /// Several logs take new names at once (format 3): `rename_logs`.
+    RenameLogs = 7,
 }
 
 impl FrameKind {
@@ -59,6 +64,7 @@ impl FrameKind {
             4 => FrameKind::Append,
             5 => FrameKind::Relocate,
             6 => FrameKind::AppendOne,
+            7 => FrameKind::RenameLogs,
             _ => return None,
         })
     }
@@ -161,7 +167,13 @@ pub(crate) enum FrameBody<'a> {
     DeleteLog(u32),
     Append(Vec<Entry<'a>>),
     Relocate(Vec<Entry<'a>>),
+    /// `(log id, new name)` pairs, applied all at once.
+    RenameLogs(Vec<(u32, String)>),
 }
+
+/// Bytes a rename takes at least in a `RenameLogs` body: log id and name
+/// length (names are at least one byte). Bounds the count a damaged body claims.
+const RENAME_BYTES_MIN: usize = 4 + 2 + 1;
 
 /// Why bytes at some offset are not a valid frame. The variants say how much
 /// of the frame can still be trusted, which is what salvaging needs.
@@ -301,6 +313,18 @@ pub(crate) fn encode_create(buf: &mut Vec<u8>, descriptor: &LogDescriptor) -> us
 pub(crate) fn encode_delete(buf: &mut Vec<u8>, log_id: u32) -> usize {
     let mut frame = FrameEncoder::begin(buf, FrameKind::DeleteLog);
     frame.put_u32(log_id);
+    frame.finish()
+}
+
+/// `count:u32` then `log_id:u32 name_len:u16 name` per rename.
+pub(crate) fn encode_rename(buf: &mut Vec<u8>, renames: &[(u32, &str)]) -> usize {
+    let mut frame = FrameEncoder::begin(buf, FrameKind::RenameLogs);
+    frame.put_u32(u32::try_from(renames.len()).expect("bounded by RENAMES_PER_CALL_MAX"));
+    for (id, name) in renames {
+        frame.put_u32(*id);
+        frame.put_u16(u16::try_from(name.len()).expect("names are at most 200 bytes"));
+        frame.put_bytes(name.as_bytes());
+    }
     frame.finish()
 }
 
@@ -479,6 +503,22 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
             return Ok(FrameBody::Append(parse_entries(frame.kind, frame.body)?))
         }
         FrameKind::Relocate => return Ok(FrameBody::Relocate(parse_entries(frame.kind, frame.body)?)),
+        FrameKind::RenameLogs => {
+            let count = reader.u32()? as usize;
+            if count > frame.body.len() / RENAME_BYTES_MIN {
+                return Err(damaged(&format!("rename count {count} cannot fit the frame")));
+            }
+            let mut renames = Vec::with_capacity(count);
+            for _ in 0..count {
+                let id = reader.u32()?;
+                let name = std::str::from_utf8(reader.bytes_u16()?).map_err(|_| damaged("log name is not UTF-8"))?;
+                if crate::contract::validate_name(name, true).is_err() {
+                    return Err(damaged(&format!("renamed log {name:?} breaks the naming rules")));
+                }
+                renames.push((id, name.to_owned()));
+            }
+            FrameBody::RenameLogs(renames)
+        }
     };
     reader.finish()?;
     Ok(body)

@@ -2,9 +2,10 @@
 //!
 //! One journal per namespace, in its own directory: segment files of
 //! CRC-framed records (see [`format`]). A frame is one append batch, so a
-//! multi-log batch is atomic by construction; log creation and deletion are
-//! frames too, and every segment begins with a header frame restating the
-//! whole catalog, so the journal alone is the source of truth. Each log's
+//! multi-log batch is atomic by construction; log creation, deletion and
+//! renaming (all the renames of one call in one frame) are frames too, and
+//! every segment begins with a header frame restating the whole catalog, so
+//! the journal alone is the source of truth. Each log's
 //! index (seq → position) is rebuilt on open.
 //!
 //! **Writers and readers.** One process writes a namespace: it holds an
@@ -83,6 +84,7 @@ use follower::Follower;
 use io::{FileSystem, SegmentIo};
 use lock::acquire_lock;
 use published::PublishedEnd;
+use read::LogRef;
 use recovery::{recover_as_reader, recover_as_writer, Tail};
 use scan::segment_path;
 use state::{SegmentState, State};
@@ -581,6 +583,10 @@ impl Namespace for JournalNamespace {
         self.shared.delete_log(log)
     }
 
+    fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        self.shared.rename_logs(renames)
+    }
+
     fn list_logs(&self) -> Result<Vec<LogInfo>> {
         self.shared.refresh()?;
         Ok(self.shared.read_state().infos())
@@ -591,11 +597,11 @@ impl Namespace for JournalNamespace {
     }
 
     fn latest(&self, log: &str) -> Result<Seq> {
-        Ok(self.shared.bounds(log)?.1)
+        Ok(self.shared.bounds(LogRef::Name(log))?.1)
     }
 
     fn earliest(&self, log: &str) -> Result<Seq> {
-        Ok(self.shared.bounds(log)?.0)
+        Ok(self.shared.bounds(LogRef::Name(log))?.0)
     }
 
     fn append(&self, log: &str, value: &[u8]) -> Result<Seq> {
@@ -615,33 +621,37 @@ impl Namespace for JournalNamespace {
     }
 
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
-        self.shared.get(log, seq)
+        self.shared.get(LogRef::Name(log), seq)
     }
 
     fn scan(&self, log: &str, range: SeqRange) -> Result<Scan<'_>> {
-        let (earliest, latest) = self.shared.bounds(log)?;
+        let id = self.shared.log_id(log)?;
+        let (earliest, latest) = self.shared.bounds(LogRef::Id(id, log))?;
         let Some((first, last)) = rules::clip_scan(log, range.first, range.last, earliest, latest)? else {
             return Ok(Box::new(std::iter::empty()));
         };
         Ok(Box::new(JournalScan {
             shared: &self.shared,
             log: log.to_owned(),
+            log_id: id,
             next: first,
             last,
             located: VecDeque::new(),
         }))
     }
 
+    /// Follows the log by its id: across renames (contract rule 7).
     fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
-        self.shared.bounds(log)?;
+        let id = self.shared.log_id(log)?;
         let shared = self.shared.clone();
         let log = log.to_owned();
         let fetch = Box::new(move |seq: Seq| {
-            let (_, latest) = shared.bounds(&log)?;
+            let log = LogRef::Id(id, &log);
+            let (_, latest) = shared.bounds(log)?;
             if seq > latest {
                 return Ok(None);
             }
-            Ok(Some(Record { seq, value: shared.get(&log, seq)? }))
+            Ok(Some(Record { seq, value: shared.get(log, seq)? }))
         });
         let poll = self.shared.options.read_only.then_some(self.shared.options.read_only_poll);
         let source = NotifiedWatch { fetch, notifier: self.shared.notifier.clone(), poll };
@@ -659,7 +669,10 @@ impl Namespace for JournalNamespace {
 /// by one; a seq the run does not cover goes through `get`, which says why.
 struct JournalScan<'a> {
     shared: &'a Shared,
+    /// The name the scan was opened by; it reads the log by `log_id`, so a
+    /// rename during the scan does not change what it reads.
     log: String,
+    log_id: u32,
     next: Seq,
     last: Seq,
     /// Located records for seqs `next..`, in order.
@@ -674,12 +687,13 @@ impl Iterator for JournalScan<'_> {
             return None;
         }
         let seq = self.next;
+        let log = LogRef::Id(self.log_id, &self.log);
         if self.located.is_empty() {
-            self.located = self.shared.locate_run(&self.log, seq, self.last).into();
+            self.located = self.shared.locate_run(log, seq, self.last).into();
         }
         let read = match self.located.pop_front() {
             Some(located) => self.shared.read_located(&located, &self.log, seq),
-            None => self.shared.get(&self.log, seq),
+            None => self.shared.get(log, seq),
         };
         match read {
             Ok(value) => {

@@ -48,19 +48,45 @@ impl Located {
 /// Most records a scan locates under one hold of the state lock.
 const SCAN_LOCATE_BATCH: usize = 256;
 
+/// A log as a read names it: by its name now, or by its id, as scans and
+/// watches do once opened, so that they follow the log across renames.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum LogRef<'a> {
+    Name(&'a str),
+    /// The log's id, and the name it was opened by (for `LogNotFound` once deleted).
+    Id(u32, &'a str),
+}
+
+impl<'a> LogRef<'a> {
+    fn find(self, state: &State) -> Option<&crate::journal::state::LogState> {
+        match self {
+            LogRef::Name(name) => state.log_by_name(name),
+            LogRef::Id(id, _) => state.logs.get(id),
+        }
+    }
+
+    /// The name the caller knows the log by.
+    fn name(self) -> &'a str {
+        match self {
+            LogRef::Name(name) | LogRef::Id(_, name) => name,
+        }
+    }
+}
+
 impl Shared {
     /// Where `seq` of `log` is, with the file to read it from; `Lost` for a
     /// record that no intact frame holds.
-    pub(super) fn locate(&self, log: &str, seq: Seq) -> Result<Located> {
+    pub(super) fn locate(&self, log: LogRef<'_>, seq: Seq) -> Result<Located> {
         let state = self.read_state();
-        let log_state = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
-        rules::check_readable(log, seq, log_state.earliest(), log_state.latest())?;
+        let log_state = log.find(&state).ok_or_else(|| self.not_found(log.name()))?;
+        let name = &log_state.descriptor.name;
+        rules::check_readable(name, seq, log_state.earliest(), log_state.latest())?;
         let position = log_state.position(seq).expect("readable seqs have positions");
         if position.lost_cause().is_some() {
             let run = log_state.lost_run_around(seq).expect("the position is lost");
             let cause = &state.loss_causes[run.cause];
             return Err(LogError::Lost {
-                log: log.to_owned(),
+                log: name.clone(),
                 first: run.first.max(log_state.earliest()),
                 last: run.last,
                 cause: Box::new(cause.clone()),
@@ -73,9 +99,9 @@ impl Shared {
     /// of them, under one hold of the state lock: the run of intact,
     /// readable records from `first` on. Empty when `first` itself is not
     /// readable (the caller's `get` then reports why).
-    pub(super) fn locate_run(&self, log: &str, first: Seq, last: Seq) -> Vec<Located> {
+    pub(super) fn locate_run(&self, log: LogRef<'_>, first: Seq, last: Seq) -> Vec<Located> {
         let state = self.read_state();
-        let Some(log_state) = state.log_by_name(log) else { return Vec::new() };
+        let Some(log_state) = log.find(&state) else { return Vec::new() };
         if first < log_state.earliest() {
             return Vec::new();
         }
@@ -86,7 +112,7 @@ impl Shared {
             .collect()
     }
 
-    pub(super) fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
+    pub(super) fn get(&self, log: LogRef<'_>, seq: Seq) -> Result<Bytes> {
         let located = match self.locate(log, seq) {
             Err(LogError::LogNotFound { .. } | LogError::SeqNotFound { .. }) if self.writer.is_none() => {
                 self.refresh()?;
@@ -94,7 +120,15 @@ impl Shared {
             }
             other => other?,
         };
-        located.read(&self.dir, log, seq)
+        located.read(&self.dir, log.name(), seq)
+    }
+
+    /// The id of the log named `log` now (read-only handles first catch up).
+    pub(super) fn log_id(&self, log: &str) -> Result<u32> {
+        if self.writer.is_none() {
+            self.refresh()?;
+        }
+        Ok(self.read_state().log_by_name(log).ok_or_else(|| self.not_found(log))?.descriptor.id)
     }
 
     /// Read a record [`Shared::locate_run`] found.
@@ -110,12 +144,12 @@ impl Shared {
     }
 
     /// `(earliest, latest)` of a log, without building a `LogInfo`.
-    pub(super) fn bounds(&self, log: &str) -> Result<(Seq, Seq)> {
+    pub(super) fn bounds(&self, log: LogRef<'_>) -> Result<(Seq, Seq)> {
         if self.writer.is_none() {
             self.refresh()?;
         }
         let state = self.read_state();
-        let log_state = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
+        let log_state = log.find(&state).ok_or_else(|| self.not_found(log.name()))?;
         Ok((log_state.earliest(), log_state.latest()))
     }
 }

@@ -338,6 +338,7 @@ impl Scanner<'_, '_> {
                 self.state.apply_create(descriptor).err().into_iter().collect()
             }
             FrameBody::DeleteLog(id) => self.state.apply_delete(id).err().into_iter().collect(),
+            FrameBody::RenameLogs(renames) => self.state.apply_rename(&renames).err().into_iter().collect(),
             FrameBody::Append(entries) => {
                 let mut problems = Vec::new();
                 for (index, entry) in entries.iter().enumerate() {

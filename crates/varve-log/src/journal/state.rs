@@ -207,8 +207,44 @@ impl State {
         Ok(())
     }
 
+    /// Logs take new names, all at once (a `RenameLogs` frame, or a segment
+    /// header that states names a reclaimed segment's renames gave). Each
+    /// `system` flag follows its new name (`rules::config_renamed`).
+    /// Refused whole, changing nothing, unless every id exists and is listed
+    /// once, and every new name is listed once and is free or held by a log
+    /// the same call renames.
+    pub(crate) fn apply_rename(&mut self, renames: &[(u32, String)]) -> Result<(), Inconsistency> {
+        let mut ids = std::collections::HashSet::new();
+        let mut names = std::collections::HashSet::new();
+        for (id, name) in renames {
+            if !self.logs.contains(*id) {
+                return Err(format!("rename of unknown log id {id}"));
+            }
+            if !ids.insert(*id) || !names.insert(name.as_str()) {
+                return Err(format!("rename names log id {id} or name {name:?} twice"));
+            }
+        }
+        for (id, name) in renames {
+            if let Some(holder) = self.logs.by_name(name) {
+                if !ids.contains(&holder.descriptor.id) {
+                    return Err(format!(
+                        "rename of log id {id} to {name:?}, which log id {} holds and keeps",
+                        holder.descriptor.id
+                    ));
+                }
+            }
+        }
+        self.logs.rename(renames);
+        for (id, name) in renames {
+            let log = self.logs.get_mut(*id).expect("checked above");
+            log.descriptor.config = rules::config_renamed(log.descriptor.config, name);
+        }
+        Ok(())
+    }
+
     /// A segment header restates the whole catalog: logs it lacks were deleted
-    /// in segments since reclaimed; logs it has may be ahead of what we have
+    /// in segments since reclaimed; logs it names otherwise than we know were
+    /// renamed there; logs it has may be ahead of what we have
     /// seen, when the records between were in reclaimed segments (a later
     /// `Relocate` frame supplies those still live) or in lost ones (`gap_cause`).
     ///
@@ -221,6 +257,17 @@ impl State {
         let gone: Vec<u32> = self.logs.ids().filter(|id| !listed.contains_key(id)).collect();
         for id in gone {
             problems.extend(self.apply_delete(id).err());
+        }
+        // Renames before creates: a log created since may have taken a name
+        // a renamed log gave up.
+        let renamed: Vec<(u32, String)> = header
+            .logs
+            .iter()
+            .filter(|d| self.logs.get(d.id).is_some_and(|log| log.descriptor.name != d.name))
+            .map(|d| (d.id, d.name.clone()))
+            .collect();
+        if !renamed.is_empty() {
+            problems.extend(self.apply_rename(&renamed).err());
         }
         for descriptor in &header.logs {
             if !self.logs.contains(descriptor.id) {

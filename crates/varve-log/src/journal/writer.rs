@@ -1,6 +1,6 @@
 //! The writing side of a namespace: the active segment, frames written at
 //! the end of the journal, the reserve that grows with them, segment rolls,
-//! and the operations that write (append, create and delete a log).
+//! and the operations that write (append, create, delete and rename logs).
 //!
 //! **Failures.** A write that fails before its frame is complete publishes
 //! nothing and changes no state: the next frame goes to the same place, and
@@ -380,6 +380,42 @@ impl Shared {
         self.write_catalog_frame(&mut writer)?;
         self.write_state().apply_delete(id).map_err(|reason| self.poison_inconsistent(&reason))?;
         self.housekeep(&mut writer);
+        let written = writer.written_total;
+        drop(writer);
+        self.notifier.notify();
+        self.acknowledge(written)
+    }
+}
+
+impl Shared {
+    /// All the renames of the call in one `RenameLogs` frame, so a crash
+    /// leaves all of them or none; checked first against the state under
+    /// the writer's lock, so nothing changes when one is refused.
+    pub(super) fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
+        rules::check_rename_arguments(renames)?;
+        if renames.is_empty() {
+            return Ok(());
+        }
+        if self.writer.is_none() {
+            self.refresh()?;
+            let state = self.read_state();
+            rules::check_renames(&self.name, renames, |name| state.log_by_name(name).is_some())?;
+            return Err(LogError::ReadOnly { namespace: self.name.clone(), operation: "rename logs" });
+        }
+        let mut writer = self.writer("rename logs")?;
+        let by_id: Vec<(u32, String)> = {
+            let state = self.read_state();
+            rules::check_renames(&self.name, renames, |name| state.log_by_name(name).is_some())?;
+            renames
+                .iter()
+                .map(|(from, to)| (state.log_by_name(from).expect("checked above").descriptor.id, (*to).to_owned()))
+                .collect()
+        };
+        writer.frame.clear();
+        let pairs: Vec<(u32, &str)> = by_id.iter().map(|(id, name)| (*id, name.as_str())).collect();
+        format::encode_rename(&mut writer.frame, &pairs);
+        self.write_catalog_frame(&mut writer)?;
+        self.write_state().apply_rename(&by_id).map_err(|reason| self.poison_inconsistent(&reason))?;
         let written = writer.written_total;
         drop(writer);
         self.notifier.notify();
