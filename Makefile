@@ -6,7 +6,7 @@ CARGO ?= cargo
 # Binaries land in $CARGO_TARGET_DIR when it is set (as cargo puts them).
 VARVE := $(or $(CARGO_TARGET_DIR),target)/release/varve
 
-.PHONY: demo test build bench bench-peers peers-deps bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats bench-object bench-schema nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
+.PHONY: demo test build bench bench-peers peers-deps bench-pds bench-pds-scale bench-part bench-runtime bench-serve bench-nats bench-object bench-schema bench-repair nats-server fuzz-part soak lint clean check-toolchain python test-python bench-python plot-deps
 
 # The Python package (bindings/python) is built into this virtual
 # environment; `make test` creates it on a fresh clone.
@@ -138,6 +138,9 @@ bench-object: build
 	$(VARVE) bench object --dir target/bench $(if $(QUICK),--quick)
 
 # Schema evolution: the retention models of seeds/003 (docs/benchmarks.md, "Schema evolution").
+bench-repair: build
+	$(VARVE) bench repair --dir target/bench $(if $(QUICK),--quick)
+
 bench-schema: build
 	$(VARVE) bench schema --dir target/bench $(if $(QUICK),--quick)
 

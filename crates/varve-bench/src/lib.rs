@@ -48,6 +48,7 @@ pub mod nats;
 pub mod object;
 pub mod pds;
 pub mod pds_scale;
+pub mod repair;
 pub mod runtime;
 pub mod schema;
 pub mod serve;

@@ -430,6 +430,10 @@ enum BenchCommand {
     /// Manual overhead T(retain)/T(manual) and the Automatic (lazy) overhead
     /// (T(auto) − T(manual))/T(manual), bytes written, first-access cost.
     Schema(BenchSchemaArgs),
+    /// Repair-graph construction (`varve repair plan`) over a temperature
+    /// application's event log of 100,000 and 1,000,000 events: reading
+    /// `_events`, the causal merge and the plan, per 100,000 events.
+    Repair(BenchRepairArgs),
 }
 
 #[derive(Debug, Args)]
@@ -443,6 +447,16 @@ struct BenchSchemaArgs {
     /// The seed of the inputs (printed in the report).
     #[arg(long, default_value_t = 3)]
     seed: u64,
+}
+
+#[derive(Debug, Args)]
+struct BenchRepairArgs {
+    /// Directory for the application's journal, on the disk to measure.
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// 10,000 events: a smoke run of seconds, not figures to publish.
+    #[arg(long)]
+    quick: bool,
 }
 
 #[derive(Debug, Args)]
@@ -1620,6 +1634,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
         BenchCommand::Nats(args) => bench::nats(&args.dir, args.quick, args.nats_server.as_deref()),
         BenchCommand::Object(args) => bench::object(&args.dir, args.quick, args.only.as_deref()),
         BenchCommand::Schema(args) => bench::schema(&args.dir, args.quick, args.seed),
+        BenchCommand::Repair(args) => bench::repair(&args.dir, args.quick),
     }
 }
 

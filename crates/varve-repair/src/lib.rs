@@ -24,7 +24,9 @@
 //! it — shadow logs, the replay with reads pinned, the atomic swap — is the
 //! part of issue 14 still to come; see `docs/repair.md`.
 
+mod execute;
 mod plan;
 mod render;
 
-pub use plan::{Correction, Outcome, RepairPlan, Rerun, Since, Why};
+pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
+pub use plan::{ChangedLog, Correction, Outcome, RepairPlan, Rerun, Since, Why};

@@ -15,10 +15,34 @@ use crate::trigger::AppendOptions;
 /// Most records one [`HandlerContext::scan`] returns (it materialises them).
 pub const SCAN_RECORDS_MAX: u64 = 100_000;
 
+/// What a handler's calls do while a repair replays one of its past runs
+/// (`varve-repair` implements it): reads come from the repaired history as
+/// the run originally saw it, appends go to shadow logs. Nothing is recorded
+/// in `_events` and no handler is triggered: the repair drives the replay.
+pub trait Replay {
+    /// The record at `seq` of `log`, as the replayed run sees it.
+    fn get(&self, log: &str, seq: Seq) -> Result<Bytes>;
+    /// The latest seq of `log` as the replayed run sees it.
+    fn latest(&self, log: &str) -> Result<Seq>;
+    /// Records of `log` in `range`, as the replayed run sees them.
+    fn scan(&self, log: &str, range: SeqRange) -> Result<Vec<Record>>;
+    /// Take the run's appends; returns the seqs they will have.
+    fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>>;
+}
+
+/// What a context's calls act on.
+#[derive(Clone, Copy)]
+pub(crate) enum Backing<'a> {
+    /// A running runtime: the store, with every call recorded.
+    Live(&'a Inner),
+    /// A repair replaying a past run.
+    Replay(&'a dyn Replay),
+}
+
 /// What a Rust handler gets: the triggering record and the API whose every
 /// call is recorded in `_events` with the FIRING as its cause.
 pub struct HandlerContext<'a> {
-    pub(crate) inner: &'a Inner,
+    pub(crate) backing: Backing<'a>,
     pub(crate) firing: EventId,
     pub(crate) trace: TraceId,
     pub(crate) handler: &'a str,
@@ -91,11 +115,14 @@ impl HandlerContext<'_> {
     }
 
     /// Append records to several logs atomically, with their triggers (and
-    /// the READ/LATEST events of the reads made since the last write).
+    /// the reads made since the last write, folded into the first APPEND).
     pub fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
+        let inner = match self.backing {
+            Backing::Live(inner) => inner,
+            Backing::Replay(replay) => return replay.append_batch(batch),
+        };
         let mut reads = self.reads.borrow_mut();
-        let seqs = self
-            .inner
+        let seqs = inner
             .append_request(
                 batch,
                 &AppendOptions { cause: Some(&self.cause()), reads: &reads, ..AppendOptions::default() },
@@ -107,7 +134,7 @@ impl HandlerContext<'_> {
 
     /// Keep a read for the next write (see [`HandlerContext`]'s `reads`).
     fn record_read(&self, read: impl FnOnce() -> ReadDep) {
-        if self.inner.options.record_reads {
+        if matches!(self.backing, Backing::Live(inner) if inner.options.record_reads) {
             self.reads.borrow_mut().push(read());
         }
     }
@@ -117,16 +144,52 @@ impl HandlerContext<'_> {
         self.append(topic, data)
     }
 
+    fn latest_unrecorded(&self, log: &str) -> Result<Seq> {
+        match self.backing {
+            Backing::Live(inner) => Ok(inner.ns.latest(log)?),
+            Backing::Replay(replay) => replay.latest(log),
+        }
+    }
+
+    /// A context for replaying a past run of `handler` on the record
+    /// `log`/`seq` holding `value`: every call goes to `replay`. The FIRING
+    /// and trace are those of the run replayed (for handlers that log them).
+    #[must_use]
+    pub fn replaying<'a>(
+        replay: &'a dyn Replay,
+        firing: EventId,
+        trace: TraceId,
+        handler: &'a str,
+        log: &'a str,
+        seq: Seq,
+        value: Bytes,
+    ) -> HandlerContext<'a> {
+        HandlerContext {
+            backing: Backing::Replay(replay),
+            firing,
+            trace,
+            handler,
+            log,
+            seq,
+            value,
+            attempt: 1,
+            reads: RefCell::new(Vec::new()),
+        }
+    }
+
     /// Read a record; recorded as READ `log`/`seq`.
     pub fn get(&self, log: &str, seq: Seq) -> Result<Bytes> {
-        let value = self.inner.ns.get(log, seq)?;
+        let value = match self.backing {
+            Backing::Live(inner) => inner.ns.get(log, seq)?,
+            Backing::Replay(replay) => replay.get(log, seq)?,
+        };
         self.record_read(|| ReadDep::read(log, seq, seq));
         Ok(value)
     }
 
     /// The latest seq of a log; recorded as LATEST with the seq returned.
     pub fn latest(&self, log: &str) -> Result<Seq> {
-        let seq = self.inner.ns.latest(log)?;
+        let seq = self.latest_unrecorded(log)?;
         self.record_read(|| ReadDep::latest(log, seq));
         Ok(seq)
     }
@@ -134,7 +197,13 @@ impl HandlerContext<'_> {
     /// Records in a range; recorded as one READ of `first..=last` actually returned.
     pub fn scan(&self, log: &str, range: impl Into<SeqRange>) -> Result<Vec<Record>> {
         let range = range.into();
-        let latest = self.inner.ns.latest(log)?;
+        let inner = match self.backing {
+            Backing::Live(inner) => inner,
+            // The repair clips the range to the history the run saw (and a
+            // scan's own look at the tail is not one of the run's LATESTs).
+            Backing::Replay(replay) => return replay.scan(log, range),
+        };
+        let latest = inner.ns.latest(log)?;
         let last = range.last.min(latest);
         if last >= range.first && last - range.first >= SCAN_RECORDS_MAX {
             return Err(RuntimeError::InvalidArgument {
@@ -150,7 +219,7 @@ impl HandlerContext<'_> {
             return Ok(Vec::new());
         }
         let range = SeqRange { first: range.first, last };
-        let records: Vec<Record> = self.inner.ns.scan(log, range)?.collect::<varve_log::Result<_>>()?;
+        let records: Vec<Record> = inner.ns.scan(log, range)?.collect::<varve_log::Result<_>>()?;
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
             self.record_read(|| ReadDep::read(log, first.seq, last.seq));
         }

@@ -157,7 +157,7 @@ mod worker;
 pub mod writer;
 
 pub use builder::{RuntimeBuilder, RuntimeOptions};
-pub use context::{HandlerContext, SCAN_RECORDS_MAX};
+pub use context::{HandlerContext, Replay, SCAN_RECORDS_MAX};
 pub use error::{Result, RuntimeError};
 pub use event::{Event, EventId, EventKind, HostId, ReadDep, ReadView, StoredEvent, TraceId};
 pub use handler::{HandlerFn, HandlerKind, HandlerResult, HandlerSpec};

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use varve_log::Seq;
 
 use crate::command;
-use crate::context::HandlerContext;
+use crate::context::{Backing, HandlerContext};
 use crate::error::{Result, RuntimeError};
 use crate::event::{trace_hex, Event, EventKind, ReadDep};
 use crate::handler::HandlerKind;
@@ -338,7 +338,7 @@ impl Inner {
         match &spec.kind {
             HandlerKind::Rust(f) => {
                 let mut ctx = HandlerContext {
-                    inner: self,
+                    backing: Backing::Live(self),
                     firing: self.event_id(firing),
                     trace: job.trace,
                     handler: &job.handler,

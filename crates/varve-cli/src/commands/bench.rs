@@ -92,6 +92,12 @@ pub fn object(dir: &Path, quick: bool, only: Option<&str>) -> anyhow::Result<()>
     print(&object::run(&options)?.to_markdown())
 }
 
+/// `varve bench repair`: repair-graph construction at 100k and 1M events.
+pub fn repair(dir: &Path, quick: bool) -> anyhow::Result<()> {
+    let options = varve_bench::repair::RepairBenchOptions::new(dir.to_owned(), quick);
+    print(&varve_bench::repair::run(&options)?.to_markdown())
+}
+
 /// `varve bench schema`: the retention models on typed records.
 pub fn schema(dir: &Path, quick: bool, seed: u64) -> anyhow::Result<()> {
     let options = varve_bench::schema::SchemaBenchOptions::new(dir.to_owned(), quick, seed);

@@ -238,7 +238,7 @@ pub(crate) fn all_events(ctx: &Context<'_>) -> anyhow::Result<Vec<StoredEvent>> 
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(trace::merge(&per_namespace))
+    Ok(trace::merge_owned(per_namespace))
 }
 
 /// `handler ls --json`: `{"namespace":…,"handlers":[{handler, logs, triggers, done, failed, dead_letters, pending}]}`.

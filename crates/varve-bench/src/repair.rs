@@ -1,0 +1,234 @@
+//! Repair-graph construction (`varve bench repair`, `make bench-repair`):
+//! how long `varve repair plan` takes to turn an application's event log
+//! into a plan, at 100,000 and 1,000,000 events.
+//!
+//! The application is the temperature example's shape (Sans-Souci §7.4.1):
+//! sensor readings appended in batches of 100 to `sens`, a `predict`
+//! handler that reads the latest `model` record (LATEST + READ) and appends
+//! a prediction to `pred`; a new model every 1,000 readings. One worker, on
+//! the embedded journal in a scratch directory (no fsync: the events are
+//! what is measured, not the disk). Five events per reading (APPEND and
+//! TRIGGER of the reading, FIRING, APPEND of the prediction carrying the
+//! folded reads, DONE).
+//!
+//! Timed, each the median of 5 repetitions: reading and decoding
+//! `_events` (`namespace_events`), the causal merge
+//! (`trace::merge`, as for several namespaces), and `RepairPlan::build`
+//! for a correction of the model record in the middle of the history
+//! (about half of the predictions depend on it). The goal is ≤ 100 ms per
+//! 100,000 events for the whole (read + merge + plan); Sans-Souci reports
+//! 2.6 s to parse 79,316 events (Table 7.3, their hardware — a figure from
+//! the paper, not measured here; no other system builds such a graph).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SeqRange, SyncPolicy};
+use varve_repair::{Correction, RepairPlan};
+use varve_runtime::trace::{merge_owned, RecordRef};
+use varve_runtime::{namespace_events, RetryPolicy, RuntimeBuilder};
+
+use crate::stats::median;
+use crate::table::{Align, Table};
+use crate::{fresh_dir, BenchError, Result};
+
+/// Readings per `append_batch`.
+const BATCH: usize = 100;
+/// Readings per model record.
+const READINGS_PER_MODEL: usize = 1_000;
+/// Events the application writes per reading.
+const EVENTS_PER_READING: usize = 5;
+/// Repetitions of each timing.
+const REPS: usize = 5;
+
+/// What `varve bench repair` runs.
+#[derive(Clone, Debug)]
+pub struct RepairBenchOptions {
+    /// Scratch directory (emptied first).
+    pub dir: PathBuf,
+    /// Event-log sizes to measure.
+    pub sizes: Vec<usize>,
+}
+
+impl RepairBenchOptions {
+    /// 100,000 and 1,000,000 events; `quick`: 10,000 (a smoke run).
+    #[must_use]
+    pub fn new(dir: PathBuf, quick: bool) -> RepairBenchOptions {
+        let sizes = if quick { vec![10_000] } else { vec![100_000, 1_000_000] };
+        RepairBenchOptions { dir, sizes }
+    }
+}
+
+/// One size's figures.
+#[derive(Clone, Debug)]
+pub struct RepairRow {
+    /// Events in `_events`.
+    pub events: usize,
+    /// Read and decode `_events`.
+    pub read: Duration,
+    /// The causal merge.
+    pub merge: Duration,
+    /// `RepairPlan::build`.
+    pub plan: Duration,
+    /// Handler runs the plan replays.
+    pub reruns: usize,
+    /// Records the plan changes.
+    pub changed: usize,
+}
+
+impl RepairRow {
+    fn total(&self) -> Duration {
+        self.read + self.merge + self.plan
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "event counts far below 2^52")]
+    fn per_100k(&self, d: Duration) -> f64 {
+        d.as_secs_f64() * 1e3 * 100_000.0 / self.events as f64
+    }
+}
+
+/// The figures of a run.
+#[derive(Clone, Debug)]
+pub struct RepairReport {
+    /// One row per size.
+    pub rows: Vec<RepairRow>,
+}
+
+impl RepairReport {
+    /// The table for docs/benchmarks.md.
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let mut table = Table::new(&[
+            ("events", Align::Right),
+            ("read + decode ms", Align::Right),
+            ("merge ms", Align::Right),
+            ("plan ms", Align::Right),
+            ("total ms", Align::Right),
+            ("total ms per 100k (goal ≤ 100)", Align::Right),
+            ("met?", Align::Left),
+            ("reruns", Align::Right),
+            ("records changed", Align::Right),
+            ("Sans-Souci, ms per 100k (paper)", Align::Right),
+        ]);
+        for row in &self.rows {
+            let per = row.per_100k(row.total());
+            table.row(vec![
+                row.events.to_string(),
+                format!("{:.1}", row.read.as_secs_f64() * 1e3),
+                format!("{:.1}", row.merge.as_secs_f64() * 1e3),
+                format!("{:.1}", row.plan.as_secs_f64() * 1e3),
+                format!("{:.1}", row.total().as_secs_f64() * 1e3),
+                format!("{per:.1}"),
+                if per <= 100.0 { "met".into() } else { "**missed**".into() },
+                row.reruns.to_string(),
+                row.changed.to_string(),
+                format!("{:.0}", 2_600.0 * 100_000.0 / 79_316.0),
+            ]);
+        }
+        table.to_markdown()
+    }
+}
+
+/// Build each size's event log with a real runtime, then time the plan.
+pub fn run(options: &RepairBenchOptions) -> Result<RepairReport> {
+    let mut rows = Vec::new();
+    for &events in &options.sizes {
+        let dir = fresh_dir(&options.dir, &format!("repair-{events}"))?;
+        eprintln!("  building an event log of ~{events} events in {}", dir.display());
+        let ns = build_app(&dir, events / EVENTS_PER_READING)?;
+        let row = measure(&*ns)?;
+        eprintln!(
+            "  {} events: read {:.1} ms, merge {:.1} ms, plan {:.1} ms ({} reruns)",
+            row.events,
+            row.read.as_secs_f64() * 1e3,
+            row.merge.as_secs_f64() * 1e3,
+            row.plan.as_secs_f64() * 1e3,
+            row.reruns
+        );
+        rows.push(row);
+    }
+    Ok(RepairReport { rows })
+}
+
+fn build_app(dir: &std::path::Path, readings: usize) -> Result<Arc<dyn Namespace>> {
+    let store = JournalStore::open(dir, JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() })?;
+    let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("temp")?);
+    let runtime = RuntimeBuilder::new(Arc::clone(&ns))
+        .concurrency(1)
+        .log("sens", LogConfig::unbounded())
+        .log("model", LogConfig::unbounded())
+        .log("pred", LogConfig::unbounded())
+        .handler("predict", RetryPolicy::default(), |ctx| {
+            let latest = ctx.latest("model")?;
+            let model = ctx.get("model", latest)?;
+            let mut out = ctx.record().to_vec();
+            out.extend_from_slice(&model);
+            ctx.append("pred", &out)?;
+            Ok(())
+        })
+        .subscribe("sens", "predict")
+        .start()?;
+    let mut done = 0;
+    while done < readings {
+        if done % READINGS_PER_MODEL == 0 {
+            // Readings before a new model are predicted with the old one.
+            if !runtime.wait_idle(Duration::from_secs(600)) {
+                return Err(BenchError::Check("the runtime did not go idle".into()));
+            }
+            runtime.append("model", format!("model {}", done / READINGS_PER_MODEL).as_bytes())?;
+        }
+        let n = BATCH.min(readings - done);
+        let values: Vec<Vec<u8>> =
+            (done..done + n).map(|i| format!("{}.{}", 20 + i % 5, i % 10).into_bytes()).collect();
+        let batch: Vec<(&str, &[u8])> = values.iter().map(|v| ("sens", v.as_slice())).collect();
+        runtime.append_batch(&batch)?;
+        done += n;
+    }
+    if !runtime.wait_idle(Duration::from_secs(600)) {
+        return Err(BenchError::Check("the runtime did not go idle".into()));
+    }
+    runtime.stop(Duration::from_secs(10));
+    Ok(ns)
+}
+
+fn measure(ns: &dyn Namespace) -> Result<RepairRow> {
+    let models = ns.latest("model")?;
+    let correction = vec![Correction::Record(RecordRef {
+        namespace: ns.name().to_owned(),
+        log: "model".into(),
+        seq: models.div_ceil(2).max(1),
+    })];
+    let none = HashSet::new();
+    let (mut read, mut merged_t, mut plan_t) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..REPS {
+        let start = Instant::now();
+        let events = namespace_events(ns, SeqRange::ALL)?;
+        read.push(start.elapsed());
+        let start = Instant::now();
+        let merged = merge_owned(vec![events]);
+        merged_t.push(start.elapsed());
+        let start = Instant::now();
+        let plan = RepairPlan::build(&merged, &correction, &none);
+        plan_t.push(start.elapsed());
+        last = Some((merged.len(), plan));
+    }
+    let (events, plan) = last.ok_or_else(|| BenchError::Check("no repetition ran".into()))?;
+    if plan.reruns.is_empty() {
+        return Err(BenchError::Check("the plan replays nothing: the correction reached no prediction".into()));
+    }
+    Ok(RepairRow {
+        events,
+        read: median_duration(&read),
+        merge: median_duration(&merged_t),
+        plan: median_duration(&plan_t),
+        reruns: plan.reruns.len(),
+        changed: plan.changed.iter().map(|c| c.seqs.len() + c.may_change.len()).sum(),
+    })
+}
+
+fn median_duration(values: &[Duration]) -> Duration {
+    Duration::from_secs_f64(median(values.iter().map(Duration::as_secs_f64).collect()))
+}
