@@ -8,7 +8,7 @@ show TRACE_ID --otel FILE`, `temperature graph --otel FILE`):
 with spanId / parentSpanId, a name like "FIRING smooth.0" or "APPEND cpu_raw.0"
 and `varve.*` attributes (varve.event.kind, varve.event.id, varve.log,
 varve.seq, varve.seq_last for a scan, varve.handler, varve.attempt). Spans may also carry OTLP `links`
-(the temperature example adds one from each READ/LATEST to the APPEND of the
+(the temperature example adds one from each read (a READ/LATEST event, or one folded into an APPEND or DONE) to the APPEND of the
 record it read).
 
 Each span becomes a box labelled with its name and its log:seq / attempt; a

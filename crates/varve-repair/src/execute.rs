@@ -184,6 +184,25 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         let shadow = make_shadow(&ns, &changed.log, changed.first, &mut outcome)?;
         shadows.insert((changed.namespace.clone(), changed.log.clone()), shadow);
     }
+    // Records appended without events before a log's first recorded one
+    // (before the runtime served the namespace) are placed now: a replayed
+    // run may read them.
+    let mut first_recorded: HashMap<LogKey, Seq> = HashMap::new();
+    for e in inputs.events {
+        if e.event.kind == EventKind::Append {
+            let key = (e.id.namespace.clone(), e.event.log.clone());
+            if shadows.get(&key).is_some_and(|shadow| e.event.seq >= shadow.first) {
+                first_recorded.entry(key).or_insert(e.event.seq);
+            }
+        }
+    }
+    for ((namespace, log), shadow) in &shadows {
+        let up_to = match first_recorded.get(&(namespace.clone(), log.clone())) {
+            Some(&seq) => seq - 1,
+            None => shadow.ns.latest(log)?,
+        };
+        fill(shadow, namespace, log, up_to, inputs.values, &mut outcome)?;
+    }
     let changing: HashSet<(&str, &str, Seq)> = plan
         .changed
         .iter()
@@ -198,13 +217,11 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         walk.replay_now(run)?;
     }
     let mut outcome = walk.outcome;
-    // Records after the last event (appended without events) are copied as they are.
-    for ((_, log), shadow) in &shadows {
+    // Records after the last event (appended without events) are copied,
+    // corrected where a correction names one of them.
+    for ((namespace, log), shadow) in &shadows {
         let original = shadow.ns.latest(log)?;
-        let have = shadow.ns.latest(&shadow.name)?;
-        if have < original {
-            outcome.written += copy(&shadow.ns, log, &shadow.name, have + 1, original)?;
-        }
+        fill(shadow, namespace, log, original, inputs.values, &mut outcome)?;
     }
     swap(&shadows, &mut outcome)?;
     Ok(outcome)
@@ -344,6 +361,8 @@ impl<'a> Walk<'a> {
             self.seen.borrow_mut().insert(key, seq);
             return Ok(());
         };
+        // Records appended without events since the last recorded one.
+        fill(shadow, namespace, log, seq - 1, self.inputs.values, &mut self.outcome)?;
         let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
         let value: Vec<u8> = if let Some(value) = self.inputs.values.get(&record) {
             self.outcome.changed += 1;
@@ -429,6 +448,31 @@ fn make_shadow(
         outcome.written += copy(ns, log, &name, 1, first - 1)?;
     }
     Ok(Shadow { ns: Arc::clone(ns), name, first })
+}
+
+/// Bring `shadow` up to `up_to` with the original's records (appended
+/// without events), corrected where a correction names one.
+fn fill(
+    shadow: &Shadow,
+    namespace: &str,
+    log: &str,
+    up_to: Seq,
+    values: &HashMap<RecordRef, Vec<u8>>,
+    outcome: &mut RepairOutcome,
+) -> Result<(), RepairError> {
+    for seq in shadow.ns.latest(&shadow.name)? + 1..=up_to {
+        let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
+        let value = match values.get(&record) {
+            Some(value) => {
+                outcome.changed += 1;
+                Bytes::copy_from_slice(value)
+            }
+            None => shadow.ns.get(log, seq)?,
+        };
+        shadow.ns.append(&shadow.name, &value)?;
+        outcome.written += 1;
+    }
+    Ok(())
 }
 
 fn copy(ns: &Arc<dyn Namespace>, from: &str, to: &str, first: Seq, last: Seq) -> Result<u64, RepairError> {

@@ -264,17 +264,22 @@ struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     fn new(corrections: &'a [Correction], not_replayable: &'a HashSet<String>) -> Pass<'a> {
+        // A corrected record changes from the start: no read can come
+        // before its APPEND, and one appended outside the runtime (no APPEND
+        // event) may still have been read.
         let mut pending = Seqs::new();
+        let mut changes = Seqs::new();
         for c in corrections {
             if let Correction::Record(r) = c {
                 add(&mut pending, &r.namespace, &r.log, r.seq);
+                add(&mut changes, &r.namespace, &r.log, r.seq);
             }
         }
         Pass {
             corrections,
             not_replayable,
             pending,
-            changes: Seqs::new(),
+            changes,
             maybe: Seqs::new(),
             shifting: HashMap::new(),
             runs: HashMap::new(),
@@ -294,10 +299,6 @@ impl<'a> Pass<'a> {
                 })
             })
             .collect();
-        // Corrected records not met still change (their logs need a shadow).
-        for r in &unrecorded {
-            add(&mut self.changes, &r.namespace, &r.log, r.seq);
-        }
         self.reruns.sort_by_key(|(position, _)| *position);
         let reruns: Vec<Rerun> = self.reruns.into_iter().map(|(_, r)| r).collect();
         let not_replayable: BTreeSet<String> =
@@ -493,13 +494,8 @@ impl<'a> Pass<'a> {
     fn append(&mut self, e: &StoredEvent) {
         let ev = &e.event;
         let namespace = e.id.namespace.as_str();
-        let corrected = self
-            .pending
-            .get_mut(namespace)
-            .and_then(|logs| logs.get_mut(ev.log.as_str()))
-            .is_some_and(|seqs| seqs.remove(&ev.seq));
-        if corrected {
-            add(&mut self.changes, namespace, &ev.log, ev.seq);
+        if let Some(seqs) = self.pending.get_mut(namespace).and_then(|logs| logs.get_mut(ev.log.as_str())) {
+            seqs.remove(&ev.seq);
         }
         let Some(parent) = &ev.parent else { return };
         let Some(run) = self.runs.get_mut(parent) else { return };

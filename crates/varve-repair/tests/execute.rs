@@ -329,3 +329,57 @@ fn runs_of_a_not_replayable_handler_are_refused_or_skipped_as_told() {
     assert_eq!(contents(&*ns, "a2"), before_a2, "h1's outputs are kept as they were");
     assert_ne!(contents(&*truth, "a2"), before_a2, "(running h1 again would have changed them)");
 }
+
+/// A corrected record appended outside the runtime (so without an APPEND
+/// event) is still corrected, and what read it is replayed.
+#[test]
+fn a_record_appended_outside_the_runtime_is_corrected_and_its_readers_replayed() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    for log in LOGS {
+        ns.create_log(log, LogConfig::unbounded()).expect("log");
+    }
+    ns.append("a3", &10_u64.to_le_bytes()).expect("a model, appended straight to the store");
+    let uses_model: HandlerFn = Arc::new(|ctx: &mut HandlerContext<'_>| {
+        let model = value(&ctx.get("a3", 1)?);
+        ctx.append("a1", &(value(ctx.record()) * model).to_le_bytes())?;
+        Ok(())
+    });
+    let runtime = RuntimeBuilder::new(Arc::clone(&ns))
+        .host(1)
+        .concurrency(1)
+        .register(HandlerSpec {
+            name: "h".into(),
+            kind: HandlerKind::Rust(Arc::clone(&uses_model)),
+            retry: RetryPolicy::default(),
+        })
+        .subscribe("in", "h")
+        .start()
+        .expect("runtime");
+    for i in 1..=3_u64 {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+        assert!(runtime.wait_idle(IDLE));
+    }
+    let events = runtime.events().expect("events");
+    runtime.stop(Duration::from_secs(5));
+    let record = RecordRef { namespace: "app".into(), log: "a3".into(), seq: 1 };
+    let plan = RepairPlan::build(&events, &[Correction::Record(record.clone())], &HashSet::new());
+    assert_eq!(plan.unrecorded, vec![record.clone()]);
+    assert_eq!(plan.reruns.len(), 3, "every run read the model\n{}", plan.to_text());
+    let namespaces = HashMap::from([("app".to_owned(), Arc::clone(&ns))]);
+    let handlers = HashMap::from([("h".to_owned(), uses_model)]);
+    let values = HashMap::from([(record, 100_u64.to_le_bytes().to_vec())]);
+    execute(
+        &plan,
+        &Inputs {
+            events: &events,
+            namespaces: &namespaces,
+            handlers: &handlers,
+            values: &values,
+            not_replayable: NotReplayable::Refuse,
+        },
+    )
+    .expect("repair");
+    assert_eq!(value(&ns.get("a3", 1).expect("model")), 100);
+    let outputs: Vec<u64> = contents(&*ns, "a1").iter().map(|v| value(v)).collect();
+    assert_eq!(outputs, vec![100, 200, 300]);
+}

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{json, Value};
 use varve_log::Seq;
 use varve_runtime::trace::span_id;
-use varve_runtime::{EventKind, StoredEvent};
+use varve_runtime::{EventKind, ReadView, StoredEvent};
 
 use crate::app::PREDICTION;
 
@@ -26,18 +26,17 @@ use crate::app::PREDICTION;
 pub fn prediction_graph(events: &[StoredEvent], seq: Seq) -> Vec<&StoredEvent> {
     let by_seq: HashMap<Seq, &StoredEvent> = events.iter().map(|e| (e.id.seq, e)).collect();
     let mut appends: HashMap<(&str, Seq), Seq> = HashMap::new();
-    let mut reads_of: HashMap<Seq, Vec<Seq>> = HashMap::new();
+    // Per FIRING, its reads: the event that records each (a READ/LATEST of
+    // its own, or the APPEND/DONE it is folded into) and the read.
+    let mut reads_of: HashMap<Seq, Vec<(Seq, ReadView<'_>)>> = HashMap::new();
     for e in events {
-        match e.event.kind {
-            EventKind::Append => {
-                appends.insert((e.event.log.as_str(), e.event.seq), e.id.seq);
+        if e.event.kind == EventKind::Append {
+            appends.insert((e.event.log.as_str(), e.event.seq), e.id.seq);
+        }
+        if let Some(parent) = &e.event.parent {
+            for read in e.event.read_views() {
+                reads_of.entry(parent.seq).or_default().push((e.id.seq, read));
             }
-            EventKind::Read | EventKind::Latest => {
-                if let Some(parent) = &e.event.parent {
-                    reads_of.entry(parent.seq).or_default().push(e.id.seq);
-                }
-            }
-            _ => {}
         }
     }
     let Some(&start) = appends.get(&(PREDICTION, seq)) else {
@@ -64,34 +63,35 @@ pub fn prediction_graph(events: &[StoredEvent], seq: Seq) -> Vec<&StoredEvent> {
     let mut other_firings = firings.get(1..).map(<[Seq]>::to_vec).unwrap_or_default();
     // The prediction's own predict is the first FIRING above its APPEND.
     if let Some(&predict) = firings.first() {
-        for &read in reads_of.get(&predict).map_or(&[][..], Vec::as_slice) {
-            let e = by_seq[&read];
-            if e.event.log == PREDICTION {
+        for &(recorded_in, read) in reads_of.get(&predict).map_or(&[][..], Vec::as_slice) {
+            if read.log == PREDICTION {
                 continue; // its "is it already done?" look: not an input
             }
-            chosen.insert(read);
+            chosen.insert(recorded_in);
             // The inputs are the single records it read; its scans (ranges
             // searched by timestamp) and LATEST look-ups are shown, not followed.
-            let single = e.event.kind == EventKind::Read && e.event.seq_last <= e.event.seq;
-            if let (true, Some(&append)) = (single, appends.get(&(e.event.log.as_str(), e.event.seq))) {
+            let single = read.kind == EventKind::Read && read.seq_last <= read.seq;
+            if let (true, Some(&append)) = (single, appends.get(&(read.log, read.seq))) {
                 other_firings.extend(chain(append, &mut chosen));
             }
         }
     }
-    // Of the other handlers (smooth, train), the range scans that gathered
-    // their inputs (the hour of raw readings, the training window), as leaves.
+    // Of the other handlers (smooth, train), the events recording the range
+    // scans that gathered their inputs (the hour of raw readings, the
+    // training window), as leaves.
     for firing in other_firings {
-        for &read in reads_of.get(&firing).map_or(&[][..], Vec::as_slice) {
-            if by_seq[&read].event.seq_last > by_seq[&read].event.seq {
-                chosen.insert(read);
+        for &(recorded_in, read) in reads_of.get(&firing).map_or(&[][..], Vec::as_slice) {
+            if read.seq_last > read.seq {
+                chosen.insert(recorded_in);
             }
         }
     }
     chosen.into_iter().map(|seq| by_seq[&seq]).collect()
 }
 
-/// Add OpenTelemetry span links from each READ/LATEST span to the APPEND
-/// span of every record it read (when that APPEND is in the export), so the
+/// Add OpenTelemetry span links from each span that records reads (a
+/// READ/LATEST event, or an APPEND/DONE with reads folded in) to the APPEND
+/// span of every record read (when that APPEND is in the export), so the
 /// read dependencies the DOT export draws dashed survive in the JSON too
 /// (`varve_runtime::trace::to_otel_json` carries only parent links).
 pub fn add_read_links(otel: &mut Value, events: &[&StoredEvent]) {
@@ -103,11 +103,11 @@ pub fn add_read_links(otel: &mut Value, events: &[&StoredEvent]) {
     }
     let mut links: HashMap<String, Vec<Value>> = HashMap::new();
     for e in events {
-        if !matches!(e.event.kind, EventKind::Read | EventKind::Latest) {
-            continue;
-        }
-        let targets: Vec<Value> = (e.event.seq..=e.event.seq_last.max(e.event.seq))
-            .filter_map(|seq| appends.get(&(e.event.log.as_str(), seq)))
+        let targets: Vec<Value> = e
+            .event
+            .read_views()
+            .flat_map(|read| (read.seq..=read.seq_last).map(move |seq| (read.log, seq)))
+            .filter_map(|key| appends.get(&key))
             .map(|a| {
                 json!({
                     "traceId": varve_runtime::event::trace_hex(a.event.trace),
