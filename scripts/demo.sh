@@ -115,6 +115,18 @@ mkdir -p target/demo
 t graph --data "$TDATA" --out target/demo/temperature_trace.png --dot target/demo/temperature_trace.dot --python "$PYTHON"
 echo "(the causal graph of the last prediction is in target/demo/temperature_trace.png: raw readings -> smooth -> predict, and the model's chain; Graphviz DOT in target/demo/temperature_trace.dot, OpenTelemetry JSON in target/demo/temperature_trace.json)"
 
+step "Repair (Sans-Souci §7.2): what a corrected reading of device 1 would change, without changing anything"
+# The plan follows the recorded reads and writes: smooth.1 on the corrected
+# reading, predict and train on what that smoothed, and so on. smooth also
+# reads its own last output (to skip work a re-run already did), so every
+# later smoothed reading of device 1 counts as depending on the correction:
+# a read is a dependency, whatever the handler does with it (docs/repair.md).
+tv --ns temperature repair plan --record cpu_raw.1:100 --manifest examples/temperature/app.toml \
+  --dot target/demo/repair_plan.dot > target/demo/repair_plan.txt
+head -n 8 target/demo/repair_plan.txt
+grep -A 12 '^logs that change' target/demo/repair_plan.txt
+echo "(the whole plan is in target/demo/repair_plan.txt, its graph in target/demo/repair_plan.dot; executing a repair is Rust-only so far: varve_repair::execute)"
+
 step "Versioned objects (UStore §4.1): vgit, a directory's versions; each file is an object, a commit names their versions"
 # examples/objects: three binaries on varve-object, built with the workspace.
 OBJECTS_BIN=${OBJECTS_BIN:-$(dirname "$VARVE")}
