@@ -19,7 +19,9 @@ pub const SCAN_RECORDS_MAX: u64 = 100_000;
 /// (`varve-repair` implements it): reads come from the repaired history as
 /// the run originally saw it, appends go to shadow logs. Nothing is recorded
 /// in `_events` and no handler is triggered: the repair drives the replay.
-pub trait Replay {
+/// `Sync`: a context may be lent to another thread (the Python bindings
+/// run a Python handler's calls on the thread holding the GIL).
+pub trait Replay: Sync {
     /// The record at `seq` of `log`, as the replayed run sees it.
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes>;
     /// The latest seq of `log` as the replayed run sees it.
