@@ -49,6 +49,8 @@ fn repair_plan_names_the_runs_to_replay_and_the_records_that_change() {
 [runtime]
 namespace = "app"
 sync = "never"
+# One worker: predictions land in input order (pred:3 is the third reading's).
+concurrency = 1
 
 [[log]]
 name = "sens"
