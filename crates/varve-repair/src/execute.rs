@@ -31,9 +31,8 @@
 //! a run retried after it wrote is refused; a swap spans one namespace at a
 //! time (each atomic, not all of them together).
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use varve_log::{LogError, Namespace, Record, Seq, SeqRange};
@@ -163,6 +162,14 @@ pub enum NotReplayable {
 
 type LogKey = (String, String);
 
+/// A lock of the replay's state. `Mutex`, not `RefCell`: a replaying
+/// `HandlerContext` must be `Send` like a live one (the Python binding lends
+/// it to whichever Python thread the handler hands it to), so the
+/// [`Replay`] behind it is `Sync`. Never contended: one run replays at a time.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The state of one shadow.
 struct Shadow {
     ns: Arc<dyn Namespace>,
@@ -232,7 +239,7 @@ struct Walk<'a> {
     skipped: Vec<bool>,
     /// Per log, the last seq whose APPEND the walk has passed: the history a
     /// run replayed at this point saw (later records did not exist for it).
-    seen: RefCell<HashMap<LogKey, Seq>>,
+    seen: Mutex<HashMap<LogKey, Seq>>,
     outcome: RepairOutcome,
 }
 
@@ -262,7 +269,7 @@ impl<'a> Walk<'a> {
                 .iter()
                 .map(|r| !r.replayable && inputs.not_replayable == NotReplayable::Skip)
                 .collect(),
-            seen: RefCell::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
             outcome,
             firing_of,
         };
@@ -341,7 +348,7 @@ impl<'a> Walk<'a> {
             self.replay_now(run)?;
         }
         let Some(shadow) = self.shadows.get(&key).filter(|shadow| seq >= shadow.first) else {
-            self.seen.borrow_mut().insert(key, seq);
+            lock(&self.seen).insert(key, seq);
             return Ok(());
         };
         let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
@@ -364,7 +371,7 @@ impl<'a> Walk<'a> {
             shadow.ns.get(log, seq)?.to_vec()
         };
         let at = shadow.ns.append(&shadow.name, &value)?;
-        self.seen.borrow_mut().insert(key, seq);
+        lock(&self.seen).insert(key, seq);
         self.outcome.written += 1;
         if at != seq {
             return Err(RepairError::Unsupported(format!(
@@ -461,10 +468,10 @@ struct View<'a> {
     /// Every record the repair changes: one not yet in its shadow cannot be read from the original.
     changing: &'a HashSet<(&'a str, &'a str, Seq)>,
     /// Per log, the last seq that existed when the run ran.
-    seen: &'a RefCell<HashMap<LogKey, Seq>>,
+    seen: &'a Mutex<HashMap<LogKey, Seq>>,
     /// LATEST values the original run got, per log, in call order.
-    pinned: RefCell<HashMap<String, std::collections::VecDeque<Seq>>>,
-    written: RefCell<HashMap<LogKey, Vec<Vec<u8>>>>,
+    pinned: Mutex<HashMap<String, std::collections::VecDeque<Seq>>>,
+    written: Mutex<HashMap<LogKey, Vec<Vec<u8>>>>,
 }
 
 impl<'a> View<'a> {
@@ -472,7 +479,7 @@ impl<'a> View<'a> {
         inputs: &'a Inputs<'a>,
         shadows: &'a HashMap<LogKey, Shadow>,
         changing: &'a HashSet<(&'a str, &'a str, Seq)>,
-        seen: &'a RefCell<HashMap<LogKey, Seq>>,
+        seen: &'a Mutex<HashMap<LogKey, Seq>>,
         firing: &'a StoredEvent,
         pinned: &HashMap<String, Vec<Seq>>,
     ) -> View<'a> {
@@ -482,16 +489,16 @@ impl<'a> View<'a> {
             shadows,
             changing,
             seen,
-            pinned: RefCell::new(
+            pinned: Mutex::new(
                 pinned.iter().map(|(log, seqs)| (log.clone(), seqs.iter().copied().collect())).collect(),
             ),
-            written: RefCell::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
     /// The last seq of `log` that existed when the run ran.
     fn seen(&self, log: &str) -> Seq {
-        self.seen.borrow().get(&(self.firing_namespace.to_owned(), log.to_owned())).copied().unwrap_or(0)
+        lock(self.seen).get(&(self.firing_namespace.to_owned(), log.to_owned())).copied().unwrap_or(0)
     }
 
     /// Where the run reads `log` at `seq`: the shadow if it holds it, the
@@ -527,7 +534,7 @@ impl Replay for View<'_> {
     }
 
     fn latest(&self, log: &str) -> varve_runtime::Result<Seq> {
-        if let Some(seq) = self.pinned.borrow_mut().get_mut(log).and_then(std::collections::VecDeque::pop_front) {
+        if let Some(seq) = lock(&self.pinned).get_mut(log).and_then(std::collections::VecDeque::pop_front) {
             return Ok(seq);
         }
         // A call the original run did not make (its control flow changed):
@@ -549,7 +556,7 @@ impl Replay for View<'_> {
     }
 
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> varve_runtime::Result<Vec<Seq>> {
-        let mut written = self.written.borrow_mut();
+        let mut written = lock(&self.written);
         let mut seqs = Vec::with_capacity(batch.len());
         for (log, value) in batch {
             let list = written.entry((self.firing_namespace.to_owned(), (*log).to_owned())).or_default();
@@ -602,7 +609,7 @@ fn replay(
         return Err(RepairError::HandlerFailed { handler: rerun.handler.clone(), trigger, reason });
     }
     drop(ctx);
-    Ok(view.written.take())
+    Ok(std::mem::take(&mut *lock(&view.written)))
 }
 
 fn check_counts(
