@@ -13,6 +13,7 @@ use pyo3::types::{PyDict, PyModule};
 use varve_log::LogError;
 use varve_part::durable::DurableError;
 use varve_pds::PdsError;
+use varve_repair::RepairError;
 use varve_runtime::RuntimeError;
 use varve_schema::SchemaError;
 
@@ -35,6 +36,9 @@ pub enum Error {
     /// A record type, a typed record or a migration failed (its log errors
     /// arrive as `Error::Log`).
     Schema(SchemaError),
+    /// A repair could not be carried out (its log and runtime errors arrive
+    /// as `Error::Log` and `Error::Runtime`).
+    Repair(RepairError),
     /// A runtime (or a handler context) used in the wrong phase of its
     /// life: `state` is where it is, the message says what to do.
     State {
@@ -75,6 +79,16 @@ impl From<SchemaError> for Error {
         match e {
             SchemaError::Log(e) => Error::Log(e),
             other => Error::Schema(other),
+        }
+    }
+}
+
+impl From<RepairError> for Error {
+    fn from(e: RepairError) -> Self {
+        match e {
+            RepairError::Log(e) => Error::Log(e),
+            RepairError::Runtime(e) => e.into(),
+            other => Error::Repair(other),
         }
     }
 }
@@ -171,6 +185,10 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Runtime(e) => e.to_string(),
         Error::Object(e) => e.to_string(),
         Error::Schema(e) => e.to_string(),
+        Error::Repair(e @ RepairError::NotReplayable { .. }) => {
+            format!("{e} (Namespace.repair: on_not_replayable=\"run\", or \"skip\" to keep its outputs)")
+        }
+        Error::Repair(e) => e.to_string(),
         Error::State { message, .. } => message.clone(),
         Error::TooLargeForServer { target, what, size, limit } => {
             too_large_for_server_message(target, what, *size, *limit)
@@ -195,6 +213,7 @@ fn build(py: Python<'_>, error: Error) -> PyResult<PyErr> {
         Error::Runtime(e) => runtime_fields(e, &kwargs)?,
         Error::Object(e) => object_fields(e, &kwargs)?,
         Error::Schema(e) => schema_fields(e, &kwargs)?,
+        Error::Repair(e) => repair_fields(e, &kwargs)?,
         Error::TooLargeForServer { what, size, limit, .. } => {
             kwargs.set_item("what", what)?;
             kwargs.set_item("size", size)?;
@@ -281,6 +300,49 @@ fn object_fields(e: varve_object::ObjectError, kw: &Bound<'_, PyDict>) -> PyResu
         // as a VarveError with its message.
         _ => "VarveError",
     })
+}
+
+/// A repair's errors: `RepairError` with `kind` (the Rust variant, in
+/// snake case) and the fields that apply (`errors.RepairError` declares them).
+fn repair_fields(e: RepairError, kw: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    use RepairError as E;
+    for field in ["namespace", "handler", "record", "log"] {
+        kw.set_item(field, None::<()>)?;
+    }
+    let kind = match e {
+        E::MissingNamespace { namespace } => {
+            kw.set_item("namespace", namespace)?;
+            "missing_namespace"
+        }
+        E::MissingHandler { handler } => {
+            kw.set_item("handler", handler)?;
+            "missing_handler"
+        }
+        E::MissingValue { record } => {
+            kw.set_item("record", record)?;
+            "missing_value"
+        }
+        E::NotReplayable { handler, .. } => {
+            kw.set_item("handler", handler)?;
+            "not_replayable"
+        }
+        E::CountChanged { handler, trigger, log, .. } => {
+            kw.set_item("handler", handler)?;
+            kw.set_item("record", trigger)?;
+            kw.set_item("log", log)?;
+            "count_changed"
+        }
+        E::HandlerFailed { handler, trigger, .. } => {
+            kw.set_item("handler", handler)?;
+            kw.set_item("record", trigger)?;
+            "handler_failed"
+        }
+        // Unsupported, and any variant added later (RepairError is
+        // non_exhaustive): the message says what.
+        _ => "unsupported",
+    };
+    kw.set_item("kind", kind)?;
+    Ok("RepairError")
 }
 
 /// A record type's errors: `IncompatibleSchema` (with the field and the

@@ -4,7 +4,8 @@
 //! the Log contract ([`log`]), the `PEDaLS` versioned structures ([`pds`]),
 //! PART's persistent map in memory ([`part`]) and durable ([`durable_map`])
 //! versioned objects ([`object`]), typed records with schema versions
-//! ([`schema`]) and the event-driven runtime with Python handlers ([`runtime`]), with
+//! ([`schema`]), the event-driven runtime with Python handlers
+//! ([`runtime`]) and repair and replay with them ([`repair`]), with
 //! Pythonic types, Python keys mapped to the order-preserving encoding
 //! ([`key`]), and typed errors raised as the exception classes of
 //! `varve/errors.py` ([`error`]). The pure-Python half of the package
@@ -35,6 +36,7 @@ mod part;
 mod pds;
 mod read_only;
 mod records;
+mod repair;
 mod runtime;
 mod schema;
 
@@ -67,6 +69,7 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<schema::Schemas>()?;
     m.add_class::<schema::TypedLog>()?;
     m.add_class::<schema::TypedScan>()?;
+    m.add_class::<repair::RepairPlan>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::HandlerContext>()?;
     m.add_class::<runtime::Event>()?;

@@ -148,7 +148,7 @@ impl NsState {
     }
 
     /// The handle of a runtime of this process running on the namespace.
-    fn running_runtime(&self) -> Option<varve_runtime::RuntimeHandle> {
+    pub(crate) fn running_runtime(&self) -> Option<varve_runtime::RuntimeHandle> {
         let runtimes: Vec<_> = lock(&self.runtimes).iter().filter_map(Weak::upgrade).collect();
         runtimes.iter().find_map(|runtime| runtime.handle().ok())
     }
@@ -708,6 +708,53 @@ impl Namespace {
     #[pyo3(signature = (**options))]
     fn runtime<'py>(slf: &Bound<'py, Self>, options: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
         slf.py().import("varve")?.getattr("Runtime")?.call((slf,), options)
+    }
+
+    /// The repair plan (a dry run: nothing changes) of correcting the record
+    /// ``record=(log, seq)``, or of new code for ``handler=`` (its runs on
+    /// inputs with seq ``since_seq`` or later; all of them by default).
+    /// ``not_replayable`` names handlers that act on the world. See
+    /// docs/python.md, "Repair and replay".
+    #[pyo3(signature = (*, record = None, handler = None, since_seq = None, not_replayable = None))]
+    fn repair_plan(
+        &self,
+        py: Python<'_>,
+        record: Option<(String, u64)>,
+        handler: Option<String>,
+        since_seq: Option<u64>,
+        not_replayable: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<crate::repair::RepairPlan> {
+        let target = crate::repair::Target { record, handler, since_seq, value: None };
+        crate::repair::repair_plan(py, &self.state, &target, not_replayable)
+    }
+
+    /// Repair: correct the record ``record=(log, seq)`` to ``value``, or
+    /// re-run ``handler=`` with its new code (from inputs with seq
+    /// ``since_seq`` on), replaying every run that depends on it with the
+    /// callables of ``handlers`` and swapping the repaired logs in
+    /// atomically (the old history stays readable as ``_gen.LOG.N``).
+    /// Offline: no runtime may be running on the namespace. Returns
+    /// ``{"swapped": {namespace: [(log, generation), ...]}, "replayed",
+    /// "written", "changed"}``; raises :class:`varve.RepairError`, changing
+    /// nothing, when the repair cannot be carried out.
+    #[pyo3(signature = (
+        *, handlers, record = None, value = None, handler = None, since_seq = None, not_replayable = None,
+        on_not_replayable = "refuse"
+    ))]
+    #[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn repair<'py>(
+        &self,
+        py: Python<'py>,
+        handlers: &Bound<'py, PyAny>,
+        record: Option<(String, u64)>,
+        value: Option<&Bound<'py, PyAny>>,
+        handler: Option<String>,
+        since_seq: Option<u64>,
+        not_replayable: Option<&Bound<'py, PyAny>>,
+        on_not_replayable: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let target = crate::repair::Target { record, handler, since_seq, value };
+        crate::repair::repair(py, &self.state, &target, handlers, not_replayable, on_not_replayable)
     }
 
     fn __repr__(&self) -> String {

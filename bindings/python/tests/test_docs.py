@@ -40,3 +40,13 @@ def test_python_guide_handlers_example_is_the_example_and_runs(tmp_path):
     out = subprocess.run([sys.executable, str(EXAMPLES / "handlers.py"), str(tmp_path)], capture_output=True, text=True, check=True)
     expected = guide.read_text().split("## Handlers in Python", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     assert out.stdout == expected
+
+
+def test_python_guide_repair_example_is_the_example_and_runs(tmp_path):
+    code = (EXAMPLES / "repair.py").read_text()
+    body = code.split('"""', 2)[2].lstrip("\n")
+    guide = REPO / "docs" / "python.md"
+    assert any(body in block for block in python_blocks(guide)), "docs/python.md must show examples/repair.py"
+    out = subprocess.run([sys.executable, str(EXAMPLES / "repair.py"), str(tmp_path)], capture_output=True, text=True, check=True)
+    expected = guide.read_text().split("## Repair and replay", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert out.stdout == expected

@@ -32,8 +32,7 @@
 //! time (each atomic, not all of them together).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use varve_log::{LogError, Namespace, Record, Seq, SeqRange};
@@ -162,6 +161,14 @@ pub enum NotReplayable {
 }
 
 type LogKey = (String, String);
+
+/// A lock of the replay's state. `Mutex`, not `RefCell`: a replaying
+/// `HandlerContext` must be `Send` like a live one (the Python binding lends
+/// it to whichever Python thread the handler hands it to), so the
+/// [`Replay`] behind it is `Sync`. Never contended: one run replays at a time.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The state of one shadow.
 struct Shadow {
@@ -700,10 +707,4 @@ fn swap(shadows: &HashMap<LogKey, Shadow>, outcome: &mut RepairOutcome) -> Resul
         outcome.swapped.insert(namespace.to_owned(), swapped);
     }
     Ok(())
-}
-
-/// A lock that a panicking handler (caught) may have poisoned: the data is
-/// still what the replay wrote, so go on with it.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -19,8 +19,10 @@ pub const SCAN_RECORDS_MAX: u64 = 100_000;
 /// (`varve-repair` implements it): reads come from the repaired history as
 /// the run originally saw it, appends go to shadow logs. Nothing is recorded
 /// in `_events` and no handler is triggered: the repair drives the replay.
-/// `Sync`: a context may be lent to another thread (the Python bindings
-/// run a Python handler's calls on the thread holding the GIL).
+///
+/// `Sync`, so that a [`HandlerContext`] is `Send` whatever backs it: a
+/// handler may hand its context to a thread it waits for (the Python
+/// binding relies on it, `bindings/python/src/runtime/handler.rs`).
 pub trait Replay: Sync {
     /// The record at `seq` of `log`, as the replayed run sees it.
     fn get(&self, log: &str, seq: Seq) -> Result<Bytes>;
@@ -31,6 +33,12 @@ pub trait Replay: Sync {
     /// Take the run's appends; returns the seqs they will have.
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>>;
 }
+
+// A handler may hand its context to a thread it waits for (see `Replay`).
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<HandlerContext<'static>>();
+};
 
 /// What a context's calls act on.
 #[derive(Clone, Copy)]

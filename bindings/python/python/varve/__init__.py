@@ -28,6 +28,8 @@ b'21.5'
   (defaults and INITs), migrations into a new generation.
 - :class:`Runtime` runs handlers (Python functions or commands) when
   records are appended, and records every cause in ``_events``.
+- :meth:`Namespace.repair_plan` and :meth:`Namespace.repair` correct a
+  record (or a handler's code) and replay what depended on it (:class:`RepairPlan`).
 - Errors are :class:`VarveError` subclasses (see :mod:`varve.errors`).
 
 See docs/python.md in the repository for the guide.
@@ -50,6 +52,7 @@ from ._varve import (
     ObjectWatch,
     PartIterator,
     PersistentMap,
+    RepairPlan,
     Scan,
     Schemas,
     SortedMap,
@@ -91,6 +94,7 @@ from .errors import (
     ProtocolError,
     ReadOnly,
     RefMoved,
+    RepairError,
     RuntimeStateError,
     SchemaError,
     SchemaWarning,
@@ -140,6 +144,7 @@ __all__ = [
     "Event",
     "to_dot",
     "to_otel",
+    "RepairPlan",
     "KEY_INT_MIN",
     "KEY_INT_MAX",
     "errors",
@@ -180,4 +185,5 @@ __all__ = [
     "InitFailed",
     "MigrationFailed",
     "SchemaWarning",
+    "RepairError",
 ]

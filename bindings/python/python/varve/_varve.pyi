@@ -10,7 +10,7 @@ import pathlib
 from types import TracebackType
 from typing import Any, AsyncIterator, Callable, ClassVar, Dict, Generic, Iterable, Iterator, List as _List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
-from typing import Literal, final
+from typing import Literal, TypedDict, final
 
 from typing_extensions import disjoint_base
 
@@ -28,6 +28,15 @@ _Record = Tuple[int, bytes]
 _Data = Union[bytes, bytearray]
 _R = TypeVar("_R", bound="Runtime")
 _K = TypeVar("_K", bytes, str)
+
+class _RepairOutcome(TypedDict):
+    """What :meth:`Namespace.repair` did."""
+
+    swapped: Dict[str, _List[Tuple[str, str]]]
+    """Per namespace, ``(log, generation holding its old history)``."""
+    replayed: int
+    written: int
+    changed: int
 """The key type of a PART map: ``bytes`` (keys bytes or str, returned as bytes) or ``str``."""
 _T_co = TypeVar("_T_co", covariant=True)
 _Batch = Union[Mapping[Any, Any], Iterable[Tuple[Any, Any]]]
@@ -58,6 +67,7 @@ __all__ = [
     "Schemas",
     "TypedLog",
     "TypedScan",
+    "RepairPlan",
     "Runtime",
     "HandlerContext",
     "Event",
@@ -172,6 +182,30 @@ class Namespace:
         socket: Union[str, os.PathLike[str], None] = None,
     ) -> varve.runtime.Runtime:
         """A :class:`varve.Runtime` over this namespace."""
+    def repair_plan(
+        self,
+        *,
+        record: Optional[Tuple[str, int]] = None,
+        handler: Optional[str] = None,
+        since_seq: Optional[int] = None,
+        not_replayable: Optional[Iterable[str]] = None,
+    ) -> RepairPlan:
+        """The repair plan (a dry run) of correcting ``record=(log, seq)`` or
+        of new code for ``handler`` (its runs from input seq ``since_seq`` on)."""
+    def repair(
+        self,
+        *,
+        handlers: Mapping[str, Callable[[HandlerContext], object]],
+        record: Optional[Tuple[str, int]] = None,
+        value: Optional[_Data] = None,
+        handler: Optional[str] = None,
+        since_seq: Optional[int] = None,
+        not_replayable: Optional[Iterable[str]] = None,
+        on_not_replayable: Literal["refuse", "run", "skip"] = "refuse",
+    ) -> _RepairOutcome:
+        """Correct ``record`` to ``value`` (or re-run ``handler`` with its new
+        code), replay what depends on it with ``handlers``, and swap the
+        repaired logs in (the old ones stay as ``_gen.LOG.N``). Offline."""
 
 @final
 class Log:
@@ -643,6 +677,24 @@ class Runtime:
     def __exit__(
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> Literal[False]: ...
+
+@final
+class RepairPlan:
+    """The repair graph of one correction (from :meth:`Namespace.repair_plan`)."""
+
+    @property
+    def reruns(self) -> _List[Dict[str, Any]]:
+        """The runs to replay, in causal order."""
+    @property
+    def changed(self) -> _List[Dict[str, Any]]:
+        """The logs that change: ``namespace``, ``log``, ``first``, ``seqs``, ``may_change``."""
+    @property
+    def not_replayable(self) -> _List[str]: ...
+    @property
+    def events_scanned(self) -> int: ...
+    def text(self) -> str: ...
+    def dot(self) -> str: ...
+    def to_dict(self) -> Dict[str, Any]: ...
 
 @final
 class HandlerContext:

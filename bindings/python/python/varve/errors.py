@@ -59,6 +59,7 @@ __all__ = [
     "InitFailed",
     "MigrationFailed",
     "SchemaWarning",
+    "RepairError",
 ]
 
 
@@ -435,6 +436,28 @@ class MigrationFailed(SchemaError):
     migration: str
     location: str
     reason: str
+
+
+class RepairError(VarveError):
+    """A repair (``Namespace.repair``) could not be carried out; nothing was
+    swapped, the logs are as they were. ``kind`` names the cause:
+    ``"not_replayable"`` (a handler marked not replayable would run again:
+    pass ``on_not_replayable="run"`` or ``"skip"`` if that is safe),
+    ``"missing_handler"`` (pass its code in ``handlers``),
+    ``"missing_value"``, ``"missing_namespace"``, ``"count_changed"`` (a
+    replay wrote more or fewer records than the original run),
+    ``"handler_failed"`` (a replayed handler raised; the message has the
+    traceback) or ``"unsupported"`` (something the repair does not do yet,
+    such as repairing a namespace a running runtime serves). Fields (None
+    where they do not apply): ``handler``, ``record`` (the corrected record
+    or the replayed run's trigger, ``namespace/log:seq``), ``log``
+    (``namespace/log``), ``namespace``."""
+
+    kind: str
+    handler: Optional[str]
+    record: Optional[str]
+    log: Optional[str]
+    namespace: Optional[str]
 
 
 class SchemaWarning(UserWarning):

@@ -82,7 +82,7 @@ impl ContextSlot {
 }
 
 /// The Rust handler that runs a Python callable.
-pub(super) fn python_handler(
+pub(crate) fn python_handler(
     callable: Py<PyAny>,
 ) -> impl Fn(&mut RustContext<'_>) -> HandlerResult + Send + Sync + 'static {
     move |ctx| {

@@ -50,7 +50,7 @@ use varve_runtime::{DeadLetter, HandlerKind, HandlerSpec, RuntimeOptions, CONCUR
 use self::args::{log_names, retry_policy, with_batch};
 use self::event::event_list;
 pub use self::event::{to_dot, to_otel, Event};
-use self::handler::python_handler;
+pub(crate) use self::handler::python_handler;
 pub use self::handler::HandlerContext;
 pub use self::state::stop_all_runtimes;
 use self::state::{not_running, Phase};

@@ -1,0 +1,208 @@
+"""Repair and replay from Python (``Namespace.repair_plan``,
+``Namespace.repair``): a corrected input and a replaced handler give logs
+identical to a run from scratch, the old history stays readable as
+``_gen.LOG.N``, not-replayable handlers are refused or skipped, and bad
+arguments say what to do."""
+
+import struct
+
+import pytest
+
+import varve
+
+WAIT = 20  # seconds: generous, the suite runs on a loaded 2-core machine
+LOGS = ("in", "mid", "out")
+INPUTS = [3, 5, 7, 11, 13]
+
+
+def enc(n):
+    return struct.pack("<q", n)
+
+
+def dec(b):
+    return struct.unpack("<q", b)[0]
+
+
+def double(ctx):
+    ctx.append("mid", enc(2 * dec(ctx.record)))
+
+
+def add_first(ctx):
+    # Every run reads mid seq 1: correcting in:1 changes every output.
+    ctx.append("out", enc(dec(ctx.record) + dec(ctx.get("mid", 1))))
+
+
+def triple(ctx):
+    ctx.append("mid", enc(3 * dec(ctx.record)))
+
+
+HANDLERS = {"double": double, "add": add_first}
+
+
+def run_app(ns, inputs, handlers=None):
+    """The app from scratch on `ns`, one input at a time, each handled in
+    full before the next (one worker: a deterministic schedule)."""
+    handlers = handlers or HANDLERS
+    rt = ns.runtime(concurrency=1)
+    for log in LOGS:
+        rt.create_log(log)
+    rt.add_handler("double", handlers["double"], log="in")
+    rt.add_handler("add", handlers["add"], log="mid")
+    with rt:
+        for n in inputs:
+            rt.append("in", enc(n))
+            assert rt.wait_idle(timeout=WAIT)
+    assert rt.state == "stopped"
+
+
+def contents(ns, log):
+    return [dec(v) for _, v in ns.log(log).scan()]
+
+
+def all_logs(ns):
+    return {log: contents(ns, log) for log in LOGS}
+
+
+@pytest.fixture
+def app(ns):
+    run_app(ns, INPUTS)
+    return ns
+
+
+def test_plan_lists_the_reruns_and_the_changed_seqs(app):
+    plan = app.repair_plan(record=("in", 2))
+    assert isinstance(plan, varve.RepairPlan)
+    assert [(r["handler"], r["trigger"]["log"], r["trigger"]["seq"]) for r in plan.reruns] == [
+        ("double", "in", 2),
+        ("add", "mid", 2),
+    ]
+    assert {c["log"]: c["seqs"] for c in plan.changed} == {"in": [2], "mid": [2], "out": [2]}
+    assert plan.not_replayable == []
+    assert plan.events_scanned > 0
+    assert "double" in plan.text() and repr(plan).startswith("<varve.RepairPlan ")
+    assert plan.text().splitlines()[0] in repr(plan)
+    assert plan.dot().startswith("digraph")
+    whole = plan.to_dict()
+    assert whole["reruns"] == plan.reruns and whole["changed"] == plan.changed
+    assert whole["corrections"] == [{"kind": "record", "namespace": "test", "log": "in", "seq": 2}]
+    # Nothing changed: a plan is a dry run.
+    assert all_logs(app) == {"in": INPUTS, "mid": [2 * n for n in INPUTS], "out": [2 * n + 6 for n in INPUTS]}
+
+    # Every `add` run read mid:1, so correcting in:1 re-runs all of them.
+    first = app.repair_plan(record=("in", 1))
+    assert sorted(r["trigger"]["seq"] for r in first.reruns if r["handler"] == "add") == [1, 2, 3, 4, 5]
+    assert {c["log"]: c["seqs"] for c in first.changed}["out"] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("seq", [1, 2, 5])
+def test_repair_of_a_record_equals_a_run_from_scratch(store, app, seq):
+    before = all_logs(app)
+    outcome = app.repair(record=("in", seq), value=enc(100), handlers=HANDLERS)
+    corrected = list(INPUTS)
+    corrected[seq - 1] = 100
+    truth = store.namespace("truth")
+    run_app(truth, corrected)
+    assert all_logs(app) == all_logs(truth)
+    assert sorted(outcome) == ["changed", "replayed", "swapped", "written"]
+    assert sorted(outcome["swapped"]["test"]) == [(log, f"_gen.{log}.1") for log in ("in", "mid", "out")]
+    assert outcome["replayed"] == (2 if seq > 1 else 1 + len(INPUTS))
+    assert outcome["changed"] == sum(a != b for log in LOGS for a, b in zip(before[log], all_logs(app)[log]))
+    # The old history stays readable.
+    for log in LOGS:
+        assert contents(app, f"_gen.{log}.1") == before[log]
+
+
+def test_a_replaced_handler_equals_a_run_from_scratch_with_the_new_code(store, app):
+    plan = app.repair_plan(handler="double", since_seq=3)
+    assert [(r["handler"], r["trigger"]["seq"]) for r in plan.reruns if r["handler"] == "double"] == [
+        ("double", 3),
+        ("double", 4),
+        ("double", 5),
+    ]
+    app.repair(handler="double", since_seq=3, handlers={"double": triple, "add": add_first})
+
+    def switched(ctx):
+        (triple if ctx.seq >= 3 else double)(ctx)
+
+    truth = store.namespace("truth")
+    run_app(truth, INPUTS, {"double": switched, "add": add_first})
+    assert all_logs(app) == all_logs(truth)
+    assert contents(app, "mid") == [6, 10, 21, 33, 39]
+
+
+def test_a_not_replayable_handler_is_refused_or_skipped(app):
+    before = all_logs(app)
+    plan = app.repair_plan(record=("in", 2), not_replayable=["add"])
+    assert plan.not_replayable == ["add"]
+    assert [r["replayable"] for r in plan.reruns] == [True, False]
+
+    with pytest.raises(varve.RepairError, match='"add"') as caught:
+        app.repair(record=("in", 2), value=enc(100), handlers=HANDLERS, not_replayable={"add"})
+    assert caught.value.kind == "not_replayable" and caught.value.handler == "add"
+    assert isinstance(caught.value, varve.VarveError)
+    assert all_logs(app) == before  # nothing swapped
+    assert "_gen.in.1" not in {info.name for info in app.logs()}
+
+    app.repair(record=("in", 2), value=enc(100), handlers=HANDLERS, not_replayable=("add",), on_not_replayable="skip")
+    after = all_logs(app)
+    assert after["in"][1] == 100 and after["mid"][1] == 200
+    assert after["out"] == before["out"]  # add's outputs kept as they were
+
+
+def test_run_replays_a_not_replayable_handler(store, app):
+    app.repair(record=("in", 2), value=enc(100), handlers=HANDLERS, not_replayable=["add"], on_not_replayable="run")
+    truth = store.namespace("truth")
+    run_app(truth, [3, 100, 7, 11, 13])
+    assert all_logs(app) == all_logs(truth)
+
+
+def test_bad_arguments_say_what_to_do(app):
+    before = all_logs(app)
+    with pytest.raises(ValueError, match="not both"):
+        app.repair_plan(record=("in", 2), handler="double")
+    with pytest.raises(ValueError, match="say what to repair"):
+        app.repair_plan()
+    with pytest.raises(ValueError, match="since_seq goes with handler"):
+        app.repair_plan(record=("in", 2), since_seq=1)
+    with pytest.raises(TypeError, match="iterable of handler names"):
+        app.repair_plan(record=("in", 2), not_replayable="add")
+    with pytest.raises(TypeError, match="needs value="):
+        app.repair(record=("in", 2), handlers=HANDLERS)
+    with pytest.raises(ValueError, match="value= goes with record"):
+        app.repair(handler="double", value=enc(1), handlers=HANDLERS)
+    with pytest.raises(ValueError, match='on_not_replayable="maybe"'):
+        app.repair(record=("in", 2), value=enc(1), handlers=HANDLERS, on_not_replayable="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="pass it in handlers="):
+        app.repair(handler="double", handlers={"add": add_first})
+    with pytest.raises(TypeError, match="mapping of handler name"):
+        app.repair(record=("in", 2), value=enc(1), handlers=[double])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be callable"):
+        app.repair(record=("in", 2), value=enc(1), handlers={"double": 1, "add": add_first})  # type: ignore[dict-item]
+    with pytest.raises(varve.RepairError, match='"add"') as missing:
+        app.repair(record=("in", 2), value=enc(1), handlers={"double": double})
+    assert missing.value.kind == "missing_handler"
+    with pytest.raises(varve.NotFound):
+        app.repair(record=("in", 9), value=enc(1), handlers=HANDLERS)
+    assert all_logs(app) == before
+
+
+def test_a_failing_handler_fails_the_repair_and_changes_nothing(app):
+    before = all_logs(app)
+
+    def broken(ctx):
+        raise RuntimeError("no good")
+
+    with pytest.raises(varve.RepairError, match="no good") as caught:
+        app.repair(record=("in", 2), value=enc(1), handlers={"double": broken, "add": add_first})
+    assert caught.value.kind == "handler_failed" and caught.value.handler == "double"
+    assert all_logs(app) == before
+
+
+def test_a_running_runtime_is_refused(app):
+    rt = app.runtime(concurrency=1)
+    with rt:
+        with pytest.raises(varve.RepairError, match="stop the runtime") as caught:
+            app.repair(record=("in", 2), value=enc(1), handlers=HANDLERS)
+        assert caught.value.kind == "unsupported"
+    app.repair(record=("in", 2), value=enc(1), handlers=HANDLERS)
+    assert contents(app, "mid")[1] == 2
