@@ -5,9 +5,10 @@
 //! **The walk.** Events are taken in causal order. For every log that
 //! changes, a shadow (`_shadow.LOG`) gets the records before the first
 //! change, copied; then, at each APPEND of that log: a corrected record's
-//! new value; a replayed run's output with the same ordinal (the run was
-//! replayed at its FIRING, its appends held until their places come); any
-//! other record copied as it is. So every record keeps its seq, and a run
+//! new value; a replayed run's output with the same ordinal (the run is
+//! replayed at its first write, or at its outcome if it wrote nothing, and
+//! its appends are held until their places come); any other record copied
+//! as it is (records appended without events too, at their seqs). So every record keeps its seq, and a run
 //! replayed later that reads a repaired record reads the shadow.
 //!
 //! **Pinned reads.** A replayed run's `latest(log)` returns what it returned
@@ -23,13 +24,17 @@
 //! logs are untouched (a crash leaves stale shadows, which the next repair
 //! deletes and rebuilds); after it, the repaired logs are in place.
 //!
-//! **Limits, each a typed error:** the namespaces must not be served by a
-//! running runtime (this is the offline repair); a replayed run must write
-//! as many records to each log as it did (a repair that changes how many
-//! records a handler writes moves seqs, which this executor refuses rather
-//! than renumber); logs with trimmed records cannot be shadowed seq for seq;
-//! a run retried after it wrote is refused; a swap spans one namespace at a
-//! time (each atomic, not all of them together).
+//! **Limits.** The repair is offline: no runtime may serve the namespaces
+//! (another process's is kept out by the store's writer lock; one in this
+//! process is the caller's to stop — the Python binding checks). Typed
+//! errors: a replayed run must write as many records to each log as it did
+//! (a repair that changes how many records a handler writes moves seqs,
+//! which this executor refuses rather than renumber); logs with trimmed
+//! records cannot be shadowed seq for seq; a read of a repaired record not
+//! yet written (runs interleaved by concurrent workers). Only the last
+//! attempt of a retried run is replayed; what earlier attempts appended is
+//! kept as it was. A swap spans one namespace at a time (each atomic, not
+//! all of them together).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -216,6 +221,7 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         .flat_map(|c| c.seqs.iter().chain(&c.may_change).map(move |&seq| (c.namespace.as_str(), c.log.as_str(), seq)))
         .collect();
     let mut walk = Walk::new(plan, inputs, &shadows, &changing, outcome);
+    *lock(&walk.seen) = history_before_events(inputs)?;
     for e in inputs.events {
         walk.event(e)?;
     }
@@ -455,6 +461,27 @@ fn make_shadow(
         outcome.written += copy(ns, log, &name, 1, first - 1)?;
     }
     Ok(Shadow { ns: Arc::clone(ns), name, first })
+}
+
+/// Per log of every namespace given, the records that existed before the
+/// walk's first event: those before the log's first APPEND event (appended
+/// while no runtime served the namespace), or all of them if it has none.
+fn history_before_events(inputs: &Inputs<'_>) -> Result<HashMap<LogKey, Seq>, RepairError> {
+    let mut first_append: HashMap<LogKey, Seq> = HashMap::new();
+    for e in inputs.events {
+        if e.event.kind == EventKind::Append {
+            first_append.entry((e.id.namespace.clone(), e.event.log.clone())).or_insert(e.event.seq);
+        }
+    }
+    let mut seen = HashMap::new();
+    for (namespace, ns) in inputs.namespaces {
+        for info in ns.list_logs()? {
+            let key = (namespace.clone(), info.name);
+            let before = first_append.get(&key).map_or(info.latest, |&first| first - 1);
+            seen.insert(key, before);
+        }
+    }
+    Ok(seen)
 }
 
 /// Bring `shadow` up to `up_to` with the original's records (appended

@@ -340,7 +340,9 @@ fn a_record_appended_outside_the_runtime_is_corrected_and_its_readers_replayed()
     }
     ns.append("a3", &10_u64.to_le_bytes()).expect("a model, appended straight to the store");
     let uses_model: HandlerFn = Arc::new(|ctx: &mut HandlerContext<'_>| {
-        let model = value(&ctx.get("a3", 1)?);
+        // A scan, so the replay must see the record that existed before any event.
+        let scanned = ctx.scan("a3", 1..=1)?;
+        let model = value(&scanned.first().ok_or("no model")?.value);
         ctx.append("a1", &(value(ctx.record()) * model).to_le_bytes())?;
         Ok(())
     });
