@@ -125,7 +125,7 @@ tv --ns temperature repair plan --record cpu_raw.1:100 --manifest examples/tempe
   --dot target/demo/repair_plan.dot > target/demo/repair_plan.txt
 head -n 8 target/demo/repair_plan.txt
 grep -A 12 '^logs that change' target/demo/repair_plan.txt
-echo "(the whole plan is in target/demo/repair_plan.txt, its graph in target/demo/repair_plan.dot; executing a repair is Rust-only so far: varve_repair::execute)"
+echo "(the whole plan is in target/demo/repair_plan.txt, its graph in target/demo/repair_plan.dot; to execute one: varve_repair::execute in Rust, Namespace.repair in Python)"
 
 step "Versioned objects (UStore §4.1): vgit, a directory's versions; each file is an object, a commit names their versions"
 # examples/objects: three binaries on varve-object, built with the workspace.
