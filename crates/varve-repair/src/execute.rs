@@ -383,9 +383,11 @@ impl<'a> Walk<'a> {
         } else if let Some((run, ordinal)) = slot {
             let value = self.outputs[run].as_ref().and_then(|o| o.get(&key)).and_then(|v| v.get(ordinal)).cloned();
             let value = value.ok_or_else(|| {
+                // `check_counts` made the replay write as many records here as
+                // the run did, so this is a broken invariant, not a user's error.
                 RepairError::Unsupported(format!(
-                    "{namespace}/{log}:{seq} was written by an earlier attempt of a replayed run; runs retried after \
-                     they wrote are not repaired yet"
+                    "the replay has no output for {namespace}/{log}:{seq} though it wrote as many records as the \
+                     original run: a bug in the repair, please report it"
                 ))
             })?;
             if value.as_slice() != shadow.ns.get(log, seq)?.as_ref() {

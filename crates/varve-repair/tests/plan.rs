@@ -13,6 +13,9 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{hash, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
@@ -56,22 +59,6 @@ fn random_app(rng: &mut StdRng) -> App {
     }
     let inputs = (0..rng.gen_range(3..8)).map(|_| rng.gen()).collect();
     App { handlers, inputs }
-}
-
-fn hash(parts: &[u64]) -> u64 {
-    // FNV-1a over the parts: deterministic, and different inputs give different outputs.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in part.to_le_bytes() {
-            h ^= u64::from(byte);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
-fn value(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(bytes.try_into().expect("8-byte records"))
 }
 
 struct Running {
