@@ -355,6 +355,44 @@ enum RepairCommand {
         #[arg(long, value_name = "FILE")]
         dot: Option<PathBuf>,
     },
+    /// Repair: correct a record (or replay a handler's new code), replay
+    /// every run that depended on it with its reads pinned, and swap the
+    /// repaired logs in atomically; each old history stays readable as
+    /// `_gen.LOG.N`. Offline: stop `varve run` first. Replays the manifest's
+    /// `command` handlers (a Rust builtin is replayed by its hosting program).
+    Run {
+        /// The record to correct, LOG:SEQ in --ns.
+        #[arg(long, value_name = "LOG:SEQ", conflicts_with = "handler", required_unless_present = "handler")]
+        record: Option<String>,
+        /// With --record: the corrected value.
+        #[arg(long, value_name = "TEXT", conflicts_with = "value_file")]
+        value: Option<String>,
+        /// With --record: the corrected value, read from this file.
+        #[arg(long, value_name = "FILE")]
+        value_file: Option<PathBuf>,
+        /// A handler whose code changed (edit the manifest or its script first): its past runs are replayed
+        /// with the new code, and everything downstream.
+        #[arg(long, value_name = "NAME")]
+        handler: Option<String>,
+        /// With --handler: only its runs on input records with this seq or later.
+        #[arg(long, value_name = "SEQ", requires = "handler")]
+        since_seq: Option<u64>,
+        /// The application's manifest: the handlers' code, and which are `replayable = false`.
+        #[arg(long, value_name = "FILE")]
+        manifest: PathBuf,
+        /// What to do with runs of handlers marked `replayable = false`: refuse the repair, run them again, or
+        /// skip them (their outputs stay as they were).
+        #[arg(long, value_enum, default_value = "refuse")]
+        not_replayable: NotReplayableArg,
+    },
+}
+
+/// `--not-replayable`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum NotReplayableArg {
+    Refuse,
+    Run,
+    Skip,
 }
 
 #[derive(Debug, Subcommand)]
@@ -1666,6 +1704,29 @@ fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow
                 (None, None) => anyhow::bail!("give --record LOG:SEQ or --handler NAME"),
             };
             repair::plan(ctx, &target, manifest.as_deref(), dot.as_deref())?;
+        }
+        Command::Repair {
+            command: RepairCommand::Run { record, value, value_file, handler, since_seq, manifest, not_replayable },
+        } => {
+            use commands::repair;
+            let target = match (record, handler) {
+                (Some(record), _) => repair::Target::Record(record),
+                (None, Some(name)) => repair::Target::Handler { name, since_seq: *since_seq },
+                (None, None) => anyhow::bail!("give --record LOG:SEQ or --handler NAME"),
+            };
+            let value = match (value, value_file) {
+                (Some(text), _) => Some(text.clone().into_bytes()),
+                (None, Some(path)) => Some(anyhow::Context::with_context(std::fs::read(path), || {
+                    format!("reading --value-file {}", path.display())
+                })?),
+                (None, None) => None,
+            };
+            let choice = match not_replayable {
+                NotReplayableArg::Refuse => varve_repair::NotReplayable::Refuse,
+                NotReplayableArg::Run => varve_repair::NotReplayable::Run,
+                NotReplayableArg::Skip => varve_repair::NotReplayable::Skip,
+            };
+            repair::run(ctx, &target, value, manifest, choice)?;
         }
         _ => unreachable!("run_runtime_command is only called for runtime commands"),
     }

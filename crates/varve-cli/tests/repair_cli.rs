@@ -136,3 +136,136 @@ replayable = false
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("expected LOG:SEQ"), "{err}");
 }
+
+/// The app of `repair_run…`: `predict` multiplies each reading by model:1
+/// (read through the runtime socket), `double` doubles each prediction,
+/// `alert` acts on the world.
+fn replay_app(env: &Env) -> std::path::PathBuf {
+    let varve = env!("CARGO_BIN_EXE_varve");
+    env.manifest(&format!(
+        r#"
+[runtime]
+namespace = "app"
+sync = "never"
+concurrency = 1
+
+[[log]]
+name = "sens"
+
+[[log]]
+name = "model"
+
+[[log]]
+name = "pred"
+
+[[log]]
+name = "dbl"
+
+[[handler]]
+name = "predict"
+log = "sens"
+command = ["sh", "-c", "cd /; m=$({varve} log get model 1) && read s; {varve} log append pred \"$s*$m\""]
+
+[[handler]]
+name = "double"
+log = "pred"
+command = ["sh", "-c", "cd /; read p; {varve} log append dbl \"($p)*2\""]
+
+[[handler]]
+name = "alert"
+log = "dbl"
+command = ["sh", "-c", "cat >/dev/null"]
+replayable = false
+"#
+    ))
+}
+
+/// Feed `replay_app` with model `model` and three readings; wait until every run is done.
+fn feed(env: &Env, manifest: &std::path::Path, model: &str) {
+    let runtime = env.start(manifest);
+    env.ok(&["--ns", "app", "log", "append", "model", model]);
+    for reading in ["20", "21", "22"] {
+        env.ok(&["--ns", "app", "log", "append", "sens", reading]);
+    }
+    let done = || common::events_of(env, "app").iter().filter(|e| e["kind"] == "DONE").count();
+    wait_until("nine DONE", || done() == 9);
+    drop(runtime);
+}
+
+fn scan(env: &Env, log: &str) -> String {
+    env.ok(&["--ns", "app", "log", "scan", log])
+}
+
+#[test]
+fn repair_run_replays_command_handlers_and_equals_a_run_from_scratch() {
+    let env = Env::new();
+    let manifest = replay_app(&env);
+    feed(&env, &manifest, "2");
+    let (pred_before, dbl_before) = (scan(&env, "pred"), scan(&env, "dbl"));
+    assert!(dbl_before.contains("(22*2)*2"), "{dbl_before}");
+    let manifest_arg = manifest.to_str().expect("path");
+    let repair = ["--ns", "app", "repair", "run", "--record", "model:1", "--value", "3", "--manifest", manifest_arg];
+
+    // The default refuses: alert is not replayable. Nothing changes.
+    let out = env.run(&repair);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("replayable = false"), "{err}");
+    assert_eq!(scan(&env, "pred"), pred_before);
+
+    // While the app runs, the repair is refused (it needs the writer).
+    let runtime = env.start(&manifest);
+    let out = env.run(&[&repair[..], &["--not-replayable", "skip"]].concat());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stop `varve run` first"), "{err}");
+    drop(runtime);
+    assert_eq!(scan(&env, "pred"), pred_before);
+
+    let answer = env.json(&[&repair[..], &["--not-replayable", "skip"]].concat());
+    assert_eq!(answer["replayed"], 6, "{answer:#}");
+    assert_eq!(answer["changed"], 7, "model:1, three predictions, three doubles: {answer:#}");
+
+    // The oracle: a run from scratch with the corrected model holds the same logs.
+    let scratch = Env::new();
+    let scratch_manifest = replay_app(&scratch);
+    feed(&scratch, &scratch_manifest, "3");
+    for log in ["model", "sens", "pred", "dbl"] {
+        assert_eq!(scan(&env, log), scan(&scratch, log), "{log}");
+    }
+    assert!(scan(&env, "dbl").contains("(22*3)*2"));
+    // The old histories stay readable.
+    assert_eq!(scan(&env, "_gen.pred.1"), pred_before);
+    assert_eq!(scan(&env, "_gen.dbl.1"), dbl_before);
+
+    // A replaced handler: edit the script, replay it from input seq 2 on.
+    let edited = std::fs::read_to_string(&manifest).expect("manifest").replace("\\\"$s*$m\\\"", "\\\"$s*$m+1\\\"");
+    assert_ne!(edited, std::fs::read_to_string(&manifest).expect("manifest"), "the edit applies");
+    std::fs::write(&manifest, edited).expect("write manifest");
+    env.ok(&[
+        "--ns",
+        "app",
+        "repair",
+        "run",
+        "--handler",
+        "predict",
+        "--since-seq",
+        "2",
+        "--manifest",
+        manifest_arg,
+        "--not-replayable",
+        "skip",
+    ]);
+    let pred = scan(&env, "pred");
+    assert!(pred.contains("20*3\n") && pred.contains("21*3+1") && pred.contains("22*3+1"), "{pred}");
+    assert!(scan(&env, "dbl").contains("(22*3+1)*2"));
+
+    // Bad input: a clear reason, nothing changed.
+    let out = env.run(&["--ns", "app", "repair", "run", "--record", "model:1", "--manifest", manifest_arg]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--value"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out =
+        env.run(&["--ns", "app", "repair", "run", "--record", "model:9", "--value", "1", "--manifest", manifest_arg]);
+    assert!(!out.status.success());
+    assert_eq!(scan(&env, "pred"), pred);
+}

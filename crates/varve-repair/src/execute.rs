@@ -220,7 +220,7 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         .iter()
         .flat_map(|c| c.seqs.iter().chain(&c.may_change).map(move |&seq| (c.namespace.as_str(), c.log.as_str(), seq)))
         .collect();
-    let mut walk = Walk::new(plan, inputs, &shadows, &changing, outcome);
+    let mut walk = Walk::new(plan, inputs, &shadows, &changing, outcome)?;
     *lock(&walk.seen) = history_before_events(inputs)?;
     for e in inputs.events {
         walk.event(e)?;
@@ -246,8 +246,8 @@ struct Walk<'a> {
     inputs: &'a Inputs<'a>,
     shadows: &'a HashMap<LogKey, Shadow>,
     changing: &'a HashSet<(&'a str, &'a str, Seq)>,
-    /// A rerun's FIRING id (text) → its index.
-    firing_of: HashMap<String, usize>,
+    /// A rerun's FIRING id → its index.
+    firing_of: HashMap<EventId, usize>,
     /// Each rerun's FIRING event.
     firings: HashMap<usize, &'a StoredEvent>,
     /// (namespace, log, seq) of an original output → (run, ordinal among its appends to that log).
@@ -273,10 +273,19 @@ impl<'a> Walk<'a> {
         shadows: &'a HashMap<LogKey, Shadow>,
         changing: &'a HashSet<(&'a str, &'a str, Seq)>,
         outcome: RepairOutcome,
-    ) -> Walk<'a> {
+    ) -> Result<Walk<'a>, RepairError> {
         let runs = plan.reruns.len();
-        let firing_of: HashMap<String, usize> =
-            plan.reruns.iter().enumerate().map(|(i, r)| (r.firing.clone(), i)).collect();
+        // The plan names FIRINGs in text form (it is serialized).
+        let mut firing_of: HashMap<EventId, usize> = HashMap::with_capacity(runs);
+        for (i, r) in plan.reruns.iter().enumerate() {
+            let id = EventId::parse(&r.firing).map_err(|e| {
+                RepairError::Unsupported(format!(
+                    "the plan's run {i} names FIRING {:?}, not an event id ({e})",
+                    r.firing
+                ))
+            })?;
+            firing_of.insert(id, i);
+        }
         let mut walk = Walk {
             plan,
             inputs,
@@ -298,7 +307,7 @@ impl<'a> Walk<'a> {
         };
         for e in inputs.events {
             if e.event.kind == EventKind::Firing {
-                if let Some(&run) = walk.firing_of.get(&e.id.to_string()) {
+                if let Some(&run) = walk.firing_of.get(&e.id) {
                     walk.firings.insert(run, e);
                 }
             }
@@ -315,12 +324,12 @@ impl<'a> Walk<'a> {
                 *ordinal += 1;
             }
         }
-        walk
+        Ok(walk)
     }
 
     /// The rerun whose FIRING caused `e`.
     fn run_of(&self, e: &StoredEvent) -> Option<usize> {
-        e.event.parent.as_ref().and_then(|p| self.firing_of.get(&p.to_string())).copied()
+        e.event.parent.as_ref().and_then(|p| self.firing_of.get(p)).copied()
     }
 
     fn event(&mut self, e: &StoredEvent) -> Result<(), RepairError> {

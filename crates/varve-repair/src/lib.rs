@@ -20,9 +20,11 @@
 //! println!("{}", plan.to_text());
 //! ```
 //!
-//! The plan is the dry run of `varve repair plan` (and `--dot`). Executing
-//! it — shadow logs, the replay with reads pinned, the atomic swap — is the
-//! part of issue 14 still to come; see `docs/repair.md`.
+//! The plan is the dry run of `varve repair plan` (and `--dot`). [`execute`]
+//! carries it out — shadow logs, the replay of each run with its reads
+//! pinned, the atomic swap — with the handlers' code given as
+//! [`varve_runtime::HandlerFn`]s (`varve repair run` replays external
+//! commands through `varve_runtime::command_context`); see `docs/repair.md`.
 
 mod execute;
 mod plan;

@@ -47,11 +47,24 @@ pub fn run_until(
     timeout: Option<Duration>,
     kill: &AtomicBool,
 ) -> Result<(), String> {
+    run_until_to(argv, env, stdin, timeout, kill, Stdio::inherit())
+}
+
+/// [`run_until`], with the command's stdout sent to `stdout` (a repair sends
+/// it to stderr, keeping its own stdout for its answer).
+pub fn run_until_to(
+    argv: &[String],
+    env: &[(&str, String)],
+    stdin: &[u8],
+    timeout: Option<Duration>,
+    kill: &AtomicBool,
+    stdout: Stdio,
+) -> Result<(), String> {
     let Some((program, rest)) = argv.split_first() else {
         return Err("empty command".to_owned());
     };
     let mut command = Command::new(program);
-    command.args(rest).stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::piped());
+    command.args(rest).stdin(Stdio::piped()).stdout(stdout).stderr(Stdio::piped());
     for (key, value) in env {
         command.env(key, value);
     }

@@ -135,6 +135,7 @@
 
 mod builder;
 pub mod command;
+pub mod command_context;
 mod context;
 mod error;
 pub mod event;
@@ -161,7 +162,7 @@ pub use context::{HandlerContext, Replay, SCAN_RECORDS_MAX};
 pub use error::{Result, RuntimeError};
 pub use event::{Event, EventId, EventKind, HostId, ReadDep, ReadView, StoredEvent, TraceId};
 pub use handler::{HandlerFn, HandlerKind, HandlerResult, HandlerSpec};
-pub use manifest::{Builtins, Manifest};
+pub use manifest::{Builtins, HandlerRun, Manifest, ManifestHandler};
 pub use requests::{Appended, RequestId};
 pub use retry::{AfterFailure, RetryPolicy, ATTEMPTS_MAX};
 pub use runtime::{Runtime, RuntimeHandle};

@@ -138,6 +138,12 @@ impl Builtins {
     pub fn names(&self) -> BTreeSet<String> {
         self.functions.keys().cloned().collect()
     }
+
+    /// The function offered under `name`.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&HandlerFn> {
+        self.functions.get(name)
+    }
 }
 
 #[derive(Deserialize)]
