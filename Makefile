@@ -138,8 +138,13 @@ bench-object: build
 	$(VARVE) bench object --dir target/bench $(if $(QUICK),--quick)
 
 # Schema evolution: the retention models of seeds/003 (docs/benchmarks.md, "Schema evolution").
+# The plan's cost at 100k and 1M events; then the temperature app's repair
+# of one faulty day at the end of 30 days beside a run from scratch on the
+# true data (which the repaired logs must equal, byte for byte).
 bench-repair: build
 	$(VARVE) bench repair --dir target/bench $(if $(QUICK),--quick)
+	$(dir $(VARVE))temperature bench-repair --work target/bench/temperature-repair \
+	  $(if $(QUICK),--days 3 --fahrenheit 1:1 --outage 30:6 --runs 1,--days 30 --fahrenheit 1:28 --outage 674:6 --runs 5)
 
 bench-schema: build
 	$(VARVE) bench schema --dir target/bench $(if $(QUICK),--quick)

@@ -125,7 +125,26 @@ tv --ns temperature repair plan --record cpu_raw.1:100 --manifest examples/tempe
   --dot target/demo/repair_plan.dot > target/demo/repair_plan.txt
 head -n 8 target/demo/repair_plan.txt
 grep -A 12 '^logs that change' target/demo/repair_plan.txt
-echo "(the whole plan is in target/demo/repair_plan.txt, its graph in target/demo/repair_plan.dot; to execute one: varve_repair::execute in Rust, Namespace.repair in Python)"
+echo "(the whole plan is in target/demo/repair_plan.txt, its graph in target/demo/repair_plan.dot)"
+
+step "Repair (Sans-Souci §7.4.1): a device reporting °F for a day and a reference-sensor outage, corrected after the fact"
+# A second data directory, fed with two faults: device 1 reports °F during
+# day 1, and the reference sensor is down for 6 hours from hour 30 (the
+# gateway holds its last reading meanwhile). The true readings arrive later
+# (the device's converted back, the station's logger read out);
+# `temperature repair` corrects every raw reading that differs from them and
+# replays smooth/train/predict with their reads pinned (varve_repair::execute
+# with the app's Rust handlers). The external `alert` handler is not run
+# here: an alert that was sent is not replayed.
+RDATA="$DATA/temperature-repair"
+t run --data "$RDATA" --days 3 --devices 4 --fahrenheit 1:1 --outage 30:6
+t repair --data "$RDATA"
+t check --data "$RDATA"
+echo "(prediction 281, for 01:20 on day 1 with device 1 in °F: before the repair (still readable in _gen.prediction.1), after it, and the reference sensor's reading then)"
+rv() { echo "\$ varve --data $RDATA --ns temperature $*"; "$VARVE" --data "$RDATA" --ns temperature "$@"; }
+rv log get _gen.prediction.1 281
+rv log get prediction 281
+rv log get env_raw 305
 
 step "Versioned objects (UStore §4.1): vgit, a directory's versions; each file is an object, a commit names their versions"
 # examples/objects: three binaries on varve-object, built with the workspace.

@@ -35,6 +35,7 @@ use varve_runtime::{
 };
 
 use crate::data::{DataSet, Generator, Reading, INTERVAL_SECS};
+use crate::fault::Faults;
 use crate::model::{
     align_to_interval, smooth, Prediction, Regression, RETRAIN_PERIOD_SECS, SMOOTH_WINDOW_SECS, TRAIN_SAMPLES_MIN,
     TRAIN_WINDOW_SECS,
@@ -97,6 +98,10 @@ pub struct Params {
     pub devices: usize,
     /// Days of readings, at least 1 (288 five-minute steps a day).
     pub days: u32,
+    /// Faults injected into what is published (none by default; absent from
+    /// the JSON of a run without faults).
+    #[serde(default, skip_serializing_if = "Faults::is_none")]
+    pub faults: Faults,
 }
 
 impl Params {
@@ -106,13 +111,20 @@ impl Params {
         if self.days == 0 {
             bail!("--days must be at least 1");
         }
-        check_devices(self.devices)
+        check_devices(self.devices)?;
+        self.faults.validate(self.devices, self.days)
     }
 
-    /// The data set these parameters describe (deterministic: the same every time).
+    /// The data set these parameters describe, the truth (deterministic: the same every time).
     #[must_use]
     pub fn generate(&self) -> DataSet {
         Generator::new(self.seed).devices(self.devices).days(self.days).generate()
+    }
+
+    /// What a run publishes: the truth with the [`Faults`] applied.
+    #[must_use]
+    pub fn published(&self) -> DataSet {
+        self.faults.apply(&self.generate())
     }
 
     /// Read `DIR/temperature.json`; parameters no run accepts are an error.
@@ -136,11 +148,12 @@ impl Params {
             let stored = Params::load(dir)?;
             if stored != *self {
                 bail!(
-                    "{} was fed with --seed {} --devices {} --days {}; resume with those or use a new directory",
+                    "{} was fed with --seed {} --devices {} --days {}{}; resume with those or use a new directory",
                     dir.display(),
                     stored.seed,
                     stored.devices,
-                    stored.days
+                    stored.days,
+                    stored.faults.flags()
                 );
             }
             return Ok(());
@@ -190,6 +203,8 @@ pub fn start(dir: &Path, devices: usize) -> anyhow::Result<Runtime> {
 
 /// The log the external `alert` handler appends to.
 pub const ALERTS: &str = "alerts";
+/// The external handler's name.
+pub const ALERTS_HANDLER: &str = "alert";
 
 /// An external-command handler, to show handlers in any language: on each
 /// new model, a shell script appends a line to `alerts` through the `varve`
@@ -200,7 +215,7 @@ pub const ALERTS: &str = "alerts";
 pub fn alert_handler(varve_bin: &Path) -> HandlerSpec {
     let script = r#"model=$(cat); "$1" --data "$VARVE_DATA" --ns "$VARVE_NAMESPACE" log append alerts "model $VARVE_SEQ retrained: $model" >/dev/null"#;
     HandlerSpec {
-        name: "alert".to_owned(),
+        name: ALERTS_HANDLER.to_owned(),
         kind: HandlerKind::Command(vec![
             "sh".to_owned(),
             "-c".to_owned(),
@@ -251,9 +266,46 @@ pub fn start_full(
         builder = builder
             .log(ALERTS, varve_log::LogConfig::unbounded())
             .register(alert_handler(varve_bin))
-            .subscribe(MODEL, "alert");
+            .subscribe(MODEL, ALERTS_HANDLER);
     }
     Ok(builder.start()?)
+}
+
+/// What [`feed`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Fed {
+    /// Readings this call published.
+    pub published: usize,
+    /// Readings the data set has in all.
+    pub total: usize,
+    /// From opening the store to the handlers' last output.
+    pub elapsed: std::time::Duration,
+}
+
+/// `temperature run`: store the parameters (or insist they match), start the
+/// runtime, publish what the raw topics lack, wait until the handlers are
+/// done (at most `idle_wait_max`), stop. Checks everything that can refuse
+/// the run before anything is written.
+pub fn feed(
+    dir: &Path,
+    params: &Params,
+    alerts_with: Option<&Path>,
+    idle_wait_max: std::time::Duration,
+) -> anyhow::Result<Fed> {
+    params.validate()?;
+    if let Some(varve_bin) = alerts_with {
+        check_alerts_with(varve_bin)?;
+    }
+    params.store_or_match(dir)?;
+    let started = std::time::Instant::now();
+    let data = params.published();
+    let runtime = start_full(dir, params.devices, &builtins(params.devices), alerts_with)?;
+    let published = publish_missing(&runtime, &data)?;
+    if !runtime.wait_idle(idle_wait_max) {
+        bail!("the handlers did not finish within {idle_wait_max:?}");
+    }
+    runtime.stop(std::time::Duration::from_secs(10));
+    Ok(Fed { published, total: data.environment.len() * (params.devices + 1), elapsed: started.elapsed() })
 }
 
 /// The order readings are published in: step by step, each step's device

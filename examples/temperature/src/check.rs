@@ -31,8 +31,11 @@ const TOLERANCE: f64 = 1e-9;
 pub struct Outputs {
     /// The run's parameters, from `temperature.json`.
     pub params: Params,
-    /// The data set the parameters generate: what the raw topics should hold.
+    /// The data set the parameters generate: the truth, which predictions are measured against.
     pub data: DataSet,
+    /// What the raw topics should hold: what the run published (the truth with
+    /// the run's faults), or the truth once `temperature repair` corrected them.
+    pub published: DataSet,
     /// Per device, then the environment: the raw topics' readings in index order.
     pub raw: Vec<Vec<Reading>>,
     /// Per device, then the environment: the smoothed topics' readings in index order.
@@ -55,9 +58,11 @@ impl Outputs {
         let smooth_topics = (0..params.devices).map(cpu_smooth).chain([ENV_SMOOTH.to_owned()]);
         let raw = raw_topics.map(|t| read_topic(&ns, &t, Reading::from_json)).collect::<anyhow::Result<_>>()?;
         let smoothed = smooth_topics.map(|t| read_topic(&ns, &t, Reading::from_json)).collect::<anyhow::Result<_>>()?;
+        let repaired = dir.join(crate::repair::REPAIR_FILE).exists();
         Ok(Outputs {
             params,
             data: params.generate(),
+            published: if repaired { params.generate() } else { params.published() },
             raw,
             smoothed,
             models: read_topic(&ns, MODEL, Regression::from_json)?,
@@ -269,7 +274,7 @@ fn check_delivery(out: &Outputs, d: &Delivery<'_>, report: &mut CheckReport) {
 }
 
 fn check_inputs(out: &Outputs, d: &Delivery<'_>, report: &mut CheckReport) {
-    let generated = out.data.devices.iter().chain([&out.data.environment]);
+    let generated = out.published.devices.iter().chain([&out.published.environment]);
     for (series, (stored, expected)) in out.raw.iter().zip(generated).enumerate() {
         let topic = out.raw_topic(series);
         report.raw_readings += stored.len();

@@ -15,8 +15,10 @@
 //! their own and the handlers that call them stay thin. [`app`] holds the
 //! handlers and the manifest (`app.toml`), [`check`] the consistency check
 //! (recompute every output from the inputs; delivery from the event log),
-//! [`graph`] the causal graph of one prediction. The `temperature` binary
-//! runs it all: `temperature run --data DIR`, `check`, `graph`.
+//! [`graph`] the causal graph of one prediction, [`fault`] and [`repair`]
+//! the repair half (faults injected into what is published, then corrected
+//! by replay). The `temperature` binary runs it all: `temperature run --data
+//! DIR`, `check`, `graph`, `repair`, `bench-repair`.
 //!
 //! ```
 //! use varve_example_temperature::{data::Generator, model::Regression};
@@ -32,5 +34,7 @@
 pub mod app;
 pub mod check;
 pub mod data;
+pub mod fault;
 pub mod graph;
 pub mod model;
+pub mod repair;

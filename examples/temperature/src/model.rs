@@ -165,6 +165,8 @@ pub struct ErrorSummary {
     pub mean_abs: f64,
     /// 95th percentile of the absolute error, in °C.
     pub p95_abs: f64,
+    /// The largest absolute error, in °C.
+    pub max_abs: f64,
 }
 
 /// The error summary of `(predicted, actual)` pairs (°C); `None` when there are none.
@@ -178,7 +180,7 @@ pub fn error_summary(pairs: impl IntoIterator<Item = (f64, f64)>) -> Option<Erro
     #[expect(clippy::cast_precision_loss, reason = "counts of samples are far below 2^52")]
     let mean_abs = errors.iter().sum::<f64>() / errors.len() as f64;
     let p95_index = (errors.len() * 95).div_ceil(100).saturating_sub(1);
-    Some(ErrorSummary { count: errors.len(), mean_abs, p95_abs: errors[p95_index] })
+    Some(ErrorSummary { count: errors.len(), mean_abs, p95_abs: errors[p95_index], max_abs: errors[errors.len() - 1] })
 }
 
 #[cfg(test)]

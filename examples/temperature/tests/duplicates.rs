@@ -16,7 +16,7 @@ fn run_with_faulty_smooth(
     faulty: fn(&mut varve_runtime::HandlerContext<'_>, &[u8]) -> varve_runtime::HandlerResult,
 ) -> check::CheckReport {
     let dir = tempfile::tempdir().expect("temp dir");
-    let params = Params { seed: 5, devices: 2, days: 1 };
+    let params = Params { seed: 5, devices: 2, days: 1, faults: varve_example_temperature::fault::Faults::default() };
     params.store_or_match(dir.path()).expect("params");
     let devices = params.devices;
     let builtins = Builtins::new()
