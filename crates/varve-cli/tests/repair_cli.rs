@@ -237,6 +237,16 @@ fn repair_run_replays_command_handlers_and_equals_a_run_from_scratch() {
     // The old histories stay readable.
     assert_eq!(scan(&env, "_gen.pred.1"), pred_before);
     assert_eq!(scan(&env, "_gen.dbl.1"), dbl_before);
+    // Why is dbl:3 what it is? The trace names the repair and what it corrected.
+    let causes = env.ok(&["--ns", "app", "trace", "causes", "dbl", "3"]);
+    println!("{causes}");
+    assert!(causes.contains("REPAIR") && causes.contains("corrected app/model:1"), "{causes}");
+    assert!(causes.contains("old histories kept as _gen.dbl.1"), "{causes}");
+    let effects = env.json(&["--ns", "app", "trace", "effects", "model", "1"]);
+    let records = effects["records"].as_array().expect("records");
+    for log in ["pred", "dbl"] {
+        assert!(records.iter().any(|r| r["log"] == log), "{effects:#}");
+    }
 
     // A replaced handler: edit the script, replay it from input seq 2 on.
     let edited = std::fs::read_to_string(&manifest).expect("manifest").replace("\\\"$s*$m\\\"", "\\\"$s*$m+1\\\"");

@@ -22,7 +22,10 @@
 //! `_gen.LOG.N` (the old history, still readable) and `_shadow.LOG` becomes
 //! `LOG`, for every log of that namespace at once. Before it, the original
 //! logs are untouched (a crash leaves stale shadows, which the next repair
-//! deletes and rebuilds); after it, the repaired logs are in place.
+//! deletes and rebuilds); after it, the repaired logs are in place. Then a
+//! REPAIR event in each namespace's `_events` names the records whose
+//! values changed and what was corrected (the causal graph makes it a
+//! parent of each of them).
 //!
 //! **Limits.** The repair is offline: no runtime may serve the namespaces
 //! (another process's is kept out by the store's writer lock; one in this
@@ -42,9 +45,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use varve_log::{LogError, Namespace, Record, Seq, SeqRange};
 use varve_runtime::trace::RecordRef;
-use varve_runtime::{EventId, EventKind, HandlerContext, HandlerFn, Replay, RuntimeError, StoredEvent};
+use varve_runtime::{
+    Event, EventId, EventKind, HandlerContext, HandlerFn, ReadDep, Replay, RuntimeError, StoredEvent, EVENTS_LOG,
+};
 
-use crate::plan::RepairPlan;
+use crate::plan::{Correction, RepairPlan};
 
 /// Why a repair could not be carried out. Nothing is swapped after any of these.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +133,22 @@ pub struct RepairOutcome {
     pub written: u64,
     /// Records whose value the repair changed.
     pub changed: u64,
+    /// Per namespace, those records as `(log, first seq, last seq)` ranges.
+    pub changed_records: BTreeMap<String, Vec<(String, Seq, Seq)>>,
+    /// Per namespace, the seq in its `_events` of the REPAIR event written after the swap.
+    pub repair_events: BTreeMap<String, Seq>,
+}
+
+impl RepairOutcome {
+    /// Count a record whose value changed (records of a log come in seq order).
+    fn note_changed(&mut self, namespace: &str, log: &str, seq: Seq) {
+        self.changed += 1;
+        let ranges = self.changed_records.entry(namespace.to_owned()).or_default();
+        match ranges.iter_mut().rev().find(|(l, _, _)| l == log) {
+            Some((_, _, last)) if *last + 1 == seq => *last = seq,
+            _ => ranges.push((log.to_owned(), seq, seq)),
+        }
+    }
 }
 
 /// The prefix of shadow logs.
@@ -237,7 +258,70 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         fill(shadow, namespace, log, original, inputs.values, &mut outcome)?;
     }
     swap(&shadows, &mut outcome)?;
+    record_repair(plan, inputs, &mut outcome)?;
     Ok(outcome)
+}
+
+/// After the swap, a REPAIR event in each namespace's `_events` (where it
+/// has one): the records it replaced, what was corrected, where the old
+/// histories are. A crash between the swap and this append leaves the
+/// repair done without its event; the `_gen.*` logs still show it.
+fn record_repair(plan: &RepairPlan, inputs: &Inputs<'_>, outcome: &mut RepairOutcome) -> Result<(), RepairError> {
+    let records: Vec<&RecordRef> = plan
+        .corrections
+        .iter()
+        .filter_map(|c| match c {
+            Correction::Record(r) => Some(r),
+            Correction::Handler { .. } => None,
+        })
+        .collect();
+    let handler = plan.corrections.iter().find_map(|c| match c {
+        Correction::Handler { handler, .. } => Some(handler.as_str()),
+        Correction::Record(_) => None,
+    });
+    let mut what = Vec::new();
+    if let Some(first) = records.first() {
+        let more = match records.len() {
+            1 => String::new(),
+            n => format!(" and {} more record(s)", n - 1),
+        };
+        what.push(format!("corrected {}/{}:{}{more}", first.namespace, first.log, first.seq));
+    }
+    if let Some(handler) = handler {
+        what.push(format!("replaced handler {handler:?}"));
+    }
+    // The first correction's APPEND is the REPAIR's parent (and lends it its trace).
+    let cause = records.first().and_then(|r| {
+        inputs.events.iter().find(|e| {
+            e.event.kind == EventKind::Append
+                && e.id.namespace == r.namespace
+                && e.event.log == r.log
+                && e.event.seq == r.seq
+        })
+    });
+    for (namespace, swapped) in &outcome.swapped {
+        let ns = self::namespace(inputs, namespace)?;
+        match ns.latest(EVENTS_LOG) {
+            Err(LogError::LogNotFound { .. }) => continue, // no runtime ever served it: no event log
+            Err(e) => return Err(e.into()),
+            Ok(_) => {}
+        }
+        let generations: Vec<&str> = swapped.iter().map(|(_, generation)| generation.as_str()).collect();
+        let trace = cause.map_or_else(rand::random::<u128>, |c| c.event.trace);
+        let mut event = Event::new(EventKind::Repair, trace, cause.map(|c| c.id.clone()));
+        handler.unwrap_or_default().clone_into(&mut event.handler);
+        event.reason = format!("{}; old histories kept as {}", what.join(", "), generations.join(", "));
+        event.reads = outcome
+            .changed_records
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .map(|(log, first, last)| ReadDep::read(log, *first, *last))
+            .collect();
+        let seq = ns.append(EVENTS_LOG, &event.encode())?;
+        outcome.repair_events.insert(namespace.clone(), seq);
+    }
+    Ok(())
 }
 
 /// The walk over the events in causal order (see the module docs).
@@ -387,7 +471,7 @@ impl<'a> Walk<'a> {
         fill(shadow, namespace, log, seq - 1, self.inputs.values, &mut self.outcome)?;
         let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
         let value: Vec<u8> = if let Some(value) = self.inputs.values.get(&record) {
-            self.outcome.changed += 1;
+            self.outcome.note_changed(namespace, log, seq);
             value.clone()
         } else if let Some((run, ordinal)) = slot {
             let value = self.outputs[run].as_ref().and_then(|o| o.get(&key)).and_then(|v| v.get(ordinal)).cloned();
@@ -400,7 +484,7 @@ impl<'a> Walk<'a> {
                 ))
             })?;
             if value.as_slice() != shadow.ns.get(log, seq)?.as_ref() {
-                self.outcome.changed += 1;
+                self.outcome.note_changed(namespace, log, seq);
             }
             value
         } else {
@@ -509,7 +593,7 @@ fn fill(
         let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
         let value = match values.get(&record) {
             Some(value) => {
-                outcome.changed += 1;
+                outcome.note_changed(namespace, log, seq);
                 Bytes::copy_from_slice(value)
             }
             None => shadow.ns.get(log, seq)?,

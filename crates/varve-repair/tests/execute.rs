@@ -6,7 +6,7 @@
 //!
 //! `VARVE_SEED` replays one case; `VARVE_REPAIR_CASES` sets how many run.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
 use varve_repair::{execute, Correction, Inputs, NotReplayable, RepairError, RepairPlan};
-use varve_runtime::trace::RecordRef;
-use varve_runtime::{HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder};
+use varve_runtime::trace::{CausalGraph, RecordRef};
+use varve_runtime::{EventKind, HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder};
 
 const IDLE: Duration = Duration::from_secs(30);
 /// Logs in causal order: a handler reads any log and writes a later one.
@@ -146,7 +146,48 @@ fn check(seed: u64) -> usize {
     }
     assert_eq!(outcome.replayed, plan.reruns.len(), "seed {seed}");
     assert!(outcome.changed >= 1, "seed {seed}: at least the corrected record changes");
+    check_repair_event(seed, &*ns, &before, &outcome, target as u64 + 1);
     outcome.replayed
+}
+
+/// The REPAIR event names exactly the records whose values differ from the
+/// replaced history, and the causes of each of them include the repair and
+/// the corrected record.
+fn check_repair_event(
+    seed: u64,
+    ns: &dyn Namespace,
+    before: &HashMap<&str, Vec<Vec<u8>>>,
+    outcome: &varve_repair::RepairOutcome,
+    corrected_seq: u64,
+) {
+    let differing: BTreeSet<(String, u64)> = LOGS
+        .iter()
+        .flat_map(|log| {
+            let now = contents(ns, log);
+            (0..now.len()).filter(move |&i| now[i] != before[log][i]).map(move |i| ((*log).to_owned(), i as u64 + 1))
+        })
+        .collect();
+    let events = varve_runtime::namespace_events(ns, SeqRange::ALL).expect("events");
+    let repair_seq = outcome.repair_events["app"];
+    let repair = events.iter().find(|e| e.id.seq == repair_seq).expect("the REPAIR event");
+    assert_eq!(repair.event.kind, EventKind::Repair, "seed {seed}");
+    let replaced: BTreeSet<(String, u64)> =
+        repair.event.replaced().flat_map(|(log, a, b)| (a..=b).map(move |seq| (log.to_owned(), seq))).collect();
+    assert_eq!(replaced, differing, "seed {seed}: the REPAIR event's records");
+    assert!(repair.event.reason.contains("corrected app/in:"), "seed {seed}: {}", repair.event.reason);
+    let graph = CausalGraph::new(&events);
+    for (log, seq) in &differing {
+        let causes = graph.ancestors("app", log, *seq);
+        assert!(causes.iter().any(|e| e.id == repair.id), "seed {seed}: {log}:{seq}'s causes lack the REPAIR");
+        if log != "in" {
+            assert!(
+                causes
+                    .iter()
+                    .any(|e| e.event.kind == EventKind::Append && e.event.log == "in" && e.event.seq == corrected_seq),
+                "seed {seed}: {log}:{seq}'s causes lack the corrected record"
+            );
+        }
+    }
 }
 
 #[test]

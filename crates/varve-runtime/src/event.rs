@@ -122,6 +122,13 @@ pub enum EventKind {
     Subscribe = 9,
     /// `handler` was unsubscribed from `log`.
     Unsubscribe = 10,
+    /// A repair (`varve-repair`) replaced records of this namespace after
+    /// the fact: [`Event::reads`] holds the ranges of records whose values it
+    /// changed (READ entries, one per run of consecutive seqs), `reason` what
+    /// was corrected and where the old histories are kept, `handler` the
+    /// replaced handler (if one was). Parent: the APPEND of the (first)
+    /// corrected record, when there is one. Written after the swap.
+    Repair = 11,
 }
 
 impl EventKind {
@@ -137,6 +144,7 @@ impl EventKind {
             8 => EventKind::DeadLetter,
             9 => EventKind::Subscribe,
             10 => EventKind::Unsubscribe,
+            11 => EventKind::Repair,
             _ => return None,
         })
     }
@@ -155,6 +163,7 @@ impl EventKind {
             EventKind::DeadLetter => "DEAD_LETTER",
             EventKind::Subscribe => "SUBSCRIBE",
             EventKind::Unsubscribe => "UNSUBSCRIBE",
+            EventKind::Repair => "REPAIR",
         }
     }
 }
@@ -328,7 +337,8 @@ impl Event {
 
     /// Every read this event records, in order: the event itself for a READ
     /// or LATEST event (version 1, or a read through the socket), its folded
-    /// [`Event::reads`] otherwise.
+    /// [`Event::reads`] otherwise. None for a REPAIR (its entries are the
+    /// records it replaced: [`Event::replaced`]).
     pub fn read_views(&self) -> impl Iterator<Item = ReadView<'_>> {
         let own = matches!(self.kind, EventKind::Read | EventKind::Latest).then(|| ReadView {
             kind: self.kind,
@@ -336,12 +346,20 @@ impl Event {
             seq: self.seq,
             seq_last: self.seq_last.max(self.seq),
         });
-        own.into_iter().chain(self.reads.iter().map(|r| ReadView {
+        let folded: &[ReadDep] = if self.kind == EventKind::Repair { &[] } else { &self.reads };
+        own.into_iter().chain(folded.iter().map(|r| ReadView {
             kind: r.kind,
             log: &r.log,
             seq: r.seq,
             seq_last: r.seq_last.max(r.seq),
         }))
+    }
+
+    /// A REPAIR's records whose values it changed, as `(log, first, last)`
+    /// ranges of this namespace; none for the other kinds.
+    pub fn replaced(&self) -> impl Iterator<Item = (&str, Seq, Seq)> {
+        let ranges: &[ReadDep] = if self.kind == EventKind::Repair { &self.reads } else { &[] };
+        ranges.iter().map(|r| (r.log.as_str(), r.seq, r.seq_last.max(r.seq)))
     }
 
     /// The binary form, version [`EVENT_FORMAT_VERSION`] (see the module docs).
@@ -628,11 +646,13 @@ impl StoredEvent {
                 let _ = write!(line, " <- {parent}");
             }
         }
+        // A REPAIR's entries are the records it replaced, not reads.
+        let verb = if e.kind == EventKind::Repair { "replaced" } else { "read" };
         for read in &e.reads {
             let _ = match (read.kind, read.seq_last > read.seq) {
                 (EventKind::Latest, _) => write!(line, " [latest {}={}]", read.log, read.seq),
-                (_, true) => write!(line, " [read {}:{}..={}]", read.log, read.seq, read.seq_last),
-                (_, false) => write!(line, " [read {}:{}]", read.log, read.seq),
+                (_, true) => write!(line, " [{verb} {}:{}..={}]", read.log, read.seq, read.seq_last),
+                (_, false) => write!(line, " [{verb} {}:{}]", read.log, read.seq),
             };
         }
         if !e.reason.is_empty() {

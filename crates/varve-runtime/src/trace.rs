@@ -12,6 +12,9 @@
 //! READ/LATEST event (format version 1, socket reads) or folded into the
 //! event of the handler's next write ([`crate::event::Event::reads`]).
 //! A FIRING's reads count as inputs of every APPEND that FIRING made.
+//! A REPAIR event is a parent of the APPEND of every record it replaced
+//! (its cause being the corrected record's APPEND), so the causes of a
+//! repaired record include the repair and what it corrected.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
@@ -94,6 +97,15 @@ impl<'a> CausalGraph<'a> {
                 if let Some(f) = firing {
                     parents[f].push(i);
                     children[i].extend(outputs);
+                }
+            }
+            // A REPAIR is a cause of every record whose value it replaced.
+            for (log, first, last) in e.event.replaced() {
+                for seq in first..=last {
+                    if let Some(&a) = appends.get(&(e.id.namespace.as_str(), log, seq)) {
+                        parents[a].push(i);
+                        children[i].push(a);
+                    }
                 }
             }
         }
@@ -385,7 +397,9 @@ pub fn to_otel_json(events: &[&StoredEvent]) -> Value {
                     json!({"stringValue": text})
                 })
                 .collect();
-            attributes.push(json!({"key": "varve.reads", "value": {"arrayValue": {"values": reads}}}));
+            // A REPAIR's entries are the records it replaced.
+            let key = if ev.kind == EventKind::Repair { "varve.replaced" } else { "varve.reads" };
+            attributes.push(json!({"key": key, "value": {"arrayValue": {"values": reads}}}));
         }
         if ev.attempt > 0 {
             attributes.push(json!({"key": "varve.attempt", "value": {"intValue": ev.attempt.to_string()}}));

@@ -66,6 +66,18 @@ fn a_repaired_run_equals_a_run_from_scratch_on_the_true_data() {
     let report = check::check_outputs(&outputs);
     assert!(report.is_consistent(), "{report}");
 
+    // Why is a repaired prediction what it is? Its causes include the REPAIR, caused by a corrected reading.
+    let changed = (1..=before.len()).find(|&i| records(&faulty, PREDICTION)[i - 1] != before[i - 1]).expect("a change");
+    let graph = varve_runtime::trace::CausalGraph::new(&outputs.events);
+    let causes = graph.ancestors("temperature", PREDICTION, changed as u64);
+    let repair = causes.iter().find(|e| e.event.kind == varve_runtime::EventKind::Repair).expect("a REPAIR cause");
+    assert!(repair.event.reason.contains("corrected temperature/cpu_raw.2:"), "{}", repair.event.reason);
+    assert!(repair.event.reason.contains("_gen.prediction.1"), "{}", repair.event.reason);
+    let replaced: u64 = repair.event.replaced().map(|(_, a, b)| b - a + 1).sum();
+    let report: repair::RepairReport =
+        serde_json::from_slice(&std::fs::read(faulty.join(repair::REPAIR_FILE)).expect("repair.json")).expect("json");
+    assert_eq!(replaced, report.changed, "the REPAIR names every record it changed");
+
     let again = temperature(&["repair", "--data", faulty_s]);
     assert!(again.contains("nothing to repair"), "{again}");
     assert_eq!(repair::generations_of(&faulty, PREDICTION).expect("list"), ["_gen.prediction.1"]);

@@ -605,7 +605,7 @@ def _stop_all_runtimes() -> None:
     """Stop every runtime still running (registered with ``atexit``)."""
 
 _EventKind = Literal[
-    "APPEND", "TRIGGER", "FIRING", "READ", "LATEST", "DONE", "FAILED", "DEAD_LETTER", "SUBSCRIBE", "UNSUBSCRIBE"
+    "APPEND", "TRIGGER", "FIRING", "READ", "LATEST", "DONE", "FAILED", "DEAD_LETTER", "SUBSCRIBE", "UNSUBSCRIBE", "REPAIR"
 ]
 
 # A native class: Python subclasses (varve.Runtime) may extend it, but no

@@ -8,7 +8,7 @@ use varve_runtime::StoredEvent;
 
 /// One event of a namespace's ``_events`` log (from :meth:`Runtime.events`
 /// and the causal queries). ``kind`` is one of APPEND, TRIGGER, FIRING,
-/// READ, LATEST, DONE, FAILED, ``DEAD_LETTER``, SUBSCRIBE, UNSUBSCRIBE.
+/// READ, LATEST, DONE, FAILED, ``DEAD_LETTER``, SUBSCRIBE, UNSUBSCRIBE, REPAIR.
 #[pyclass(frozen, module = "varve")]
 pub struct Event {
     inner: StoredEvent,
@@ -109,7 +109,8 @@ impl Event {
 
     /// The reads the same FIRING made before this write, folded into this
     /// event (an APPEND, DONE or FAILED), in call order: ``(kind, log, seq,
-    /// seq_last)`` with kind ``"READ"`` or ``"LATEST"``. Empty for other events.
+    /// seq_last)`` with kind ``"READ"`` or ``"LATEST"``. For a REPAIR: the
+    /// ranges of records it replaced (kind ``"READ"``). Empty for other events.
     #[getter]
     fn reads(&self) -> Vec<(&'static str, String, u64, u64)> {
         self.inner.event.reads.iter().map(|r| (r.kind.name(), r.log.clone(), r.seq, r.seq_last)).collect()
