@@ -18,6 +18,9 @@
 //! shadows, nowhere else; nothing is triggered (the plan already has the
 //! runs downstream, at their places).
 //!
+//! A run's appends to another namespace (`HandlerContext::append_via`)
+//! are held and placed the same way, in that namespace's shadows.
+//!
 //! **The swap** is one `rename_logs` per namespace: `LOG` becomes
 //! `_gen.LOG.N` (the old history, still readable) and `_shadow.LOG` becomes
 //! `LOG`, for every log of that namespace at once. Before it, the original
@@ -722,10 +725,14 @@ impl Replay for View<'_> {
     }
 
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> varve_runtime::Result<Vec<Seq>> {
+        self.append_batch_in(self.firing_namespace, batch)
+    }
+
+    fn append_batch_in(&self, namespace: &str, batch: &[(&str, &[u8])]) -> varve_runtime::Result<Vec<Seq>> {
         let mut written = lock(&self.written);
         let mut seqs = Vec::with_capacity(batch.len());
         for (log, value) in batch {
-            let list = written.entry((self.firing_namespace.to_owned(), (*log).to_owned())).or_default();
+            let list = written.entry((namespace.to_owned(), (*log).to_owned())).or_default();
             list.push(value.to_vec());
             seqs.push(list.len() as Seq);
         }

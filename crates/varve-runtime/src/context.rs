@@ -10,6 +10,7 @@ use varve_log::{Record, Seq, SeqRange};
 use crate::error::{Result, RuntimeError};
 use crate::event::{EventId, ReadDep, TraceId};
 use crate::inner::{Cause, Inner};
+use crate::runtime::RuntimeHandle;
 use crate::trigger::AppendOptions;
 
 /// Most records one [`HandlerContext::scan`] returns (it materialises them).
@@ -32,6 +33,15 @@ pub trait Replay: Sync {
     fn scan(&self, log: &str, range: SeqRange) -> Result<Vec<Record>>;
     /// Take the run's appends; returns the seqs they will have.
     fn append_batch(&self, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>>;
+    /// Take the run's appends to another namespace's logs
+    /// ([`HandlerContext::append_via`]). By default refused: a replay that
+    /// cannot place them must not drop them.
+    fn append_batch_in(&self, namespace: &str, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
+        let _ = batch;
+        Err(RuntimeError::InvalidArgument {
+            reason: format!("this replay cannot take appends to namespace {namespace:?}"),
+        })
+    }
 }
 
 // A handler may hand its context to a thread it waits for (see `Replay`).
@@ -147,6 +157,27 @@ impl HandlerContext<'_> {
         if matches!(self.backing, Backing::Live(inner) if inner.options.record_reads) {
             self.reads.borrow_mut().push(read());
         }
+    }
+
+    /// Append records to another namespace's logs through its runtime
+    /// (`remote`), with this run's FIRING as their cause — how a handler
+    /// crosses namespaces. A repair replays it like an own append (the
+    /// records go to that namespace's shadows), which a direct
+    /// [`RuntimeHandle::append_caused`] in the handler's code cannot offer.
+    pub fn append_via(&self, remote: &RuntimeHandle, batch: &[(&str, &[u8])]) -> Result<Vec<Seq>> {
+        match self.backing {
+            Backing::Live(_) => remote.append_caused(batch, self.firing.clone(), self.trace),
+            Backing::Replay(replay) => replay.append_batch_in(remote.namespace_name(), batch),
+        }
+    }
+
+    /// Whether this context replays a past run (a repair) rather than
+    /// serving a live one: a handler may skip work that only makes sense
+    /// live (waiting for another runtime, say). It must compute the same
+    /// records either way.
+    #[must_use]
+    pub fn is_replay(&self) -> bool {
+        matches!(self.backing, Backing::Replay(_))
     }
 
     /// Publish to a topic (the same as `append`).

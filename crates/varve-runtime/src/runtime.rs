@@ -213,6 +213,12 @@ impl RuntimeHandle {
         self.inner.append_traced(batch, Some(&Cause { parent, trace }))
     }
 
+    /// The namespace this runtime serves.
+    #[must_use]
+    pub fn namespace_name(&self) -> &str {
+        &self.inner.namespace
+    }
+
     /// See [`Runtime::append_once`].
     pub fn append_once(
         &self,
