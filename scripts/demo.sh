@@ -145,6 +145,9 @@ rv() { echo "\$ varve --data $RDATA --ns temperature $*"; "$VARVE" --data "$RDAT
 rv log get _gen.prediction.1 281
 rv log get prediction 281
 rv log get env_raw 305
+echo "(the repair's own event in _events: what it replaced, what it corrected, where the old histories are; \`varve trace causes prediction 281\` lists it among the prediction's causes)"
+echo "\$ varve --data $RDATA --ns temperature events tail --no-follow | tail -n 1"
+"$VARVE" --data "$RDATA" --ns temperature events tail --no-follow | tail -n 1
 
 step "Versioned objects (UStore §4.1): vgit, a directory's versions; each file is an object, a commit names their versions"
 # examples/objects: three binaries on varve-object, built with the workspace.

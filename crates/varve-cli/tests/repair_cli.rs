@@ -270,6 +270,38 @@ fn repair_run_replays_command_handlers_and_equals_a_run_from_scratch() {
     assert!(pred.contains("20*3\n") && pred.contains("21*3+1") && pred.contains("22*3+1"), "{pred}");
     assert!(scan(&env, "dbl").contains("(22*3+1)*2"));
 
+    // A replayed command that fails: the repair is refused with its reason, nothing is swapped.
+    let failing = std::fs::read_to_string(&manifest).expect("manifest").replace(
+        "command = [\"sh\", \"-c\", \"cd /; read p;",
+        "command = [\"sh\", \"-c\", \"echo broken script >&2; exit 3; read p;",
+    );
+    assert_ne!(failing, std::fs::read_to_string(&manifest).expect("manifest"), "the edit applies");
+    let failing_manifest = env.manifest_named("failing.toml", &failing);
+    let logs_before = env.ok(&["--ns", "app", "log", "ls"]);
+    let out = env.run(&[
+        "--ns",
+        "app",
+        "repair",
+        "run",
+        "--handler",
+        "double",
+        "--manifest",
+        failing_manifest.to_str().expect("path"),
+        "--not-replayable",
+        "skip",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"double\"") && err.contains("broken script"), "{err}");
+    assert_eq!(scan(&env, "pred"), pred);
+    let logs_after = env.ok(&["--ns", "app", "log", "ls"]);
+    assert_eq!(
+        logs_after.lines().filter(|l| l.contains("_gen.")).count(),
+        logs_before.lines().filter(|l| l.contains("_gen.")).count(),
+        "no new generation: {logs_after}"
+    );
+    assert!(!logs_after.contains("_shadow."), "a refused repair removes its shadows: {logs_after}");
+
     // Bad input: a clear reason, nothing changed.
     let out = env.run(&["--ns", "app", "repair", "run", "--record", "model:1", "--manifest", manifest_arg]);
     assert!(!out.status.success());

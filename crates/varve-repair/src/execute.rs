@@ -25,7 +25,7 @@
 //! `_gen.LOG.N` (the old history, still readable) and `_shadow.LOG` becomes
 //! `LOG`, for every log of that namespace at once. Before it, the original
 //! logs are untouched (a crash leaves stale shadows, which the next repair
-//! deletes and rebuilds); after it, the repaired logs are in place. Then a
+//! deletes and rebuilds; an error deletes them at once); after it, the repaired logs are in place. Then a
 //! REPAIR event in each namespace's `_events` names the records whose
 //! values changed and what was corrected (the causal graph makes it a
 //! parent of each of them).
@@ -215,11 +215,32 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
     check(plan, inputs)?;
     let mut outcome = RepairOutcome::default();
     let mut shadows: HashMap<LogKey, Shadow> = HashMap::new();
+    let result = shadow_replay_swap(plan, inputs, &mut shadows, &mut outcome);
+    if result.is_err() && outcome.swapped.is_empty() {
+        // Refused before any swap: leave the namespaces as they were. (If
+        // this fails too, or the process dies, the next repair deletes them.)
+        for shadow in shadows.values() {
+            let _ = shadow.ns.delete_log(&shadow.name);
+        }
+    }
+    result?;
+    record_repair(plan, inputs, &mut outcome)?;
+    Ok(outcome)
+}
+
+/// The shadows, the walk and the swap; `shadows` holds every shadow made, even on an error.
+fn shadow_replay_swap(
+    plan: &RepairPlan,
+    inputs: &Inputs<'_>,
+    shadows: &mut HashMap<LogKey, Shadow>,
+    outcome: &mut RepairOutcome,
+) -> Result<(), RepairError> {
     for changed in &plan.changed {
         let ns = namespace(inputs, &changed.namespace)?;
-        let shadow = make_shadow(&ns, &changed.log, changed.first, &mut outcome)?;
+        let shadow = make_shadow(&ns, &changed.log, changed.first, outcome)?;
         shadows.insert((changed.namespace.clone(), changed.log.clone()), shadow);
     }
+    let shadows = &*shadows;
     // Records appended without events before a log's first recorded one
     // (before the runtime served the namespace) are placed now: a replayed
     // run may read them.
@@ -232,19 +253,19 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
             }
         }
     }
-    for ((namespace, log), shadow) in &shadows {
+    for ((namespace, log), shadow) in shadows {
         let up_to = match first_recorded.get(&(namespace.clone(), log.clone())) {
             Some(&seq) => seq - 1,
             None => shadow.ns.latest(log)?,
         };
-        fill(shadow, namespace, log, up_to, inputs.values, &mut outcome)?;
+        fill(shadow, namespace, log, up_to, inputs.values, outcome)?;
     }
     let changing: HashSet<(&str, &str, Seq)> = plan
         .changed
         .iter()
         .flat_map(|c| c.seqs.iter().chain(&c.may_change).map(move |&seq| (c.namespace.as_str(), c.log.as_str(), seq)))
         .collect();
-    let mut walk = Walk::new(plan, inputs, &shadows, &changing, outcome)?;
+    let mut walk = Walk::new(plan, inputs, shadows, &changing, std::mem::take(outcome))?;
     *lock(&walk.seen) = history_before_events(inputs)?;
     for e in inputs.events {
         walk.event(e)?;
@@ -253,16 +274,14 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         // Runs whose outcome is not on record (cut short) are replayed last.
         walk.replay_now(run)?;
     }
-    let mut outcome = walk.outcome;
+    *outcome = walk.outcome;
     // Records after the last event (appended without events) are copied,
     // corrected where a correction names one of them.
-    for ((namespace, log), shadow) in &shadows {
+    for ((namespace, log), shadow) in shadows {
         let original = shadow.ns.latest(log)?;
-        fill(shadow, namespace, log, original, inputs.values, &mut outcome)?;
+        fill(shadow, namespace, log, original, inputs.values, outcome)?;
     }
-    swap(&shadows, &mut outcome)?;
-    record_repair(plan, inputs, &mut outcome)?;
-    Ok(outcome)
+    swap(shadows, outcome)
 }
 
 /// After the swap, a REPAIR event in each namespace's `_events` (where it

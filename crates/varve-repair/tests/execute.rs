@@ -243,6 +243,7 @@ fn a_replay_that_changes_how_many_records_it_writes_is_refused_and_changes_nothi
     let after: Vec<Vec<Vec<u8>>> = LOGS.iter().map(|l| contents(&*ns, l)).collect();
     assert_eq!(before, after, "the original logs are untouched");
     assert!(ns.list_logs().expect("logs").iter().all(|l| !l.name.starts_with("_gen.")), "nothing swapped");
+    assert!(ns.list_logs().expect("logs").iter().all(|l| !l.name.starts_with("_shadow.")), "shadows removed");
 }
 
 /// A replaced handler: its past runs from an input seq on are replayed with
