@@ -289,14 +289,7 @@ fn shadow_replay_swap(
 /// histories are. A crash between the swap and this append leaves the
 /// repair done without its event; the `_gen.*` logs still show it.
 fn record_repair(plan: &RepairPlan, inputs: &Inputs<'_>, outcome: &mut RepairOutcome) -> Result<(), RepairError> {
-    let records: Vec<&RecordRef> = plan
-        .corrections
-        .iter()
-        .filter_map(|c| match c {
-            Correction::Record(r) => Some(r),
-            Correction::Handler { .. } => None,
-        })
-        .collect();
+    let records: Vec<&RecordRef> = plan.corrected_records().collect();
     let handler = plan.corrections.iter().find_map(|c| match c {
         Correction::Handler { handler, .. } => Some(handler.as_str()),
         Correction::Record(_) => None,

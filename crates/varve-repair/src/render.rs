@@ -57,6 +57,14 @@ impl RepairPlan {
             .collect()
     }
 
+    /// The corrected records, in the order the corrections were given.
+    pub fn corrected_records(&self) -> impl Iterator<Item = &RecordRef> {
+        self.corrections.iter().filter_map(|c| match c {
+            Correction::Record(r) => Some(r),
+            Correction::Handler { .. } => None,
+        })
+    }
+
     /// The records that may change (outputs of conditional runs), as one sorted set.
     #[must_use]
     pub fn may_change_records(&self) -> BTreeSet<RecordRef> {
@@ -168,14 +176,7 @@ impl RepairPlan {
     pub fn to_dot(&self) -> String {
         let node = |r: &RecordRef| format!("\"{}\"", record(r).replace('"', "'"));
         let mut out = String::from("digraph repair {\n  rankdir=LR;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
-        let corrected: BTreeSet<&RecordRef> = self
-            .corrections
-            .iter()
-            .filter_map(|c| match c {
-                Correction::Record(r) => Some(r),
-                Correction::Handler { .. } => None,
-            })
-            .collect();
+        let corrected: BTreeSet<&RecordRef> = self.corrected_records().collect();
         for r in self.changed_records() {
             let fill = if corrected.contains(&r) { "#fecaca" } else { "#fed7aa" };
             let _ = writeln!(out, "  {} [shape=box, style=filled, fillcolor=\"{fill}\"];", node(&r));

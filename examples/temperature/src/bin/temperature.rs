@@ -34,18 +34,31 @@ struct Cli {
     command: Cmd,
 }
 
+/// The generated data set a run feeds.
+#[derive(clap::Args, Clone, Copy)]
+struct DataSetArgs {
+    #[arg(long, default_value_t = 3)]
+    days: u32,
+    #[arg(long, default_value_t = 4)]
+    devices: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+impl DataSetArgs {
+    fn params(self, faults: Faults) -> Params {
+        Params { seed: self.seed, devices: self.devices, days: self.days, faults }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Feed a generated data set through smooth → train/predict; resumes a killed run.
     Run {
         #[arg(long)]
         data: PathBuf,
-        #[arg(long, default_value_t = 3)]
-        days: u32,
-        #[arg(long, default_value_t = 4)]
-        devices: usize,
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        set: DataSetArgs,
         /// Also run the external-command handler `alert` on `model` (a shell
         /// script appending to the `alerts` log through this `varve` binary).
         #[arg(long, value_name = "VARVE")]
@@ -67,12 +80,8 @@ enum Cmd {
     /// Time a repair beside a run from scratch on the true data (a run with the
     /// faults, repaired, must hold exactly what the run from scratch holds).
     BenchRepair {
-        #[arg(long, default_value_t = 3)]
-        days: u32,
-        #[arg(long, default_value_t = 4)]
-        devices: usize,
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        set: DataSetArgs,
         #[arg(long, value_name = "DEVICE:DAY", value_parser = fault::parse_fahrenheit, default_value = "1:1")]
         fahrenheit: FahrenheitDay,
         #[arg(long, value_name = "START_HOUR:HOURS", value_parser = fault::parse_outage, default_value = "30:6")]
@@ -114,14 +123,12 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Run { data, days, devices, seed, alerts_with, fahrenheit, outage } => {
-            let faults = Faults { fahrenheit, outage };
-            run(&data, Params { seed, devices, days, faults }, alerts_with.as_deref())
+        Cmd::Run { data, set, alerts_with, fahrenheit, outage } => {
+            run(&data, set.params(Faults { fahrenheit, outage }), alerts_with.as_deref())
         }
         Cmd::Repair { data } => repair(&data),
-        Cmd::BenchRepair { days, devices, seed, fahrenheit, outage, runs, work } => {
-            let faults = Faults { fahrenheit: Some(fahrenheit), outage: Some(outage) };
-            bench_repair(Params { seed, devices, days, faults }, runs, work)
+        Cmd::BenchRepair { set, fahrenheit, outage, runs, work } => {
+            bench_repair(set.params(Faults { fahrenheit: Some(fahrenheit), outage: Some(outage) }), runs, work)
         }
         Cmd::Check { data } => check(&data),
         Cmd::Graph { data, out, dot, otel, prediction, python } => {
