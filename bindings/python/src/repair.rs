@@ -271,7 +271,7 @@ fn execute(
     Ok(varve_repair::execute(&plan, &inputs)?)
 }
 
-/// `{"swapped": {namespace: [(log, generation), ...]}, "replayed", "written", "changed"}`.
+/// `{"swapped": {namespace: [(log, generation), ...]}, "replayed", "written", "changed", "event_error"}`.
 fn outcome_dict(py: Python<'_>, outcome: RepairOutcome) -> PyResult<Bound<'_, PyDict>> {
     let swapped = PyDict::new(py);
     for (namespace, logs) in outcome.swapped {
@@ -286,5 +286,6 @@ fn outcome_dict(py: Python<'_>, outcome: RepairOutcome) -> PyResult<Bound<'_, Py
     dict.set_item("replayed", outcome.replayed)?;
     dict.set_item("written", outcome.written)?;
     dict.set_item("changed", outcome.changed)?;
+    dict.set_item("event_error", outcome.event_error)?;
     Ok(dict)
 }

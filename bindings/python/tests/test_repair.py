@@ -103,7 +103,8 @@ def test_repair_of_a_record_equals_a_run_from_scratch(store, app, seq):
     truth = store.namespace("truth")
     run_app(truth, corrected)
     assert all_logs(app) == all_logs(truth)
-    assert sorted(outcome) == ["changed", "replayed", "swapped", "written"]
+    assert sorted(outcome) == ["changed", "event_error", "replayed", "swapped", "written"]
+    assert outcome["event_error"] is None
     assert sorted(outcome["swapped"]["test"]) == [(log, f"_gen.{log}.1") for log in ("in", "mid", "out")]
     assert outcome["replayed"] == (2 if seq > 1 else 1 + len(INPUTS))
     assert outcome["changed"] == sum(a != b for log in LOGS for a, b in zip(before[log], all_logs(app)[log]))

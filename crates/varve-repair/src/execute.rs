@@ -25,10 +25,10 @@
 //! `_gen.LOG.N` (the old history, still readable) and `_shadow.LOG` becomes
 //! `LOG`, for every log of that namespace at once. Before it, the original
 //! logs are untouched (a crash leaves stale shadows, which the next repair
-//! deletes and rebuilds; an error deletes them at once); after it, the repaired logs are in place. Then a
-//! REPAIR event in each namespace's `_events` names the records whose
-//! values changed and what was corrected (the causal graph makes it a
-//! parent of each of them).
+//! deletes and rebuilds; an error deletes them at once); after it, the
+//! repaired logs are in place. Then a REPAIR event in each namespace's
+//! `_events` names the records whose values changed and what was
+//! corrected (the causal graph makes it a parent of each of them).
 //!
 //! **Limits.** The repair is offline: no runtime may serve the namespaces
 //! (another process's is kept out by the store's writer lock; one in this
@@ -54,7 +54,10 @@ use varve_runtime::{
 
 use crate::plan::{Correction, RepairPlan};
 
-/// Why a repair could not be carried out. Nothing is swapped after any of these.
+/// Why a repair could not be carried out. Nothing is swapped after any of
+/// these — except in a repair spanning several namespaces, where a failed
+/// swap of a later namespace leaves the earlier ones swapped (each swap is
+/// atomic on its own).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RepairError {
@@ -140,6 +143,9 @@ pub struct RepairOutcome {
     pub changed_records: BTreeMap<String, Vec<(String, Seq, Seq)>>,
     /// Per namespace, the seq in its `_events` of the REPAIR event written after the swap.
     pub repair_events: BTreeMap<String, Seq>,
+    /// Why the REPAIR event(s) could not all be written, if so. The repair
+    /// itself is done (swapped); only its record in `_events` is missing.
+    pub event_error: Option<String>,
 }
 
 impl RepairOutcome {
@@ -224,7 +230,10 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
         }
     }
     result?;
-    record_repair(plan, inputs, &mut outcome)?;
+    // After the swap an error must not read as "nothing was repaired".
+    if let Err(e) = record_repair(plan, inputs, &mut outcome) {
+        outcome.event_error = Some(e.to_string());
+    }
     Ok(outcome)
 }
 

@@ -167,6 +167,7 @@ fn check_repair_event(
             (0..now.len()).filter(move |&i| now[i] != before[log][i]).map(move |i| ((*log).to_owned(), i as u64 + 1))
         })
         .collect();
+    assert_eq!(outcome.event_error, None, "seed {seed}");
     let events = varve_runtime::namespace_events(ns, SeqRange::ALL).expect("events");
     let repair_seq = outcome.repair_events["app"];
     let repair = events.iter().find(|e| e.id.seq == repair_seq).expect("the REPAIR event");

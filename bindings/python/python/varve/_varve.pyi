@@ -37,6 +37,8 @@ class _RepairOutcome(TypedDict):
     replayed: int
     written: int
     changed: int
+    event_error: Optional[str]
+    """Why the REPAIR event could not be written to ``_events`` (the repair itself is done); ``None`` normally."""
 """The key type of a PART map: ``bytes`` (keys bytes or str, returned as bytes) or ``str``."""
 _T_co = TypeVar("_T_co", covariant=True)
 _Batch = Union[Mapping[Any, Any], Iterable[Tuple[Any, Any]]]

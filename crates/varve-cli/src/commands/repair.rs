@@ -154,13 +154,17 @@ pub fn run(
             .iter()
             .flat_map(|(ns, logs)| logs.iter().map(move |(log, generation)| format!("{ns}/{log} (old: {generation})")))
             .collect();
-        format!(
+        let mut text = format!(
             "repaired: {} handler run(s) replayed, {} record(s) written to shadows, {} changed\nswapped atomically: {}",
             outcome.replayed,
             outcome.written,
             outcome.changed,
             if swapped.is_empty() { "nothing".to_owned() } else { swapped.join(", ") }
-        )
+        );
+        if let Some(error) = &outcome.event_error {
+            text = format!("{text}\nwarning: the repair is done, but its REPAIR event was not written: {error}");
+        }
+        text
     })?;
     Ok(())
 }
