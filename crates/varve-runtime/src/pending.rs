@@ -91,7 +91,9 @@ impl TriggerFold {
 
     /// Fold the event at `seq` of `_events`.
     pub fn apply(&mut self, seq: Seq, event: &Event) {
-        if event.handler.is_empty() || matches!(event.kind, EventKind::Subscribe | EventKind::Unsubscribe) {
+        if event.handler.is_empty()
+            || matches!(event.kind, EventKind::Subscribe | EventKind::Unsubscribe | EventKind::Repair)
+        {
             return;
         }
         let counts = self.counts.entry(event.handler.clone()).or_default();
