@@ -36,16 +36,17 @@ WAIT_SECONDS = 20.0
 STOP_SECONDS = 10.0
 
 
-def wait_for(condition, what, timeout=WAIT_SECONDS):
+def wait_for(condition, what, timeout=WAIT_SECONDS, describe=None):
     """Poll `condition` until it returns a true value (returned), failing
-    after `timeout` seconds."""
+    after `timeout` seconds (with `describe()` appended, when given)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            detail = f"; {describe()}" if describe else ""
+            pytest.fail(f"timed out after {timeout} s waiting for {what}{detail}")
         time.sleep(0.01)
 
 
@@ -378,12 +379,28 @@ def server_has_unread_request(port):
     return False
 
 
+def is_stopped(pid):
+    """Whether every thread of process `pid` is stopped (state T in
+    /proc/PID/task/*/stat): SIGSTOP is delivered asynchronously."""
+    tasks = Path(f"/proc/{pid}/task")
+    states = []
+    for task in tasks.iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread exited meanwhile
+            continue
+        states.append(stat.rsplit(")", 1)[1].split()[0])
+    return bool(states) and all(state == "T" for state in states)
+
+
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc/net/tcp (Linux)")
 def test_an_append_whose_answer_is_lost_is_outcome_unknown(server):
     port = int(server.uri.rsplit(":", 1)[1])
     with varve.open(server.uri) as store:
         log = store.namespace("app").log("t")
         server.process.send_signal(signal.SIGSTOP)
+        # Append only once the server can no longer read it.
+        wait_for(lambda: is_stopped(server.process.pid), "the server to stop")
         outcome = {}
 
         def append():
@@ -394,7 +411,12 @@ def test_an_append_whose_answer_is_lost_is_outcome_unknown(server):
 
         appender = threading.Thread(target=append)
         appender.start()
-        wait_for(lambda: server_has_unread_request(port), "the append to reach the stopped server")
+        wait_for(
+            lambda: server_has_unread_request(port),
+            "the append to reach the stopped server",
+            # If it never does, say what the append came to.
+            describe=lambda: f"the append's outcome so far: {outcome or 'none (still waiting)'}",
+        )
         server.process.kill()  # the answer is lost: the connection is reset
         appender.join(WAIT_SECONDS)
         assert not appender.is_alive()
