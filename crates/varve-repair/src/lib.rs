@@ -27,8 +27,11 @@
 //! commands through `varve_runtime::command_context`); see `docs/repair.md`.
 
 mod execute;
+mod online;
 mod plan;
 mod render;
+mod walk;
 
 pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
-pub use plan::{ChangedLog, Correction, Outcome, RepairPlan, Rerun, Since, Why};
+pub use online::{repair_online, Online, OnlineOutcome};
+pub use plan::{ChangedLog, Correction, Outcome, Planner, RepairPlan, Rerun, Since, Why};

@@ -224,7 +224,7 @@ impl RepairPlan {
         // take one pass, plans with such appends two).
         let mut seeds: Vec<RecordRef> = Vec::new();
         loop {
-            let mut pass = Pass::new(corrections, not_replayable);
+            let mut pass = Pass::new(corrections.to_vec(), not_replayable.clone());
             for r in &seeds {
                 add(&mut pass.maybe, &r.namespace, &r.log, r.seq);
                 let first = pass.shifting.entry(r.namespace.clone()).or_default().entry(r.log.clone()).or_insert(r.seq);
@@ -236,16 +236,56 @@ impl RepairPlan {
             let known: HashSet<&RecordRef> = seeds.iter().collect();
             let new: Vec<RecordRef> = pass.late.iter().filter(|r| !known.contains(r)).cloned().collect();
             if new.is_empty() {
-                return pass.finish(events.len());
+                return pass.plan(events.len());
             }
             seeds.extend(new);
         }
     }
 }
 
-struct Pass<'a> {
-    corrections: &'a [Correction],
-    not_replayable: &'a HashSet<String>,
+/// A plan built as events arrive, for a repair that reads `_events` in
+/// rounds while the application runs (`crate::online`). It is the first
+/// pass of [`RepairPlan::build`] fed in pieces: the same plan for the same
+/// events, as long as no second pass is needed
+/// ([`Planner::needs_second_pass`]: runs that appended to another
+/// namespace before reads that made them depend on the repair).
+pub struct Planner {
+    pass: Pass,
+    fed: usize,
+}
+
+impl Planner {
+    /// A planner of `corrections` (see [`RepairPlan::build`]).
+    #[must_use]
+    pub fn new(corrections: &[Correction], not_replayable: &HashSet<String>) -> Planner {
+        Planner { pass: Pass::new(corrections.to_vec(), not_replayable.clone()), fed: 0 }
+    }
+
+    /// Pass the next events, in causal order after those fed before.
+    pub fn feed(&mut self, events: &[StoredEvent]) {
+        for e in events {
+            self.pass.event(self.fed, e);
+            self.fed += 1;
+        }
+    }
+
+    /// The plan of every event fed so far.
+    #[must_use]
+    pub fn plan(&self) -> RepairPlan {
+        self.pass.plan(self.fed)
+    }
+
+    /// `true` if the events fed need the second pass that only
+    /// [`RepairPlan::build`] makes: this plan may then miss runs.
+    #[must_use]
+    pub fn needs_second_pass(&self) -> bool {
+        !self.pass.late.is_empty()
+    }
+}
+
+struct Pass {
+    corrections: Vec<Correction>,
+    not_replayable: HashSet<String>,
     /// Corrected records not yet met.
     pending: Seqs,
     /// Records that certainly change.
@@ -262,14 +302,14 @@ struct Pass<'a> {
     reruns: Vec<(usize, Rerun)>,
 }
 
-impl<'a> Pass<'a> {
-    fn new(corrections: &'a [Correction], not_replayable: &'a HashSet<String>) -> Pass<'a> {
+impl Pass {
+    fn new(corrections: Vec<Correction>, not_replayable: HashSet<String>) -> Pass {
         // A corrected record changes from the start: no read can come
         // before its APPEND, and one appended outside the runtime (no APPEND
         // event) may still have been read.
         let mut pending = Seqs::new();
         let mut changes = Seqs::new();
-        for c in corrections {
+        for c in &corrections {
             if let Correction::Record(r) = c {
                 add(&mut pending, &r.namespace, &r.log, r.seq);
                 add(&mut changes, &r.namespace, &r.log, r.seq);
@@ -289,18 +329,20 @@ impl<'a> Pass<'a> {
         }
     }
 
-    fn finish(mut self, events_scanned: usize) -> RepairPlan {
-        let unrecorded: BTreeSet<RecordRef> = std::mem::take(&mut self.pending)
-            .into_iter()
+    /// The plan of the events passed so far (the pass can go on).
+    fn plan(&self, events_scanned: usize) -> RepairPlan {
+        let unrecorded: BTreeSet<RecordRef> = self
+            .pending
+            .iter()
             .flat_map(|(namespace, logs)| {
-                logs.into_iter().flat_map(move |(log, seqs)| {
-                    let namespace = namespace.clone();
-                    seqs.into_iter().map(move |seq| RecordRef { namespace: namespace.clone(), log: log.clone(), seq })
+                logs.iter().flat_map(move |(log, seqs)| {
+                    seqs.iter().map(move |&seq| RecordRef { namespace: namespace.clone(), log: log.clone(), seq })
                 })
             })
             .collect();
-        self.reruns.sort_by_key(|(position, _)| *position);
-        let reruns: Vec<Rerun> = self.reruns.into_iter().map(|(_, r)| r).collect();
+        let mut reruns: Vec<&(usize, Rerun)> = self.reruns.iter().collect();
+        reruns.sort_by_key(|(position, _)| *position);
+        let reruns: Vec<Rerun> = reruns.into_iter().map(|(_, r)| r.clone()).collect();
         let not_replayable: BTreeSet<String> =
             reruns.iter().filter(|r| !r.replayable).map(|r| r.handler.clone()).collect();
         let mut logs: BTreeSet<(String, String)> = BTreeSet::new();
@@ -322,7 +364,7 @@ impl<'a> Pass<'a> {
             })
             .collect();
         RepairPlan {
-            corrections: self.corrections.to_vec(),
+            corrections: self.corrections.clone(),
             unrecorded: unrecorded.into_iter().collect(),
             reruns,
             changed,

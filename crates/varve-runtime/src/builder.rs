@@ -225,6 +225,7 @@ impl RuntimeBuilder {
             idle_cv: Condvar::new(),
             stopping: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
             kill_commands: AtomicBool::new(false),
             finished_total: AtomicU64::new(0),
         });

@@ -111,6 +111,15 @@ pub enum RuntimeError {
     #[error("the runtime is stopped")]
     Stopped,
 
+    /// The runtime could not be paused: handlers were still running when the time was up.
+    #[error("namespace {namespace:?}: {reason}")]
+    PauseTimedOut {
+        /// The namespace the runtime serves.
+        namespace: String,
+        /// How long it waited and for what.
+        reason: String,
+    },
+
     /// Talking to a runtime over its Unix socket failed.
     #[error("runtime socket {}: {reason}", path.display())]
     Socket {

@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) stopping: AtomicBool,
     /// Every write is refused (the stop's grace is over).
     pub(crate) stopped: AtomicBool,
+    /// No new claims until a `Paused` guard drops (`pause.rs`).
+    pub(crate) paused: AtomicBool,
     /// External commands still running kill their process groups.
     pub(crate) kill_commands: AtomicBool,
     pub(crate) finished_total: AtomicU64,

@@ -128,6 +128,11 @@ impl Inner {
                     if self.stopping.load(Ordering::SeqCst) {
                         return;
                     }
+                    if self.paused.load(Ordering::SeqCst) {
+                        // Nothing is claimed while paused; `pause.rs` wakes us.
+                        work = self.work_cv.wait(work).unwrap_or_else(PoisonError::into_inner);
+                        continue;
+                    }
                     let now = Instant::now();
                     while let Some(entry) = work.delayed.first_entry() {
                         if entry.key().0 > now {
@@ -178,9 +183,10 @@ impl Inner {
                 work.outstanding.remove(&trigger);
             }
             // `wait_idle` waits for an empty queue and no running job; a
-            // stopping runtime (`stop_mut`) only for no running job, with
-            // triggers possibly still queued.
-            if work.is_idle() || (work.running == 0 && self.stopping.load(Ordering::SeqCst)) {
+            // stopping or pausing runtime (`stop_mut`, `pause`) only for no
+            // running job, with triggers possibly still queued.
+            let at_rest = self.stopping.load(Ordering::SeqCst) || self.paused.load(Ordering::SeqCst);
+            if work.is_idle() || (work.running == 0 && at_rest) {
                 self.idle_cv.notify_all();
             }
             drop(work);

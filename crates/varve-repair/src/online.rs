@@ -1,0 +1,237 @@
+//! Repair while the application runs (Sans-Souci §7.3.4): the shadows are
+//! built and the runs replayed while the runtime keeps appending and
+//! firing; the runtime is paused only for the last events and the swap.
+//!
+//! **Rounds.** Each round reads the events `_events` gained since the last
+//! one, feeds them to the plan (a forward pass: [`Planner`]) and to the
+//! walk, which goes as far as the plan is final (up to the FIRING of the
+//! first run still running). Rounds go on while they find many new events;
+//! then [`varve_runtime::Runtime::pause`] stops claims, waits for the runs
+//! in flight and holds appends; the last round walks to the end; the
+//! shadows are swapped in; the REPAIR event is written; the runtime
+//! resumes. Appends made meanwhile were held, not refused: they land after
+//! the swap, in the repaired logs, and fire their handlers as usual.
+//! Triggers queued but not yet run when the pause began run after it, on
+//! the repaired records — as they would have in a run from scratch.
+//!
+//! **What the pause costs** is the last round: reading and planning the
+//! events since the previous round, replaying the runs among them, and one
+//! `rename_logs` — O(events in the last round), not O(history).
+//! [`OnlineOutcome`] reports it.
+//!
+//! **Limits.** One namespace (the runtime's; a repair that reaches another
+//! namespace is refused: its runtime would have to pause at the same
+//! moment). Not for shared runtimes (other processes write the namespace).
+//! A correction that makes a part of a log change which a round already
+//! copied (only possible through appends to another namespace, or a log's
+//! records appended without events while the runtime ran) is refused with a
+//! typed error; the offline [`crate::execute`] repairs those.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use varve_log::{Namespace, Seq, SeqRange};
+use varve_runtime::trace::RecordRef;
+use varve_runtime::{read_events, HandlerFn, Runtime, StoredEvent, EVENTS_LOG};
+
+use crate::execute::{check, delete_shadows, record_repair, swap, Inputs, NotReplayable, RepairError, RepairOutcome};
+use crate::plan::{Correction, Planner, RepairPlan};
+use crate::walk::Walk;
+
+/// What [`repair_online`] needs.
+pub struct Online<'a> {
+    /// What is corrected.
+    pub corrections: &'a [Correction],
+    /// The corrected value of each corrected record.
+    pub values: &'a HashMap<RecordRef, Vec<u8>>,
+    /// The code of every handler the repair may replay (new code for a replaced one).
+    pub handlers: &'a HashMap<String, HandlerFn>,
+    /// Handlers marked `replayable = false` (the manifest's).
+    pub marked_not_replayable: &'a HashSet<String>,
+    /// What to do with their runs.
+    pub not_replayable: NotReplayable,
+    /// Rounds while the application runs, at most, before the pause.
+    pub rounds_max: usize,
+    /// Pause as soon as a round finds fewer new events than this.
+    pub pause_below: usize,
+    /// How long the pause may wait for runs in flight before it is called off.
+    pub pause_timeout: Duration,
+    /// Called after each round before the pause with the round's number
+    /// (from 1) and the events it read: progress for a user, a place for a
+    /// test to append while the repair runs.
+    pub on_round: Option<&'a (dyn Fn(usize, usize) + Sync)>,
+}
+
+impl<'a> Online<'a> {
+    /// Defaults for the rest: refuse not-replayable runs, 8 rounds at most,
+    /// pause below 1,000 new events, wait 30 s for runs in flight.
+    #[must_use]
+    pub fn new(
+        corrections: &'a [Correction],
+        values: &'a HashMap<RecordRef, Vec<u8>>,
+        handlers: &'a HashMap<String, HandlerFn>,
+        marked_not_replayable: &'a HashSet<String>,
+    ) -> Online<'a> {
+        Online {
+            corrections,
+            values,
+            handlers,
+            marked_not_replayable,
+            not_replayable: NotReplayable::Refuse,
+            rounds_max: 8,
+            pause_below: 1_000,
+            pause_timeout: Duration::from_secs(30),
+            on_round: None,
+        }
+    }
+}
+
+/// What an online repair did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OnlineOutcome {
+    /// The plan of every event up to the swap.
+    pub plan: RepairPlan,
+    /// What the repair did (as [`crate::execute`]'s).
+    pub outcome: RepairOutcome,
+    /// Rounds before the pause.
+    pub rounds: usize,
+    /// Events read per round, the last (paused) one last.
+    pub events_per_round: Vec<usize>,
+    /// From the pause's start (no new runs claimed) to the resumption.
+    pub paused: Duration,
+    /// Of that, how long appends through the runtime were held (after the
+    /// runs in flight finished).
+    pub appends_held: Duration,
+}
+
+/// Repair the runtime's namespace while it runs (see the module docs).
+/// On an error before the swap the shadows are deleted and the runtime
+/// runs on, unchanged; the error says what happened.
+pub fn repair_online(runtime: &Runtime, online: &Online<'_>) -> Result<OnlineOutcome, RepairError> {
+    let ns: Arc<dyn Namespace> = Arc::clone(runtime.namespace());
+    let namespaces = HashMap::from([(ns.name().to_owned(), Arc::clone(&ns))]);
+    let inputs = Inputs {
+        events: &[],
+        namespaces: &namespaces,
+        handlers: online.handlers,
+        values: online.values,
+        not_replayable: online.not_replayable,
+    };
+    let mut planner = Planner::new(online.corrections, online.marked_not_replayable);
+    let mut walk = Walk::new(&inputs);
+    let mut rounds = Rounds { runtime, ns: &ns, read_to: 0, events_per_round: Vec::new() };
+    let result = rounds.run(online, &inputs, &mut planner, &mut walk);
+    let outcome = std::mem::take(&mut walk.outcome);
+    let (plan, pause) = match result {
+        Ok(done) => done,
+        Err(e) => {
+            if outcome.swapped.is_empty() {
+                delete_shadows(&walk);
+            }
+            return Err(e);
+        }
+    };
+    Ok(OnlineOutcome {
+        plan,
+        outcome,
+        rounds: rounds.events_per_round.len().saturating_sub(1),
+        events_per_round: rounds.events_per_round,
+        paused: pause.paused,
+        appends_held: pause.appends_held,
+    })
+}
+
+/// How long the pause lasted.
+struct Pause {
+    paused: Duration,
+    appends_held: Duration,
+}
+
+struct Rounds<'r> {
+    runtime: &'r Runtime,
+    ns: &'r Arc<dyn Namespace>,
+    /// `_events` has been read up to this seq.
+    read_to: Seq,
+    events_per_round: Vec<usize>,
+}
+
+impl Rounds<'_> {
+    /// The events `_events` gained since the last call.
+    fn next_events(&mut self) -> Result<Vec<StoredEvent>, RepairError> {
+        let latest = self.ns.latest(EVENTS_LOG)?;
+        let events = if latest > self.read_to {
+            read_events(self.ns.as_ref(), self.runtime.host(), SeqRange { first: self.read_to + 1, last: latest })?
+        } else {
+            Vec::new()
+        };
+        self.read_to = latest;
+        self.events_per_round.push(events.len());
+        Ok(events)
+    }
+
+    /// Feed `events` to the planner; the plan of everything fed so far.
+    fn plan(
+        planner: &mut Planner,
+        inputs: &Inputs<'_>,
+        namespace: &str,
+        events: &[StoredEvent],
+    ) -> Result<RepairPlan, RepairError> {
+        planner.feed(events);
+        let plan = planner.plan();
+        if planner.needs_second_pass() {
+            return Err(RepairError::Unsupported(
+                "the repair reaches runs that appended to another namespace before reading what it changes: repair \
+                 with the applications stopped"
+                    .to_owned(),
+            ));
+        }
+        if let Some(other) = plan.changed.iter().find(|c| c.namespace != namespace) {
+            return Err(RepairError::Unsupported(format!(
+                "the repair changes namespace {:?} too; an online repair pauses one runtime: stop the applications \
+                 and repair offline",
+                other.namespace
+            )));
+        }
+        check(&plan, inputs)?;
+        Ok(plan)
+    }
+
+    fn run(
+        &mut self,
+        online: &Online<'_>,
+        inputs: &Inputs<'_>,
+        planner: &mut Planner,
+        walk: &mut Walk<'_>,
+    ) -> Result<(RepairPlan, Pause), RepairError> {
+        let namespace = self.ns.name().to_owned();
+        for round in 1..=online.rounds_max.max(1) {
+            let events = self.next_events()?;
+            let new = events.len();
+            let plan = Self::plan(planner, inputs, &namespace, &events)?;
+            walk.extend(&plan, events, false)?;
+            if let Some(on_round) = online.on_round {
+                on_round(round, new);
+            }
+            if new < online.pause_below {
+                break;
+            }
+        }
+        let paused = self.runtime.pause(online.pause_timeout)?;
+        let held_since = Instant::now();
+        let events = self.next_events()?;
+        let plan = Self::plan(planner, inputs, &namespace, &events)?;
+        walk.extend(&plan, events, true)?;
+        walk.finish()?;
+        swap(&walk.shadows, &mut walk.outcome)?;
+        // Still paused: this process is the namespace's only writer.
+        let mut outcome = std::mem::take(&mut walk.outcome);
+        if let Err(e) = record_repair(&plan, inputs, walk.events(), &mut outcome) {
+            outcome.event_error = Some(e.to_string());
+        }
+        walk.outcome = outcome;
+        let pause = Pause { paused: paused.elapsed(), appends_held: held_since.elapsed() };
+        drop(paused);
+        Ok((plan, pause))
+    }
+}

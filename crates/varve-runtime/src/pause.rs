@@ -1,0 +1,96 @@
+//! Pausing a running runtime, for work that must see the namespace at
+//! rest while the application stays up — the swap of an online repair
+//! (`varve-repair`).
+//!
+//! [`Runtime::pause`] stops claiming runs (queued triggers stay queued),
+//! waits for the runs already claimed to finish (their DONE/FAILED on
+//! disk), then takes the writer lock: every append made through the
+//! runtime — [`Runtime::append`], a [`crate::RuntimeHandle`], the socket —
+//! waits until the [`Paused`] guard drops. Nothing is refused and nothing
+//! is lost: a waiting append lands when the pause ends. While paused the
+//! guard's holder is the namespace's only writer ([`Paused::namespace`]).
+//!
+//! **Invariant:** while a [`Paused`] exists, no handler runs and the
+//! runtime writes nothing; `_events` and every data log end where they
+//! ended when `pause` returned, except for what the holder writes.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
+
+use varve_log::Namespace;
+
+use crate::error::{Result, RuntimeError};
+use crate::inner::{Inner, WriterState};
+use crate::runtime::Runtime;
+
+/// A paused runtime (see the module docs); dropping it resumes.
+pub struct Paused<'a> {
+    inner: &'a Inner,
+    /// Held for the whole pause: appends through the runtime wait on it.
+    _writer: MutexGuard<'a, WriterState>,
+    since: Instant,
+}
+
+impl Runtime {
+    /// Pause: no new runs, runs in flight finished, appends held until the
+    /// guard drops. Waits at most `timeout` for the runs in flight, then
+    /// resumes and returns [`RuntimeError::Contended`]. Refused on a shared
+    /// runtime (others write the namespace; pausing this one would not
+    /// bring it to rest).
+    pub fn pause(&self, timeout: Duration) -> Result<Paused<'_>> {
+        let inner: &Inner = &self.inner;
+        if inner.is_shared() {
+            return Err(RuntimeError::InvalidArgument {
+                reason: "a shared runtime cannot be paused: other runtimes write the namespace too".to_owned(),
+            });
+        }
+        inner.check_running()?;
+        let since = Instant::now();
+        if inner.paused.swap(true, Ordering::SeqCst) {
+            return Err(RuntimeError::InvalidArgument { reason: "the runtime is already paused".to_owned() });
+        }
+        if !inner.wait_running(since + timeout, false) {
+            resume(inner);
+            return Err(RuntimeError::PauseTimedOut {
+                namespace: inner.namespace.clone(),
+                reason: format!(
+                    "handlers were still running {:.1} s after the pause began, so it was called off (the runtime \
+                     runs on); try again, or allow longer",
+                    timeout.as_secs_f64()
+                ),
+            });
+        }
+        let writer = inner.lock_writer();
+        Ok(Paused { inner, _writer: writer, since })
+    }
+}
+
+impl Paused<'_> {
+    /// The namespace, to be written by the guard's holder alone while paused
+    /// (the runtime predicts seqs from what it finds there when it resumes).
+    #[must_use]
+    pub fn namespace(&self) -> &Arc<dyn Namespace> {
+        &self.inner.ns
+    }
+
+    /// How long since [`Runtime::pause`] was called (it stopped claiming runs then).
+    #[must_use]
+    pub fn elapsed(&self) -> Duration {
+        self.since.elapsed()
+    }
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        resume(self.inner);
+    }
+}
+
+fn resume(inner: &Inner) {
+    // Under the work lock, so a worker between its check and its wait cannot miss the wake-up.
+    let work = inner.lock_work();
+    inner.paused.store(false, Ordering::SeqCst);
+    drop(work);
+    inner.work_cv.notify_all();
+}
