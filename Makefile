@@ -138,7 +138,8 @@ bench-object: build
 	$(VARVE) bench object --dir target/bench $(if $(QUICK),--quick)
 
 # Schema evolution: the retention models of seeds/003 (docs/benchmarks.md, "Schema evolution").
-# The plan's cost at 100k and 1M events; then the temperature app's repair
+# The plan's cost at 100k and 1M events; the pause of online repairs while
+# readings arrive; then the temperature app's repair
 # of one faulty day at the end of 30 days beside a run from scratch on the
 # true data (which the repaired logs must equal, byte for byte).
 bench-repair: build

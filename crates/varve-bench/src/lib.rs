@@ -49,6 +49,7 @@ pub mod object;
 pub mod pds;
 pub mod pds_scale;
 pub mod repair;
+pub mod repair_online;
 pub mod runtime;
 pub mod schema;
 pub mod serve;

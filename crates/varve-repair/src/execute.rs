@@ -201,8 +201,8 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
     Ok(outcome)
 }
 
-fn walk_and_swap(walk: &mut Walk<'_>, plan: &RepairPlan, events: &[StoredEvent]) -> Result<(), RepairError> {
-    walk.extend(plan, events.to_vec(), true)?;
+fn walk_and_swap<'a>(walk: &mut Walk<'a>, plan: &RepairPlan, events: &'a [StoredEvent]) -> Result<(), RepairError> {
+    walk.extend(plan, std::borrow::Cow::Borrowed(events), true)?;
     walk.finish()?;
     swap(&walk.shadows, &mut walk.outcome)
 }

@@ -27,6 +27,7 @@
 //! records appended without events while the runtime ran) is refused with a
 //! typed error; the offline [`crate::execute`] repairs those.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -209,7 +210,7 @@ impl Rounds<'_> {
             let events = self.next_events()?;
             let new = events.len();
             let plan = Self::plan(planner, inputs, &namespace, &events)?;
-            walk.extend(&plan, events, false)?;
+            walk.extend(&plan, Cow::Owned(events), false)?;
             if let Some(on_round) = online.on_round {
                 on_round(round, new);
             }
@@ -221,7 +222,7 @@ impl Rounds<'_> {
         let held_since = Instant::now();
         let events = self.next_events()?;
         let plan = Self::plan(planner, inputs, &namespace, &events)?;
-        walk.extend(&plan, events, true)?;
+        walk.extend(&plan, Cow::Owned(events), true)?;
         walk.finish()?;
         swap(&walk.shadows, &mut walk.outcome)?;
         // Still paused: this process is the namespace's only writer.

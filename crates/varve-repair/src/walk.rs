@@ -26,6 +26,7 @@
 //! plan is final (the plan is one forward pass; `Planner`). Runs are kept
 //! by their TRIGGER event, so their indices hold as the plan grows.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -57,17 +58,18 @@ type Written = HashMap<LogKey, Vec<Vec<u8>>>;
 /// The walk (see the module docs).
 pub(crate) struct Walk<'a> {
     inputs: &'a Inputs<'a>,
-    /// Every event fed, in causal order.
-    events: Vec<StoredEvent>,
+    /// Every event fed, in causal order (borrowed when fed once, offline).
+    events: Cow<'a, [StoredEvent]>,
     /// Events before this position have been walked.
     walked: usize,
     /// Namespace names → the index events' [`Key`]s use.
     namespace_index: HashMap<String, u32>,
-    /// Every FIRING fed → its position.
-    firing_at: HashMap<Key, usize>,
-    /// A FIRING → positions of the events it caused (its appends, reads, outcome).
-    caused: HashMap<Key, Vec<usize>>,
-    /// Runs without an outcome among the events fed: (host, namespace, trigger) → its last FIRING.
+    /// Per run, the position of its FIRING.
+    firing_at: Vec<Option<usize>>,
+    /// Per run, the positions of the events its FIRING caused (its appends, reads, outcome).
+    caused: Vec<Vec<usize>>,
+    /// Runs without an outcome among the events fed, while rounds go on:
+    /// (host, namespace, trigger) → position of its last FIRING.
     open: HashMap<Key, usize>,
     /// The positions in `open`, ordered: a round may not walk past the first.
     open_positions: BTreeSet<usize>,
@@ -86,14 +88,16 @@ pub(crate) struct Walk<'a> {
     /// Every log that changes → its shadow.
     pub(crate) shadows: HashMap<LogKey, Shadow>,
     /// Every record the repair changes or may change.
-    changing: HashSet<(String, String, Seq)>,
+    changing: HashMap<LogKey, BTreeSet<Seq>>,
     /// Per log, the last seq that existed at the walk's position: the
     /// history a run replayed here saw (later records did not exist for it).
     seen: Mutex<HashMap<LogKey, Seq>>,
     /// `seen` holds the history before the first event.
     seen_ready: bool,
-    /// Per log, the seq of the last APPEND walked.
+    /// Per log, the seq of the last APPEND walked (while rounds go on).
     passed: HashMap<LogKey, Seq>,
+    /// More rounds may come: keep `open` and `passed`.
+    rounds_go_on: bool,
     pub(crate) outcome: RepairOutcome,
 }
 
@@ -101,11 +105,11 @@ impl<'a> Walk<'a> {
     pub(crate) fn new(inputs: &'a Inputs<'a>) -> Walk<'a> {
         Walk {
             inputs,
-            events: Vec::new(),
+            events: Cow::Owned(Vec::new()),
             walked: 0,
             namespace_index: HashMap::new(),
-            firing_at: HashMap::new(),
-            caused: HashMap::new(),
+            firing_at: Vec::new(),
+            caused: Vec::new(),
             open: HashMap::new(),
             open_positions: BTreeSet::new(),
             reruns: Vec::new(),
@@ -115,10 +119,11 @@ impl<'a> Walk<'a> {
             outputs: Vec::new(),
             skipped: Vec::new(),
             shadows: HashMap::new(),
-            changing: HashSet::new(),
+            changing: HashMap::new(),
             seen: Mutex::new(HashMap::new()),
             seen_ready: false,
             passed: HashMap::new(),
+            rounds_go_on: true,
             outcome: RepairOutcome::default(),
         }
     }
@@ -147,12 +152,18 @@ impl<'a> Walk<'a> {
     pub(crate) fn extend(
         &mut self,
         plan: &RepairPlan,
-        events: Vec<StoredEvent>,
+        events: Cow<'a, [StoredEvent]>,
         last: bool,
     ) -> Result<(), RepairError> {
-        self.index(&events);
-        self.events.extend(events);
-        self.adopt(plan)?;
+        let start = self.events.len();
+        if self.events.is_empty() {
+            self.events = events;
+        } else {
+            self.events.to_mut().extend(events.into_owned());
+        }
+        self.rounds_go_on = !last;
+        self.adopt(plan, start)?;
+        self.index(start);
         if !self.seen_ready {
             *lock(&self.seen) = history_before_events(&self.events, self.inputs)?;
             self.seen_ready = true;
@@ -184,30 +195,30 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
-    /// Index new events: FIRINGs, what each caused, which runs are open.
-    fn index(&mut self, events: &[StoredEvent]) {
-        let start = self.events.len();
-        for (i, e) in events.iter().enumerate() {
-            let position = start + i;
+    /// Index the events from `start` on: the FIRINGs of runs to replay and
+    /// what each caused; while rounds go on, which runs are open.
+    fn index(&mut self, start: usize) {
+        let events = std::mem::take(&mut self.events);
+        for (position, e) in events.iter().enumerate().skip(start) {
             let ev = &e.event;
-            if let Some(parent) = &ev.parent {
-                let parent = self.key(parent.host, &parent.namespace, parent.seq);
-                if self.firing_at.contains_key(&parent) {
-                    self.caused.entry(parent).or_default().push(position);
-                }
+            if let Some(&run) = ev.parent.as_ref().and_then(|p| self.firing_of.get(p)) {
+                self.caused[run].push(position);
             }
             match ev.kind {
                 EventKind::Firing => {
-                    let id = self.key(e.id.host, &e.id.namespace, e.id.seq);
-                    self.firing_at.insert(id, position);
-                    let run = (id.0, id.1, ev.trigger);
-                    if let Some(earlier) = self.open.insert(run, position) {
-                        // An earlier attempt cut short (a crash): this one stands for it.
-                        self.open_positions.remove(&earlier);
+                    if let Some(&run) = self.firing_of.get(&e.id) {
+                        self.firing_at[run] = Some(position);
                     }
-                    self.open_positions.insert(position);
+                    if self.rounds_go_on {
+                        let run = self.key(e.id.host, &e.id.namespace, ev.trigger);
+                        if let Some(earlier) = self.open.insert(run, position) {
+                            // An earlier attempt cut short (a crash): this one stands for it.
+                            self.open_positions.remove(&earlier);
+                        }
+                        self.open_positions.insert(position);
+                    }
                 }
-                EventKind::Done | EventKind::Failed => {
+                EventKind::Done | EventKind::Failed if self.rounds_go_on => {
                     let run = self.key(e.id.host, &e.id.namespace, ev.trigger);
                     if let Some(firing) = self.open.remove(&run) {
                         self.open_positions.remove(&firing);
@@ -216,11 +227,27 @@ impl<'a> Walk<'a> {
                 _ => {}
             }
         }
+        self.events = events;
+    }
+
+    /// A run that joins the plan after its FIRING was indexed (it was open
+    /// at the end of the last round): find its FIRING and what it caused so far.
+    fn backfill(&mut self, run: usize, firing: &EventId, start: usize) {
+        let trigger = EventId::parse(&self.reruns[run].trigger_event).ok();
+        let Some(key) = trigger.and_then(|trigger| self.key_of(&trigger)) else { return };
+        let Some(&position) = self.open.get(&key) else { return };
+        if position >= start || self.events[position].id != *firing {
+            return;
+        }
+        self.firing_at[run] = Some(position);
+        let caused: Vec<usize> =
+            (position + 1..start).filter(|&p| self.events[p].event.parent.as_ref() == Some(firing)).collect();
+        self.caused[run] = caused;
     }
 
     /// Take the plan's runs (new ones get the next indices), records and
     /// logs; shadows for logs that change for the first time.
-    fn adopt(&mut self, plan: &RepairPlan) -> Result<(), RepairError> {
+    fn adopt(&mut self, plan: &RepairPlan, start: usize) -> Result<(), RepairError> {
         for rerun in &plan.reruns {
             let firing = EventId::parse(&rerun.firing).map_err(|e| {
                 RepairError::Unsupported(format!("the plan names FIRING {:?}, not an event id ({e})", rerun.firing))
@@ -237,14 +264,22 @@ impl<'a> Walk<'a> {
                     if let Ok(earlier) = EventId::parse(&self.reruns[run].firing) {
                         self.firing_of.remove(&earlier);
                     }
-                    self.firing_of.insert(firing, run);
+                    self.firing_of.insert(firing.clone(), run);
+                    self.reruns[run] = rerun.clone();
+                    self.firing_at[run] = None;
+                    self.caused[run].clear();
+                    self.backfill(run, &firing, start);
+                } else if self.reruns[run] != *rerun {
+                    self.reruns[run] = rerun.clone();
                 }
-                self.reruns[run] = rerun.clone();
             } else {
                 let run = self.reruns.len();
                 self.index_of.insert(rerun.trigger_event.clone(), run);
-                self.firing_of.insert(firing, run);
+                self.firing_of.insert(firing.clone(), run);
                 self.reruns.push(rerun.clone());
+                self.firing_at.push(None);
+                self.caused.push(Vec::new());
+                self.backfill(run, &firing, start);
                 self.ordinals.push(HashMap::new());
                 self.outputs.push(None);
                 self.skipped.push(!rerun.replayable && self.inputs.not_replayable == NotReplayable::Skip);
@@ -259,10 +294,8 @@ impl<'a> Walk<'a> {
             )));
         }
         for changed in &plan.changed {
-            for &seq in changed.seqs.iter().chain(&changed.may_change) {
-                self.changing.insert((changed.namespace.clone(), changed.log.clone(), seq));
-            }
             let key = (changed.namespace.clone(), changed.log.clone());
+            self.changing.entry(key.clone()).or_default().extend(changed.seqs.iter().chain(&changed.may_change));
             let behind = match self.shadows.get(&key) {
                 Some(shadow) => changed.first < shadow.first,
                 None => self.passed.get(&key).is_some_and(|&passed| passed >= changed.first),
@@ -327,11 +360,7 @@ impl<'a> Walk<'a> {
             return Ok(());
         }
         let rerun = &self.reruns[run];
-        let firing = EventId::parse(&rerun.firing)
-            .ok()
-            .and_then(|id| self.key_of(&id))
-            .and_then(|key| self.firing_at.get(&key).map(|&position| (key, position)));
-        let Some((key, position)) = firing else {
+        let Some(position) = self.firing_at[run] else {
             return Err(RepairError::Unsupported(format!(
                 "the FIRING of the run of {:?} to replay is not among the events",
                 rerun.handler
@@ -341,7 +370,7 @@ impl<'a> Walk<'a> {
         // call order, and how many records it wrote to each log.
         let mut pinned: HashMap<String, Vec<Seq>> = HashMap::new();
         let mut counts: HashMap<LogKey, usize> = HashMap::new();
-        for &caused in self.caused.get(&key).map(Vec::as_slice).unwrap_or_default() {
+        for &caused in &self.caused[run] {
             let e = &events[caused];
             for read in e.event.read_views() {
                 if read.kind == EventKind::Latest {
@@ -365,7 +394,9 @@ impl<'a> Walk<'a> {
         let namespace = e.id.namespace.as_str();
         let (log, seq) = (e.event.log.as_str(), e.event.seq);
         let key = (namespace.to_owned(), log.to_owned());
-        self.passed.insert(key.clone(), seq);
+        if self.rounds_go_on {
+            self.passed.insert(key.clone(), seq);
+        }
         let slot = match self.run_of(e) {
             Some(run) if !self.skipped[run] => {
                 let ordinal = self.ordinals[run].entry(key.clone()).or_default();
@@ -531,7 +562,7 @@ struct View<'a> {
     inputs: &'a Inputs<'a>,
     shadows: &'a HashMap<LogKey, Shadow>,
     /// Every record the repair changes: one not yet in its shadow cannot be read from the original.
-    changing: &'a HashSet<(String, String, Seq)>,
+    changing: &'a HashMap<LogKey, BTreeSet<Seq>>,
     /// Per log, the last seq that existed when the run ran.
     seen: &'a Mutex<HashMap<LogKey, Seq>>,
     /// LATEST values the original run got, per log, in call order.
@@ -543,7 +574,7 @@ impl<'a> View<'a> {
     fn new(
         inputs: &'a Inputs<'a>,
         shadows: &'a HashMap<LogKey, Shadow>,
-        changing: &'a HashSet<(String, String, Seq)>,
+        changing: &'a HashMap<LogKey, BTreeSet<Seq>>,
         seen: &'a Mutex<HashMap<LogKey, Seq>>,
         firing: &'a StoredEvent,
         pinned: &HashMap<String, Vec<Seq>>,
@@ -576,7 +607,8 @@ impl<'a> View<'a> {
                 if seq <= shadow.ns.latest(&shadow.name)? {
                     return Ok((Arc::clone(&shadow.ns), shadow.name.clone()));
                 }
-                if self.changing.contains(&(self.firing_namespace.to_owned(), log.to_owned(), seq)) {
+                let key = (self.firing_namespace.to_owned(), log.to_owned());
+                if self.changing.get(&key).is_some_and(|seqs| seqs.contains(&seq)) {
                     return Err(RuntimeError::InvalidArgument {
                         reason: format!(
                             "the replay reads {}/{log}:{seq}, which the repair changes but has not written yet: the \
