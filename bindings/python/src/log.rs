@@ -733,10 +733,12 @@ impl Namespace {
     /// ``since_seq`` on), replaying every run that depends on it with the
     /// callables of ``handlers`` and swapping the repaired logs in
     /// atomically (the old history stays readable as ``_gen.LOG.N``).
-    /// Offline: no runtime may be running on the namespace. Returns
-    /// ``{"swapped": {namespace: [(log, generation), ...]}, "replayed",
-    /// "written", "changed"}``; raises :class:`varve.RepairError`, changing
-    /// nothing, when the repair cannot be carried out.
+    /// Offline, or — while a runtime of this process serves the namespace —
+    /// beside it, pausing it only for the swap. Returns ``{"swapped":
+    /// {namespace: [(log, generation), ...]}, "replayed", "written",
+    /// "changed", "event_error", "online"}``; raises
+    /// :class:`varve.RepairError`, changing nothing, when the repair cannot
+    /// be carried out.
     #[pyo3(signature = (
         *, handlers, record = None, value = None, handler = None, since_seq = None, not_replayable = None,
         on_not_replayable = "refuse"

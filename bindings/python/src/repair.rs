@@ -23,7 +23,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use varve_log::{Seq, SeqRange};
-use varve_repair::{Correction, Inputs, NotReplayable, RepairError, RepairOutcome, Since};
+use varve_repair::{Correction, Inputs, NotReplayable, RepairOutcome, Since};
 use varve_runtime::trace::{merge_owned, RecordRef};
 use varve_runtime::{HandlerFn, StoredEvent};
 
@@ -240,7 +240,14 @@ fn handler_fns(handlers: &Bound<'_, PyAny>) -> PyResult<HashMap<String, HandlerF
     Ok(fns)
 }
 
-/// Build the plan and carry it out (without the GIL).
+/// What a repair did; `online` when a runtime of this process served the namespace.
+struct Repaired {
+    outcome: RepairOutcome,
+    online: Option<varve_repair::OnlineOutcome>,
+}
+
+/// Build the plan and carry it out (without the GIL): offline, or online
+/// while a runtime of this process serves the namespace.
 fn execute(
     ns: &Arc<NsState>,
     correction: Correction,
@@ -248,31 +255,32 @@ fn execute(
     not_replayable: &HashSet<String>,
     handlers: &HashMap<String, HandlerFn>,
     choice: NotReplayable,
-) -> Result<RepairOutcome> {
-    if ns.running_runtime().is_some() {
-        return Err(RepairError::Unsupported(format!(
-            "a runtime of this process is running on namespace {:?}: the repair is offline; stop the runtime (and \
-             the application) first, then repair",
-            ns.name
-        ))
-        .into());
-    }
+) -> Result<Repaired> {
     let mut values = HashMap::new();
     if let (Correction::Record(record), Some(value)) = (&correction, value) {
         // The record must exist: a NotFound names it.
         ns.with(|handle| Ok(handle.get(&record.log, record.seq)?))?;
         values.insert(record.clone(), value);
     }
+    if let Some(runtime) = ns.running_runtime() {
+        let corrections = [correction];
+        let mut online = varve_repair::Online::new(&corrections, &values, handlers, not_replayable);
+        online.not_replayable = choice;
+        let mut done = varve_repair::repair_online(&runtime, &online)?;
+        return Ok(Repaired { outcome: std::mem::take(&mut done.outcome), online: Some(done) });
+    }
     // The repair writes the logs: the namespace's writer must not predict seqs meanwhile.
     ns.release_writer();
     let (events, plan) = build(ns, correction, not_replayable)?;
     let namespaces = HashMap::from([(ns.name.clone(), ns.handle()?)]);
     let inputs = Inputs { events: &events, namespaces: &namespaces, handlers, values: &values, not_replayable: choice };
-    Ok(varve_repair::execute(&plan, &inputs)?)
+    Ok(Repaired { outcome: varve_repair::execute(&plan, &inputs)?, online: None })
 }
 
-/// `{"swapped": {namespace: [(log, generation), ...]}, "replayed", "written", "changed", "event_error"}`.
-fn outcome_dict(py: Python<'_>, outcome: RepairOutcome) -> PyResult<Bound<'_, PyDict>> {
+/// `{"swapped": {namespace: [(log, generation), ...]}, "replayed", "written", "changed", "event_error",
+/// "online"}` (`online`: `None`, or `{"rounds", "paused_seconds", "appends_held_seconds"}`).
+fn outcome_dict(py: Python<'_>, repaired: Repaired) -> PyResult<Bound<'_, PyDict>> {
+    let Repaired { outcome, online } = repaired;
     let swapped = PyDict::new(py);
     for (namespace, logs) in outcome.swapped {
         let pairs = logs
@@ -287,5 +295,15 @@ fn outcome_dict(py: Python<'_>, outcome: RepairOutcome) -> PyResult<Bound<'_, Py
     dict.set_item("written", outcome.written)?;
     dict.set_item("changed", outcome.changed)?;
     dict.set_item("event_error", outcome.event_error)?;
+    match online {
+        None => dict.set_item("online", py.None())?,
+        Some(online) => {
+            let details = PyDict::new(py);
+            details.set_item("rounds", online.rounds)?;
+            details.set_item("paused_seconds", online.paused.as_secs_f64())?;
+            details.set_item("appends_held_seconds", online.appends_held.as_secs_f64())?;
+            dict.set_item("online", details)?;
+        }
+    }
     Ok(dict)
 }

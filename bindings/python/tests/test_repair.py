@@ -5,6 +5,8 @@ identical to a run from scratch, the old history stays readable as
 arguments say what to do."""
 
 import struct
+import threading
+import time
 
 import pytest
 
@@ -103,7 +105,8 @@ def test_repair_of_a_record_equals_a_run_from_scratch(store, app, seq):
     truth = store.namespace("truth")
     run_app(truth, corrected)
     assert all_logs(app) == all_logs(truth)
-    assert sorted(outcome) == ["changed", "event_error", "replayed", "swapped", "written"]
+    assert sorted(outcome) == ["changed", "event_error", "online", "replayed", "swapped", "written"]
+    assert outcome["online"] is None
     assert outcome["event_error"] is None
     assert sorted(outcome["swapped"]["test"]) == [(log, f"_gen.{log}.1") for log in ("in", "mid", "out")]
     assert outcome["replayed"] == (2 if seq > 1 else 1 + len(INPUTS))
@@ -199,11 +202,33 @@ def test_a_failing_handler_fails_the_repair_and_changes_nothing(app):
     assert all_logs(app) == before
 
 
-def test_a_running_runtime_is_refused(app):
+def test_a_repair_while_the_runtime_runs_is_made_online_and_loses_no_append(store, app):
+    """With a runtime of this process serving the namespace, the repair runs
+    beside it (docs/repair.md, "Repairing while the application runs"):
+    inputs appended meanwhile by another thread are all kept and handled,
+    and the logs equal a run from scratch on every input, corrected."""
     rt = app.runtime(concurrency=1)
+    rt.add_handler("double", double, log="in")
+    rt.add_handler("add", add_first, log="mid")
+    later = list(range(100, 160))
     with rt:
-        with pytest.raises(varve.RepairError, match="stop the runtime") as caught:
-            app.repair(record=("in", 2), value=enc(1), handlers=HANDLERS)
-        assert caught.value.kind == "unsupported"
-    app.repair(record=("in", 2), value=enc(1), handlers=HANDLERS)
-    assert contents(app, "mid")[1] == 2
+        started = threading.Event()
+
+        def keep_appending():
+            started.set()
+            for n in later:
+                rt.append("in", enc(n))
+                time.sleep(0.002)
+
+        appender = threading.Thread(target=keep_appending)
+        appender.start()
+        started.wait()
+        outcome = app.repair(record=("in", 1), value=enc(1000), handlers=HANDLERS)
+        appender.join()
+        assert rt.wait_idle(timeout=WAIT)
+    assert outcome["online"]["rounds"] >= 1
+    assert 0 <= outcome["online"]["appends_held_seconds"] <= outcome["online"]["paused_seconds"]
+    assert outcome["event_error"] is None
+    truth = store.namespace("truth")
+    run_app(truth, [1000] + INPUTS[1:] + later)
+    assert all_logs(app) == all_logs(truth)

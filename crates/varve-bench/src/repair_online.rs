@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SyncPolicy};
-use varve_repair::{repair_online, Correction, Online};
+use varve_repair::{repair_online, Correction, Online, OnlineOutcome};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder};
 
@@ -144,6 +144,46 @@ impl OnlineReport {
     }
 }
 
+impl OnlineReport {
+    fn add(&mut self, (outcome, wall): (OnlineOutcome, Duration)) {
+        self.paused.push(outcome.paused);
+        self.held.push(outcome.appends_held);
+        self.wall.push(wall);
+        self.rounds.push(outcome.rounds);
+        self.last_round_events.push(outcome.events_per_round.last().copied().unwrap_or(0));
+        self.replayed.push(outcome.outcome.replayed);
+    }
+}
+
+/// Correct the model before the latest one, online; the outcome and the repair's wall time.
+fn repair_once(
+    runtime: &Runtime,
+    handlers: &HashMap<String, HandlerFn>,
+    i: usize,
+) -> Result<(OnlineOutcome, Duration)> {
+    let model = runtime.namespace().latest("model")?.saturating_sub(1).max(1);
+    let record = RecordRef { namespace: "temp".into(), log: "model".into(), seq: model };
+    let corrections = [Correction::Record(record.clone())];
+    let values = HashMap::from([(record, format!("model {model} corrected {i}").into_bytes())]);
+    let none = HashSet::new();
+    let online = Online::new(&corrections, &values, handlers, &none);
+    let start = Instant::now();
+    let outcome = repair_online(&runtime.handle(), &online);
+    let wall = start.elapsed();
+    let outcome = outcome.map_err(|e| BenchError::Check(format!("online repair {}: {e}", i + 1)))?;
+    eprintln!(
+        "  repair {}: paused {:.2} ms (appends held {:.2} ms), {} rounds {:?}, {} runs replayed, {:.1} ms in all",
+        i + 1,
+        ms(outcome.paused),
+        ms(outcome.appends_held),
+        outcome.rounds,
+        outcome.events_per_round,
+        outcome.outcome.replayed,
+        ms(wall)
+    );
+    Ok((outcome, wall))
+}
+
 fn predict() -> HandlerFn {
     Arc::new(|ctx: &mut HandlerContext<'_>| {
         let latest = ctx.latest("model")?;
@@ -216,7 +256,6 @@ pub fn run(dir: &Path, quick: bool) -> Result<OnlineReport> {
     let stop = AtomicBool::new(false);
     let samples: Mutex<(Vec<u64>, Vec<u64>)> = Mutex::new((Vec::new(), Vec::new()));
     let handlers = HashMap::from([("predict".to_owned(), predict())]);
-    let none = HashSet::new();
     let mut report = OnlineReport {
         history_events,
         repairs,
@@ -241,9 +280,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<OnlineReport> {
                 let during = during || repairing.load(Ordering::SeqCst);
                 let mut samples = samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if during {
-                    samples.0.push(took)
+                    samples.0.push(took);
                 } else {
-                    samples.1.push(took)
+                    samples.1.push(took);
                 }
                 drop(samples);
                 next += BATCH;
@@ -254,34 +293,10 @@ pub fn run(dir: &Path, quick: bool) -> Result<OnlineReport> {
         let result = (|| -> Result<()> {
             for i in 0..repairs {
                 std::thread::sleep(QUIET);
-                let model = ns.latest("model")?.saturating_sub(1).max(1);
-                let record = RecordRef { namespace: "temp".into(), log: "model".into(), seq: model };
-                let corrections = [Correction::Record(record.clone())];
-                let values = HashMap::from([(record, format!("model {model} corrected {i}").into_bytes())]);
-                let online = Online::new(&corrections, &values, &handlers, &none);
                 repairing.store(true, Ordering::SeqCst);
-                let start = Instant::now();
-                let outcome = repair_online(&runtime, &online);
-                let wall = start.elapsed();
+                let repaired = repair_once(&runtime, &handlers, i);
                 repairing.store(false, Ordering::SeqCst);
-                let outcome = outcome.map_err(|e| BenchError::Check(format!("online repair {}: {e}", i + 1)))?;
-                report.paused.push(outcome.paused);
-                report.held.push(outcome.appends_held);
-                report.wall.push(wall);
-                report.rounds.push(outcome.rounds);
-                report.last_round_events.push(outcome.events_per_round.last().copied().unwrap_or(0));
-                report.replayed.push(outcome.outcome.replayed);
-                eprintln!(
-                    "  repair {}: paused {:.2} ms (appends held {:.2} ms), {} rounds {:?}, {} runs replayed, {:.1} ms \
-                     in all",
-                    i + 1,
-                    ms(outcome.paused),
-                    ms(outcome.appends_held),
-                    outcome.rounds,
-                    outcome.events_per_round,
-                    outcome.outcome.replayed,
-                    ms(wall)
-                );
+                report.add(repaired?);
             }
             std::thread::sleep(QUIET);
             Ok(())

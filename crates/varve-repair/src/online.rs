@@ -6,7 +6,7 @@
 //! one, feeds them to the plan (a forward pass: [`Planner`]) and to the
 //! walk, which goes as far as the plan is final (up to the FIRING of the
 //! first run still running). Rounds go on while they find many new events;
-//! then [`varve_runtime::Runtime::pause`] stops claims, waits for the runs
+//! then [`varve_runtime::RuntimeHandle::pause`] stops claims, waits for the runs
 //! in flight and holds appends; the last round walks to the end; the
 //! shadows are swapped in; the REPAIR event is written; the runtime
 //! resumes. Appends made meanwhile were held, not refused: they land after
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use varve_log::{Namespace, Seq, SeqRange};
 use varve_runtime::trace::RecordRef;
-use varve_runtime::{read_events, HandlerFn, Runtime, StoredEvent, EVENTS_LOG};
+use varve_runtime::{read_events, HandlerFn, RuntimeHandle, StoredEvent, EVENTS_LOG};
 
 use crate::execute::{check, delete_shadows, record_repair, swap, Inputs, NotReplayable, RepairError, RepairOutcome};
 use crate::plan::{Correction, Planner, RepairPlan};
@@ -106,10 +106,11 @@ pub struct OnlineOutcome {
     pub appends_held: Duration,
 }
 
-/// Repair the runtime's namespace while it runs (see the module docs).
+/// Repair the runtime's namespace while it runs (see the module docs);
+/// `runtime` is a handle of it (`Runtime::handle`), in this process.
 /// On an error before the swap the shadows are deleted and the runtime
 /// runs on, unchanged; the error says what happened.
-pub fn repair_online(runtime: &Runtime, online: &Online<'_>) -> Result<OnlineOutcome, RepairError> {
+pub fn repair_online(runtime: &RuntimeHandle, online: &Online<'_>) -> Result<OnlineOutcome, RepairError> {
     let ns: Arc<dyn Namespace> = Arc::clone(runtime.namespace());
     let namespaces = HashMap::from([(ns.name().to_owned(), Arc::clone(&ns))]);
     let inputs = Inputs {
@@ -150,7 +151,7 @@ struct Pause {
 }
 
 struct Rounds<'r> {
-    runtime: &'r Runtime,
+    runtime: &'r RuntimeHandle,
     ns: &'r Arc<dyn Namespace>,
     /// `_events` has been read up to this seq.
     read_to: Seq,

@@ -147,7 +147,7 @@ fn a_repair_while_appends_keep_arriving_loses_none_and_equals_a_run_from_scratch
         let mut online = Online::new(&corrections, &values, &code, &none);
         online.pause_below = 50;
         online.on_round = Some(&on_round);
-        let outcome = repair_online(&runtime, &online);
+        let outcome = repair_online(&runtime.handle(), &online);
         stop.store(true, Ordering::SeqCst);
         appender.join().expect("appender");
         outcome
@@ -238,7 +238,7 @@ fn an_online_repair_that_cannot_pause_changes_nothing_and_the_runtime_runs_on() 
     let none = HashSet::new();
     let mut online = Online::new(&corrections, &values, &code, &none);
     online.pause_timeout = Duration::from_millis(200);
-    let error = repair_online(&runtime, &online).expect_err("the pause cannot finish while `slow` runs");
+    let error = repair_online(&runtime.handle(), &online).expect_err("the pause cannot finish while `slow` runs");
     assert!(
         matches!(error, RepairError::Runtime(RuntimeError::PauseTimedOut { .. })),
         "seed {seed}: a pause that timed out, not {error}"

@@ -22,7 +22,7 @@ use varve_log::Namespace;
 
 use crate::error::{Result, RuntimeError};
 use crate::inner::{Inner, WriterState};
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, RuntimeHandle};
 
 /// A paused runtime (see the module docs); dropping it resumes.
 pub struct Paused<'a> {
@@ -35,35 +35,45 @@ pub struct Paused<'a> {
 impl Runtime {
     /// Pause: no new runs, runs in flight finished, appends held until the
     /// guard drops. Waits at most `timeout` for the runs in flight, then
-    /// resumes and returns [`RuntimeError::Contended`]. Refused on a shared
-    /// runtime (others write the namespace; pausing this one would not
-    /// bring it to rest).
+    /// resumes and returns [`RuntimeError::PauseTimedOut`]. Refused on a
+    /// shared runtime (others write the namespace; pausing this one would
+    /// not bring it to rest).
     pub fn pause(&self, timeout: Duration) -> Result<Paused<'_>> {
-        let inner: &Inner = &self.inner;
-        if inner.is_shared() {
-            return Err(RuntimeError::InvalidArgument {
-                reason: "a shared runtime cannot be paused: other runtimes write the namespace too".to_owned(),
-            });
-        }
-        inner.check_running()?;
-        let since = Instant::now();
-        if inner.paused.swap(true, Ordering::SeqCst) {
-            return Err(RuntimeError::InvalidArgument { reason: "the runtime is already paused".to_owned() });
-        }
-        if !inner.wait_running(since + timeout, false) {
-            resume(inner);
-            return Err(RuntimeError::PauseTimedOut {
-                namespace: inner.namespace.clone(),
-                reason: format!(
-                    "handlers were still running {:.1} s after the pause began, so it was called off (the runtime \
-                     runs on); try again, or allow longer",
-                    timeout.as_secs_f64()
-                ),
-            });
-        }
-        let writer = inner.lock_writer();
-        Ok(Paused { inner, _writer: writer, since })
+        pause(&self.inner, timeout)
     }
+}
+
+impl RuntimeHandle {
+    /// See [`Runtime::pause`].
+    pub fn pause(&self, timeout: Duration) -> Result<Paused<'_>> {
+        pause(self.inner(), timeout)
+    }
+}
+
+fn pause(inner: &Inner, timeout: Duration) -> Result<Paused<'_>> {
+    if inner.is_shared() {
+        return Err(RuntimeError::InvalidArgument {
+            reason: "a shared runtime cannot be paused: other runtimes write the namespace too".to_owned(),
+        });
+    }
+    inner.check_running()?;
+    let since = Instant::now();
+    if inner.paused.swap(true, Ordering::SeqCst) {
+        return Err(RuntimeError::InvalidArgument { reason: "the runtime is already paused".to_owned() });
+    }
+    if !inner.wait_running(since + timeout, false) {
+        resume(inner);
+        return Err(RuntimeError::PauseTimedOut {
+            namespace: inner.namespace.clone(),
+            reason: format!(
+                "handlers were still running {:.1} s after the pause began, so it was called off (the runtime runs \
+                 on); try again, or allow longer",
+                timeout.as_secs_f64()
+            ),
+        });
+    }
+    let writer = inner.lock_writer();
+    Ok(Paused { inner, _writer: writer, since })
 }
 
 impl Paused<'_> {

@@ -213,6 +213,22 @@ impl RuntimeHandle {
         self.inner.append_traced(batch, Some(&Cause { parent, trace }))
     }
 
+    /// The namespace underneath (for reads; append through the handle).
+    #[must_use]
+    pub fn namespace(&self) -> &Arc<dyn Namespace> {
+        &self.inner.ns
+    }
+
+    /// The host id events carry.
+    #[must_use]
+    pub fn host(&self) -> HostId {
+        self.inner.options.host
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
     /// The namespace this runtime serves.
     #[must_use]
     pub fn namespace_name(&self) -> &str {

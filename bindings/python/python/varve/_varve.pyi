@@ -29,6 +29,13 @@ _Data = Union[bytes, bytearray]
 _R = TypeVar("_R", bound="Runtime")
 _K = TypeVar("_K", bytes, str)
 
+class _OnlineRepair(TypedDict):
+    """A repair made while a runtime of this process served the namespace."""
+
+    rounds: int
+    paused_seconds: float
+    appends_held_seconds: float
+
 class _RepairOutcome(TypedDict):
     """What :meth:`Namespace.repair` did."""
 
@@ -39,6 +46,8 @@ class _RepairOutcome(TypedDict):
     changed: int
     event_error: Optional[str]
     """Why the REPAIR event could not be written to ``_events`` (the repair itself is done); ``None`` normally."""
+    online: Optional[_OnlineRepair]
+    """``None`` offline; how the repair went while a runtime of this process ran."""
 """The key type of a PART map: ``bytes`` (keys bytes or str, returned as bytes) or ``str``."""
 _T_co = TypeVar("_T_co", covariant=True)
 _Batch = Union[Mapping[Any, Any], Iterable[Tuple[Any, Any]]]
@@ -207,7 +216,9 @@ class Namespace:
     ) -> _RepairOutcome:
         """Correct ``record`` to ``value`` (or re-run ``handler`` with its new
         code), replay what depends on it with ``handlers``, and swap the
-        repaired logs in (the old ones stay as ``_gen.LOG.N``). Offline."""
+        repaired logs in (the old ones stay as ``_gen.LOG.N``). Offline, or
+        beside a runtime of this process that serves the namespace (paused
+        only for the swap)."""
 
 @final
 class Log:

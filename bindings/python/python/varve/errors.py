@@ -448,7 +448,9 @@ class RepairError(VarveError):
     replay wrote more or fewer records than the original run),
     ``"handler_failed"`` (a replayed handler raised; the message has the
     traceback) or ``"unsupported"`` (something the repair does not do yet,
-    such as repairing a namespace a running runtime serves). Fields (None
+    such as an online repair that reaches another namespace). A repair
+    while a runtime of this process runs that cannot pause it (runs still
+    in flight after 30 s) raises :class:`VarveError` and changes nothing. Fields (None
     where they do not apply): ``handler``, ``record`` (the corrected record
     or the replayed run's trigger, ``namespace/log:seq``), ``log``
     (``namespace/log``), ``namespace``."""
