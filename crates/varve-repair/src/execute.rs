@@ -32,7 +32,7 @@ use varve_log::{LogError, Namespace, Seq};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{Event, EventKind, HandlerFn, ReadDep, RuntimeError, StoredEvent, EVENTS_LOG};
 
-use crate::plan::{Correction, RepairPlan};
+use crate::plan::{ChangedLog, Correction, RepairPlan, Rerun};
 use crate::walk::{Shadow, Walk};
 
 /// Why a repair could not be carried out. Nothing is swapped after any of
@@ -195,14 +195,14 @@ pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, 
     }
     result?;
     // After the swap an error must not read as "nothing was repaired".
-    if let Err(e) = record_repair(plan, inputs, walk.events(), &mut outcome) {
+    if let Err(e) = record_repair(plan, inputs, repair_cause(plan, walk.events()), &mut outcome) {
         outcome.event_error = Some(e.to_string());
     }
     Ok(outcome)
 }
 
 fn walk_and_swap<'a>(walk: &mut Walk<'a>, plan: &RepairPlan, events: &'a [StoredEvent]) -> Result<(), RepairError> {
-    walk.extend(plan, std::borrow::Cow::Borrowed(events), true)?;
+    walk.extend(&plan.reruns, &plan.changed, std::borrow::Cow::Borrowed(events), true)?;
     walk.finish()?;
     swap(&walk.shadows, &mut walk.outcome)
 }
@@ -222,7 +222,7 @@ pub(crate) fn delete_shadows(walk: &Walk<'_>) {
 pub(crate) fn record_repair(
     plan: &RepairPlan,
     inputs: &Inputs<'_>,
-    events: &[StoredEvent],
+    cause: Option<&StoredEvent>,
     outcome: &mut RepairOutcome,
 ) -> Result<(), RepairError> {
     let records: Vec<&RecordRef> = plan.corrected_records().collect();
@@ -241,15 +241,6 @@ pub(crate) fn record_repair(
     if let Some(handler) = handler {
         what.push(format!("replaced handler {handler:?}"));
     }
-    // The first correction's APPEND is the REPAIR's parent (and lends it its trace).
-    let cause = records.first().and_then(|r| {
-        events.iter().find(|e| {
-            e.event.kind == EventKind::Append
-                && e.id.namespace == r.namespace
-                && e.event.log == r.log
-                && e.event.seq == r.seq
-        })
-    });
     for (namespace, swapped) in &outcome.swapped {
         let ns = self::namespace(inputs, namespace)?;
         match ns.latest(EVENTS_LOG) {
@@ -279,27 +270,49 @@ pub(crate) fn namespace(inputs: &Inputs<'_>, name: &str) -> Result<Arc<dyn Names
     inputs.namespaces.get(name).cloned().ok_or_else(|| RepairError::MissingNamespace { namespace: name.to_owned() })
 }
 
-pub(crate) fn check(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<(), RepairError> {
-    for changed in &plan.changed {
+fn check(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<(), RepairError> {
+    check_part(&plan.corrections, &plan.reruns, &plan.changed, inputs)
+}
+
+/// [`check`] of part of a plan (an online repair checks each round's new runs).
+pub(crate) fn check_part(
+    corrections: &[Correction],
+    reruns: &[Rerun],
+    changed: &[ChangedLog],
+    inputs: &Inputs<'_>,
+) -> Result<(), RepairError> {
+    for changed in changed {
         namespace(inputs, &changed.namespace)?;
     }
-    for rerun in &plan.reruns {
+    for rerun in reruns {
         if !inputs.handlers.contains_key(&rerun.handler) {
             return Err(RepairError::MissingHandler { handler: rerun.handler.clone() });
         }
         if !rerun.replayable && inputs.not_replayable == NotReplayable::Refuse {
-            let runs = plan.reruns.iter().filter(|r| r.handler == rerun.handler).count();
+            let runs = reruns.iter().filter(|r| r.handler == rerun.handler).count();
             return Err(RepairError::NotReplayable { handler: rerun.handler.clone(), runs });
         }
     }
-    for correction in &plan.corrections {
-        if let crate::Correction::Record(r) = correction {
+    for correction in corrections {
+        if let Correction::Record(r) = correction {
             if !inputs.values.contains_key(r) {
                 return Err(RepairError::MissingValue { record: format!("{}/{}:{}", r.namespace, r.log, r.seq) });
             }
         }
     }
     Ok(())
+}
+
+/// The REPAIR event's parent (which lends it its trace): the APPEND of the
+/// first corrected record, if among `events`.
+pub(crate) fn repair_cause<'e>(plan: &RepairPlan, events: &'e [StoredEvent]) -> Option<&'e StoredEvent> {
+    let record = plan.corrected_records().next()?;
+    events.iter().find(|e| {
+        e.event.kind == EventKind::Append
+            && e.id.namespace == record.namespace
+            && e.event.log == record.log
+            && e.event.seq == record.seq
+    })
 }
 
 /// One `rename_logs` per namespace: every changed log there to its next

@@ -34,4 +34,4 @@ mod walk;
 
 pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
 pub use online::{repair_online, Online, OnlineOutcome};
-pub use plan::{ChangedLog, Correction, Outcome, Planner, RepairPlan, Rerun, Since, Why};
+pub use plan::{ChangedLog, Correction, Outcome, PlanDelta, Planner, RepairPlan, Rerun, Since, Why};

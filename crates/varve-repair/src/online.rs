@@ -36,8 +36,10 @@ use varve_log::{Namespace, Seq, SeqRange};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{read_events, HandlerFn, RuntimeHandle, StoredEvent, EVENTS_LOG};
 
-use crate::execute::{check, delete_shadows, record_repair, swap, Inputs, NotReplayable, RepairError, RepairOutcome};
-use crate::plan::{Correction, Planner, RepairPlan};
+use crate::execute::{
+    check_part, delete_shadows, record_repair, repair_cause, swap, Inputs, NotReplayable, RepairError, RepairOutcome,
+};
+use crate::plan::{Correction, PlanDelta, Planner, RepairPlan};
 use crate::walk::Walk;
 
 /// What [`repair_online`] needs.
@@ -125,8 +127,8 @@ pub fn repair_online(runtime: &RuntimeHandle, online: &Online<'_>) -> Result<Onl
     let mut rounds = Rounds { runtime, ns: &ns, read_to: 0, events_per_round: Vec::new() };
     let result = rounds.run(online, &inputs, &mut planner, &mut walk);
     let outcome = std::mem::take(&mut walk.outcome);
-    let (plan, pause) = match result {
-        Ok(done) => done,
+    let pause = match result {
+        Ok(pause) => pause,
         Err(e) => {
             if outcome.swapped.is_empty() {
                 delete_shadows(&walk);
@@ -135,7 +137,7 @@ pub fn repair_online(runtime: &RuntimeHandle, online: &Online<'_>) -> Result<Onl
         }
     };
     Ok(OnlineOutcome {
-        plan,
+        plan: planner.plan(),
         outcome,
         rounds: rounds.events_per_round.len().saturating_sub(1),
         events_per_round: rounds.events_per_round,
@@ -172,15 +174,15 @@ impl Rounds<'_> {
         Ok(events)
     }
 
-    /// Feed `events` to the planner; the plan of everything fed so far.
-    fn plan(
+    /// Feed `events` to the planner; what the plan gained, checked.
+    fn feed(
         planner: &mut Planner,
+        online: &Online<'_>,
         inputs: &Inputs<'_>,
         namespace: &str,
         events: &[StoredEvent],
-    ) -> Result<RepairPlan, RepairError> {
+    ) -> Result<PlanDelta, RepairError> {
         planner.feed(events);
-        let plan = planner.plan();
         if planner.needs_second_pass() {
             return Err(RepairError::Unsupported(
                 "the repair reaches runs that appended to another namespace before reading what it changes: repair \
@@ -188,15 +190,16 @@ impl Rounds<'_> {
                     .to_owned(),
             ));
         }
-        if let Some(other) = plan.changed.iter().find(|c| c.namespace != namespace) {
+        let delta = planner.take_changes();
+        if let Some(other) = delta.changed.iter().find(|c| c.namespace != namespace) {
             return Err(RepairError::Unsupported(format!(
                 "the repair changes namespace {:?} too; an online repair pauses one runtime: stop the applications \
                  and repair offline",
                 other.namespace
             )));
         }
-        check(&plan, inputs)?;
-        Ok(plan)
+        check_part(online.corrections, &delta.reruns, &delta.changed, inputs)?;
+        Ok(delta)
     }
 
     fn run(
@@ -205,13 +208,13 @@ impl Rounds<'_> {
         inputs: &Inputs<'_>,
         planner: &mut Planner,
         walk: &mut Walk<'_>,
-    ) -> Result<(RepairPlan, Pause), RepairError> {
+    ) -> Result<Pause, RepairError> {
         let namespace = self.ns.name().to_owned();
         for round in 1..=online.rounds_max.max(1) {
             let events = self.next_events()?;
             let new = events.len();
-            let plan = Self::plan(planner, inputs, &namespace, &events)?;
-            walk.extend(&plan, Cow::Owned(events), false)?;
+            let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
+            walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), false)?;
             if let Some(on_round) = online.on_round {
                 on_round(round, new);
             }
@@ -219,21 +222,26 @@ impl Rounds<'_> {
                 break;
             }
         }
+        // The REPAIR event's parent, looked for before the pause (O(events)).
+        let corrected = RepairPlan { corrections: online.corrections.to_vec(), ..RepairPlan::default() };
+        let cause = repair_cause(&corrected, walk.events()).cloned();
         let paused = self.runtime.pause(online.pause_timeout)?;
         let held_since = Instant::now();
         let events = self.next_events()?;
-        let plan = Self::plan(planner, inputs, &namespace, &events)?;
-        walk.extend(&plan, Cow::Owned(events), true)?;
+        let fed = walk.events().len();
+        let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
+        walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), true)?;
         walk.finish()?;
         swap(&walk.shadows, &mut walk.outcome)?;
         // Still paused: this process is the namespace's only writer.
         let mut outcome = std::mem::take(&mut walk.outcome);
-        if let Err(e) = record_repair(&plan, inputs, walk.events(), &mut outcome) {
+        let cause = cause.as_ref().or_else(|| repair_cause(&corrected, &walk.events()[fed..]));
+        if let Err(e) = record_repair(&corrected, inputs, cause, &mut outcome) {
             outcome.event_error = Some(e.to_string());
         }
         walk.outcome = outcome;
         let pause = Pause { paused: paused.elapsed(), appends_held: held_since.elapsed() };
         drop(paused);
-        Ok((plan, pause))
+        Ok(pause)
     }
 }

@@ -35,7 +35,7 @@
 //! **Cost:** O(events + reads) time, memory O(runs replayed + records
 //! changed + unfinished runs).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 use varve_log::Seq;
@@ -243,6 +243,15 @@ impl RepairPlan {
     }
 }
 
+/// What a plan gained since the last [`Planner::take_changes`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanDelta {
+    /// Runs to replay that are new or changed (whole), in causal order of their FIRING.
+    pub reruns: Vec<Rerun>,
+    /// Records newly found to change, per log (`first`: the least of them).
+    pub changed: Vec<ChangedLog>,
+}
+
 /// A plan built as events arrive, for a repair that reads `_events` in
 /// rounds while the application runs (`crate::online`). It is the first
 /// pass of [`RepairPlan::build`] fed in pieces: the same plan for the same
@@ -275,6 +284,37 @@ impl Planner {
         self.pass.plan(self.fed)
     }
 
+    /// What the plan gained since the last call (everything, the first
+    /// time): the runs to replay that are new or changed, and the records
+    /// newly found to change — so a caller that follows the plan round by
+    /// round does work in proportion to what arrived, not to the plan.
+    pub fn take_changes(&mut self) -> PlanDelta {
+        let pass = &mut self.pass;
+        let mut touched = std::mem::take(&mut pass.touched);
+        for &index in &touched {
+            pass.is_touched[index] = false;
+        }
+        touched.sort_by_key(|&index| pass.reruns[index].0);
+        let reruns = touched.into_iter().map(|index| pass.reruns[index].1.clone()).collect();
+        let mut by_log: BTreeMap<(String, String), ChangedLog> = BTreeMap::new();
+        for (record, certain) in std::mem::take(&mut pass.fresh) {
+            let changed = by_log.entry((record.namespace.clone(), record.log.clone())).or_insert_with(|| ChangedLog {
+                namespace: record.namespace,
+                log: record.log,
+                first: record.seq,
+                seqs: Vec::new(),
+                may_change: Vec::new(),
+            });
+            changed.first = changed.first.min(record.seq);
+            if certain {
+                changed.seqs.push(record.seq)
+            } else {
+                changed.may_change.push(record.seq)
+            }
+        }
+        PlanDelta { reruns, changed: by_log.into_values().collect() }
+    }
+
     /// `true` if the events fed need the second pass that only
     /// [`RepairPlan::build`] makes: this plan may then miss runs.
     #[must_use]
@@ -300,6 +340,12 @@ struct Pass {
     /// (host, namespace, trigger seq) → index in `reruns`.
     by_trigger: HashMap<(u64, String, Seq), usize>,
     reruns: Vec<(usize, Rerun)>,
+    /// Reruns created or changed since [`Planner::take_changes`] (indices, each once).
+    touched: Vec<usize>,
+    /// Per rerun, whether it is in `touched`.
+    is_touched: Vec<bool>,
+    /// Records found to change (`true`) or maybe change since [`Planner::take_changes`].
+    fresh: Vec<(RecordRef, bool)>,
 }
 
 impl Pass {
@@ -309,10 +355,12 @@ impl Pass {
         // event) may still have been read.
         let mut pending = Seqs::new();
         let mut changes = Seqs::new();
+        let mut fresh = Vec::new();
         for c in &corrections {
             if let Correction::Record(r) = c {
                 add(&mut pending, &r.namespace, &r.log, r.seq);
                 add(&mut changes, &r.namespace, &r.log, r.seq);
+                fresh.push((r.clone(), true));
             }
         }
         Pass {
@@ -326,7 +374,24 @@ impl Pass {
             late: Vec::new(),
             by_trigger: HashMap::new(),
             reruns: Vec::new(),
+            touched: Vec::new(),
+            is_touched: Vec::new(),
+            fresh,
         }
+    }
+
+    fn touch(&mut self, index: usize) {
+        if !self.is_touched[index] {
+            self.is_touched[index] = true;
+            self.touched.push(index);
+        }
+    }
+
+    /// `record` changes (`certain`) or may change.
+    fn mark(&mut self, record: RecordRef, certain: bool) {
+        let seqs = if certain { &mut self.changes } else { &mut self.maybe };
+        add(seqs, &record.namespace, &record.log, record.seq);
+        self.fresh.push((record, certain));
     }
 
     /// The plan of the events passed so far (the pass can go on).
@@ -431,6 +496,7 @@ impl Pass {
                 if let Some(index) = ev.parent.as_ref().and_then(|p| self.runs.remove(p)).and_then(|run| run.rerun) {
                     self.reruns[index].1.outcome =
                         if ev.kind == EventKind::Done { Outcome::Done } else { Outcome::Failed };
+                    self.touch(index);
                 }
             }
             _ => {}
@@ -447,6 +513,7 @@ impl Pass {
             rerun.attempts = rerun.attempts.max(ev.attempt);
             rerun.firing = e.id.to_string();
             rerun.outcome = Outcome::Unfinished;
+            self.touch(index);
             self.runs.insert(
                 e.id.clone(),
                 RunState { position, firing: e.clone(), rerun: Some(index), appended: 0, foreign: Vec::new() },
@@ -501,6 +568,8 @@ impl Pass {
                 may_replace: Vec::new(),
             },
         ));
+        self.is_touched.push(false);
+        self.touch(index);
         index
     }
 
@@ -511,6 +580,7 @@ impl Pass {
         let index = if let Some(index) = run.rerun {
             // Conditional so far; a certain dependency makes the rest of it certain.
             self.reruns[index].1.certain |= dep.certain;
+            self.touch(index);
             index
         } else {
             let e = &run.firing;
@@ -523,7 +593,7 @@ impl Pass {
         // Its appends elsewhere since its last own write may have followed
         // these reads: they may change (the order of the two is not on record).
         for record in run.foreign.drain(..) {
-            add(&mut self.maybe, &record.namespace, &record.log, record.seq);
+            self.mark(record.clone(), false);
             self.late.push(record.clone());
             let rerun = &mut self.reruns[index].1;
             if !rerun.replaces.contains(&record) && !rerun.may_replace.contains(&record) {
@@ -550,13 +620,14 @@ impl Pass {
         }
         let Some(index) = run.rerun else { return };
         let rerun = &mut self.reruns[index].1;
-        if rerun.certain {
-            rerun.replaces.push(record);
-            add(&mut self.changes, namespace, &ev.log, ev.seq);
+        let certain = rerun.certain;
+        if certain {
+            rerun.replaces.push(record.clone());
         } else {
-            rerun.may_replace.push(record);
-            add(&mut self.maybe, namespace, &ev.log, ev.seq);
+            rerun.may_replace.push(record.clone());
         }
+        self.touch(index);
+        self.mark(record, certain);
         self.shifting.entry(namespace.to_owned()).or_default().entry(ev.log.clone()).or_insert(ev.seq);
     }
 }

@@ -36,7 +36,7 @@ use varve_runtime::trace::RecordRef;
 use varve_runtime::{EventId, EventKind, HandlerContext, Replay, RuntimeError, StoredEvent};
 
 use crate::execute::{lock, namespace, Inputs, LogKey, NotReplayable, RepairError, RepairOutcome, SHADOW_PREFIX};
-use crate::plan::{RepairPlan, Rerun};
+use crate::plan::{ChangedLog, Rerun};
 
 /// Records copied per `append_batch`.
 const COPY_BATCH: usize = 1_000;
@@ -147,11 +147,14 @@ impl<'a> Walk<'a> {
     }
 
     /// Take the next `events` (in causal order after those fed before) and
-    /// `plan`, the plan of every event fed so far; walk as far as the plan is
-    /// final — to the end if `last` (no run is still running).
+    /// what the plan of every event fed so far adds to the plan the walk has
+    /// (`reruns` new or changed, records newly `changed`; or the whole plan);
+    /// walk as far as the plan is final — to the end if `last` (no run is
+    /// still running).
     pub(crate) fn extend(
         &mut self,
-        plan: &RepairPlan,
+        reruns: &[Rerun],
+        changed: &[ChangedLog],
         events: Cow<'a, [StoredEvent]>,
         last: bool,
     ) -> Result<(), RepairError> {
@@ -162,7 +165,7 @@ impl<'a> Walk<'a> {
             self.events.to_mut().extend(events.into_owned());
         }
         self.rounds_go_on = !last;
-        self.adopt(plan, start)?;
+        self.adopt(reruns, changed, start)?;
         self.index(start);
         if !self.seen_ready {
             *lock(&self.seen) = history_before_events(&self.events, self.inputs)?;
@@ -247,8 +250,8 @@ impl<'a> Walk<'a> {
 
     /// Take the plan's runs (new ones get the next indices), records and
     /// logs; shadows for logs that change for the first time.
-    fn adopt(&mut self, plan: &RepairPlan, start: usize) -> Result<(), RepairError> {
-        for rerun in &plan.reruns {
+    fn adopt(&mut self, reruns: &[Rerun], changed: &[ChangedLog], start: usize) -> Result<(), RepairError> {
+        for rerun in reruns {
             let firing = EventId::parse(&rerun.firing).map_err(|e| {
                 RepairError::Unsupported(format!("the plan names FIRING {:?}, not an event id ({e})", rerun.firing))
             })?;
@@ -285,15 +288,7 @@ impl<'a> Walk<'a> {
                 self.skipped.push(!rerun.replayable && self.inputs.not_replayable == NotReplayable::Skip);
             }
         }
-        if plan.reruns.len() != self.reruns.len() {
-            return Err(RepairError::Unsupported(format!(
-                "the plan lists {} runs to replay where an earlier round listed {}: a run left the plan as events \
-                 arrived, a bug in the repair, please report it",
-                plan.reruns.len(),
-                self.reruns.len()
-            )));
-        }
-        for changed in &plan.changed {
+        for changed in changed {
             let key = (changed.namespace.clone(), changed.log.clone());
             self.changing.entry(key.clone()).or_default().extend(changed.seqs.iter().chain(&changed.may_change));
             let behind = match self.shadows.get(&key) {

@@ -6,7 +6,7 @@
 //!
 //! `VARVE_SEED` replays one case; `VARVE_REPAIR_CASES` sets how many run.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use common::{hash, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
-use varve_repair::{execute, Correction, Inputs, NotReplayable, RepairError, RepairPlan};
+use varve_repair::{execute, Correction, Inputs, NotReplayable, Planner, RepairError, RepairPlan};
 use varve_runtime::trace::{CausalGraph, RecordRef};
 use varve_runtime::{EventKind, HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder};
 
@@ -118,6 +118,7 @@ fn check(seed: u64) -> usize {
 
     let record = RecordRef { namespace: "app".into(), log: "in".into(), seq: target as u64 + 1 };
     let plan = RepairPlan::build(&events, &[Correction::Record(record.clone())], &HashSet::new());
+    check_planner(seed, &mut rng, &events, &plan);
     let namespaces = HashMap::from([("app".to_owned(), Arc::clone(&ns))]);
     let handlers = handlers_of(&defs);
     let values = HashMap::from([(record, new_value.to_le_bytes().to_vec())]);
@@ -148,6 +149,42 @@ fn check(seed: u64) -> usize {
     assert!(outcome.changed >= 1, "seed {seed}: at least the corrected record changes");
     check_repair_event(seed, &*ns, &before, &outcome, target as u64 + 1);
     outcome.replayed
+}
+
+/// The plan fed in random pieces (as an online repair reads `_events` in
+/// rounds) is the plan built at once, and the pieces' deltas add up to it.
+fn check_planner(seed: u64, rng: &mut StdRng, events: &[varve_runtime::StoredEvent], plan: &RepairPlan) {
+    let mut planner = Planner::new(&plan.corrections, &HashSet::new());
+    let mut reruns: BTreeMap<String, varve_repair::Rerun> = BTreeMap::new();
+    let mut changed: BTreeSet<(String, u64, bool)> = BTreeSet::new();
+    let mut fed = 0;
+    while fed < events.len() {
+        let piece = rng.gen_range(1..=events.len() - fed);
+        planner.feed(&events[fed..fed + piece]);
+        fed += piece;
+        let delta = planner.take_changes();
+        for rerun in delta.reruns {
+            reruns.insert(rerun.trigger_event.clone(), rerun);
+        }
+        for log in delta.changed {
+            changed.extend(log.seqs.iter().map(|&seq| (log.log.clone(), seq, true)));
+            changed.extend(log.may_change.iter().map(|&seq| (log.log.clone(), seq, false)));
+        }
+    }
+    assert!(!planner.needs_second_pass(), "seed {seed}: one namespace needs one pass");
+    assert_eq!(planner.plan(), *plan, "seed {seed}: the plan fed in pieces");
+    let whole: BTreeMap<String, varve_repair::Rerun> =
+        plan.reruns.iter().map(|r| (r.trigger_event.clone(), r.clone())).collect();
+    assert_eq!(reruns, whole, "seed {seed}: the deltas' runs");
+    let whole: BTreeSet<(String, u64, bool)> = plan
+        .changed
+        .iter()
+        .flat_map(|c| {
+            let certain = c.seqs.iter().map(move |&seq| (c.log.clone(), seq, true));
+            certain.chain(c.may_change.iter().map(move |&seq| (c.log.clone(), seq, false)))
+        })
+        .collect();
+    assert_eq!(changed, whole, "seed {seed}: the deltas' records");
 }
 
 /// The REPAIR event names exactly the records whose values differ from the
