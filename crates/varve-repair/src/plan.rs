@@ -307,9 +307,9 @@ impl Planner {
             });
             changed.first = changed.first.min(record.seq);
             if certain {
-                changed.seqs.push(record.seq)
+                changed.seqs.push(record.seq);
             } else {
-                changed.may_change.push(record.seq)
+                changed.may_change.push(record.seq);
             }
         }
         PlanDelta { reruns, changed: by_log.into_values().collect() }
