@@ -6,23 +6,15 @@
 //! `_gen.prediction.1`; the check passes; the error improves; a second repair
 //! finds nothing to do.
 
+mod common;
+
+use common::temperature;
 use std::path::Path;
 use std::process::Command;
 
 use varve_example_temperature::app::PREDICTION;
 use varve_example_temperature::{check, repair};
 use varve_log::{JournalOptions, JournalStore, Namespace, SeqRange};
-
-fn temperature(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_temperature")).args(args).output().expect("run temperature");
-    assert!(
-        output.status.success(),
-        "temperature {args:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 fn records(dir: &Path, log: &str) -> Vec<bytes::Bytes> {
     let store = JournalStore::open(dir, JournalOptions { read_only: true, ..JournalOptions::default() }).expect("open");

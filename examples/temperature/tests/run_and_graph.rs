@@ -5,6 +5,9 @@
 //! as DOT and OpenTelemetry JSON. (The PNG needs matplotlib, which `make test`
 //! does not install: the export is tested, not the drawing.)
 
+mod common;
+
+use common::temperature;
 use std::process::Command;
 
 use varve_example_temperature::check;
@@ -13,17 +16,6 @@ use varve_example_temperature::check;
 /// dissertation reports 0.21 on its real data, we see about 0.55 (hourly
 /// smoothing lags the daily cycle the raw reference follows).
 const MEAN_ERROR_MAX: f64 = 1.5;
-
-fn temperature(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_temperature")).args(args).output().expect("run temperature");
-    assert!(
-        output.status.success(),
-        "temperature {args:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 #[test]
 fn run_predicts_within_bounds_and_graph_exports_the_chain() {
