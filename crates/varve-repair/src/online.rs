@@ -1,5 +1,7 @@
-//! Repair while the application runs (Sans-Souci §7.3.4): the shadows are
-//! built and the runs replayed while the runtime keeps appending and
+//! Repair while the application runs (Sans-Souci §7.2.2: the application
+//! goes on with the originals; the repair then synchronises shadow and
+//! original, "pausing the application briefly", and renames): the shadows
+//! are built and the runs replayed while the runtime keeps appending and
 //! firing; the runtime is paused only for the last events and the swap.
 //!
 //! **Rounds.** Each round reads the events `_events` gained since the last
