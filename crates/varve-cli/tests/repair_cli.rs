@@ -182,14 +182,22 @@ replayable = false
 
 /// Feed `replay_app` with model `model` and three readings; wait until every run is done.
 fn feed(env: &Env, manifest: &std::path::Path, model: &str) {
+    feed_readings(env, manifest, model, &["20", "21", "22"]);
+}
+
+/// Feed `replay_app` with model `model` and `readings`; wait until every run is done.
+fn feed_readings(env: &Env, manifest: &std::path::Path, model: &str, readings: &[&str]) {
     let runtime = env.start(manifest);
     env.ok(&["--ns", "app", "log", "append", "model", model]);
-    for reading in ["20", "21", "22"] {
+    for reading in readings {
         env.ok(&["--ns", "app", "log", "append", "sens", reading]);
     }
-    let done = || common::events_of(env, "app").iter().filter(|e| e["kind"] == "DONE").count();
-    wait_until("nine DONE", || done() == 9);
+    wait_until("every run DONE", || done(env) == 3 * readings.len());
     drop(runtime);
+}
+
+fn done(env: &Env) -> usize {
+    common::events_of(env, "app").iter().filter(|e| e["kind"] == "DONE").count()
 }
 
 fn scan(env: &Env, log: &str) -> String {
@@ -211,15 +219,6 @@ fn repair_run_replays_command_handlers_and_equals_a_run_from_scratch() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("replayable = false"), "{err}");
-    assert_eq!(scan(&env, "pred"), pred_before);
-
-    // While the app runs, the repair is refused (it needs the writer).
-    let runtime = env.start(&manifest);
-    let out = env.run(&[&repair[..], &["--not-replayable", "skip"]].concat());
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("stop `varve run` first"), "{err}");
-    drop(runtime);
     assert_eq!(scan(&env, "pred"), pred_before);
 
     let answer = env.json(&[&repair[..], &["--not-replayable", "skip"]].concat());
@@ -310,4 +309,71 @@ fn repair_run_replays_command_handlers_and_equals_a_run_from_scratch() {
         env.run(&["--ns", "app", "repair", "run", "--record", "model:9", "--value", "1", "--manifest", manifest_arg]);
     assert!(!out.status.success());
     assert_eq!(scan(&env, "pred"), pred);
+}
+
+#[test]
+fn repair_run_while_varve_run_serves_is_made_by_it_online_and_loses_no_append() {
+    let env = Env::new();
+    let manifest = replay_app(&env);
+    feed(&env, &manifest, "2");
+    let pred_before = scan(&env, "pred");
+    let manifest_arg = manifest.to_str().expect("path");
+    let runtime = env.start(&manifest);
+    let later: Vec<String> = (23..=32).map(|n| n.to_string()).collect();
+    // Readings keep arriving while `varve run` repairs.
+    let answer = std::thread::scope(|scope| {
+        let appender = scope.spawn(|| {
+            for reading in &later {
+                env.ok(&["--ns", "app", "log", "append", "sens", reading]);
+            }
+        });
+        let answer = env.json(&[
+            "--ns",
+            "app",
+            "repair",
+            "run",
+            "--record",
+            "model:1",
+            "--value",
+            "3",
+            "--manifest",
+            manifest_arg,
+            "--not-replayable",
+            "skip",
+        ]);
+        appender.join().expect("appender");
+        answer
+    });
+    println!("{answer:#}");
+    assert!(answer["replayed"].as_u64().expect("replayed") >= 6, "{answer:#}");
+    assert!(answer["paused_ms"].as_f64().expect("paused_ms") >= 0.0, "{answer:#}");
+    assert!(answer["swapped"].as_str().expect("swapped").contains("app/pred (old: _gen.pred.1)"), "{answer:#}");
+    // Every reading appended is handled, before or after the swap.
+    wait_until("every run DONE", || done(&env) == 3 * (3 + later.len()));
+    drop(runtime);
+
+    // The oracle: a run from scratch with the corrected model and every reading.
+    let scratch = Env::new();
+    let scratch_manifest = replay_app(&scratch);
+    let mut readings = vec!["20", "21", "22"];
+    readings.extend(later.iter().map(String::as_str));
+    feed_readings(&scratch, &scratch_manifest, "3", &readings);
+    for log in ["model", "sens", "pred", "dbl"] {
+        assert_eq!(scan(&env, log), scan(&scratch, log), "{log}");
+    }
+    // The predictions before the repair stay readable, as they were.
+    assert!(scan(&env, "_gen.pred.1").starts_with(&pred_before), "{}", scan(&env, "_gen.pred.1"));
+    let causes = env.ok(&["--ns", "app", "trace", "causes", "dbl", "3"]);
+    assert!(causes.contains("REPAIR") && causes.contains("corrected app/model:1"), "{causes}");
+
+    // A repair `varve run` refuses comes back with its reason; nothing changes.
+    let runtime = env.start(&manifest);
+    let pred = scan(&env, "pred");
+    let out =
+        env.run(&["--ns", "app", "repair", "run", "--record", "model:1", "--value", "4", "--manifest", manifest_arg]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("replayable = false") && err.contains("varve run"), "{err}");
+    assert_eq!(scan(&env, "pred"), pred);
+    drop(runtime);
 }

@@ -7,7 +7,8 @@
 //! **Rounds.** Each round reads the events `_events` gained since the last
 //! one, feeds them to the plan (a forward pass: [`Planner`]) and to the
 //! walk, which goes as far as the plan is final (up to the FIRING of the
-//! first run still running). Rounds go on while they find many new events;
+//! first run still running). Rounds go on while they take long (what
+//! arrives meanwhile is the next round's work), at most `rounds_max`;
 //! then [`varve_runtime::RuntimeHandle::pause`] stops claims, waits for the runs
 //! in flight and holds appends; the last round walks to the end; the
 //! shadows are swapped in; the REPAIR event is written; the runtime
@@ -58,8 +59,11 @@ pub struct Online<'a> {
     pub not_replayable: NotReplayable,
     /// Rounds while the application runs, at most, before the pause.
     pub rounds_max: usize,
-    /// Pause as soon as a round finds fewer new events than this.
-    pub pause_below: usize,
+    /// Pause as soon as a round took less than this: the last round, made
+    /// paused, has about as much to do as the round before it took to
+    /// arrive, whatever a replay costs (an in-process handler or a process
+    /// per run).
+    pub pause_under: Duration,
     /// How long the pause may wait for runs in flight before it is called off.
     pub pause_timeout: Duration,
     /// Called after each round before the pause with the round's number
@@ -70,7 +74,7 @@ pub struct Online<'a> {
 
 impl<'a> Online<'a> {
     /// Defaults for the rest: refuse not-replayable runs, 8 rounds at most,
-    /// pause below 1,000 new events, wait 30 s for runs in flight.
+    /// pause after a round under 20 ms, wait 30 s for runs in flight.
     #[must_use]
     pub fn new(
         corrections: &'a [Correction],
@@ -85,7 +89,7 @@ impl<'a> Online<'a> {
             marked_not_replayable,
             not_replayable: NotReplayable::Refuse,
             rounds_max: 8,
-            pause_below: 1_000,
+            pause_under: Duration::from_millis(20),
             pause_timeout: Duration::from_secs(30),
             on_round: None,
         }
@@ -213,6 +217,7 @@ impl Rounds<'_> {
     ) -> Result<Pause, RepairError> {
         let namespace = self.ns.name().to_owned();
         for round in 1..=online.rounds_max.max(1) {
+            let started = Instant::now();
             let events = self.next_events()?;
             let new = events.len();
             let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
@@ -220,7 +225,7 @@ impl Rounds<'_> {
             if let Some(on_round) = online.on_round {
                 on_round(round, new);
             }
-            if new < online.pause_below {
+            if started.elapsed() < online.pause_under {
                 break;
             }
         }

@@ -226,6 +226,7 @@ impl RuntimeBuilder {
             stopping: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             paused: AtomicBool::new(false),
+            socket_ops: Mutex::new(std::collections::HashMap::new()),
             kill_commands: AtomicBool::new(false),
             finished_total: AtomicU64::new(0),
         });

@@ -180,5 +180,10 @@ fn handle(ctx: &HandlerContext<'_>, request: Request) -> Result<Response> {
                  repair recomputes records, not the set of logs)"
             ),
         }),
+        Request::Call { name, .. } => Err(RuntimeError::InvalidArgument {
+            reason: format!(
+                "{name:?}: the operations `varve run` adds are not served to a command run through a handler context"
+            ),
+        }),
     }
 }

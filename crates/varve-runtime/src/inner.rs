@@ -54,6 +54,8 @@ pub(crate) struct Inner {
     pub(crate) stopped: AtomicBool,
     /// No new claims until a `Paused` guard drops (`pause.rs`).
     pub(crate) paused: AtomicBool,
+    /// Operations the hosting program added to the socket, by name.
+    pub(crate) socket_ops: Mutex<HashMap<String, crate::socket::SocketOp>>,
     /// External commands still running kill their process groups.
     pub(crate) kill_commands: AtomicBool,
     pub(crate) finished_total: AtomicU64,

@@ -103,6 +103,14 @@ impl Runtime {
         self.inner.append_once(request, &[(log, value)], cause, Some(expected_latest))
     }
 
+    /// Add an operation to the runtime's socket: a request `{"op":"call",
+    /// "name":NAME,"args":…}` runs `op` on the connection's thread and
+    /// answers with what it returns (`varve run` adds `repair`). A later
+    /// call with the same name replaces it.
+    pub fn add_socket_op(&self, name: &str, op: crate::socket::SocketOp) {
+        self.inner.socket_ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned(), op);
+    }
+
     /// Create a log (idempotent for the same configuration); `true` if it is new.
     /// Through the runtime, because it is the namespace's only writer.
     pub fn create_log(&self, name: &str, config: LogConfig) -> Result<bool> {

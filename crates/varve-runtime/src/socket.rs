@@ -13,6 +13,7 @@
 //! {"op":"latest","log":"L",…}                                                 -> {"ok":true,"seq":N}
 //! {"op":"create_log","log":"L","keep":K,"on_full":"refuse"|"overwrite"}       -> {"ok":true,"created":true|false}
 //! {"op":"delete_log","log":"L"}                                               -> {"ok":true}
+//! {"op":"call","name":"N","args":{…}}  (an operation the host added)          -> {"ok":true,"answer":…}
 //! any failure                                  -> {"ok":false,"error":"…"} (+ "retry":true if nothing was written)
 //! ```
 //!
@@ -150,7 +151,22 @@ pub enum Request {
         /// The log's name.
         log: String,
     },
+    /// An operation the program hosting the runtime added
+    /// ([`crate::Runtime::add_socket_op`]), such as `varve run`'s `repair`;
+    /// answered with `answer`.
+    Call {
+        /// The operation's name.
+        name: String,
+        /// Its arguments, as the operation defines them.
+        #[serde(default)]
+        args: serde_json::Value,
+    },
 }
+
+/// An operation added to a runtime's socket ([`crate::Runtime::add_socket_op`]):
+/// its arguments in, its answer or a message saying what went wrong out.
+/// It runs on the connection's thread, and may take as long as it needs.
+pub type SocketOp = Arc<dyn Fn(serde_json::Value) -> std::result::Result<serde_json::Value, String> + Send + Sync>;
 
 /// One record of an `append_batch` request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -189,6 +205,9 @@ pub struct Response {
     /// A failure that wrote nothing (the runtime is stopping): send again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<bool>,
+    /// `call`: the operation's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<serde_json::Value>,
 }
 
 /// Why a call failed, as far as the client can tell whether it took effect.
@@ -420,6 +439,16 @@ fn handle(inner: &Inner, request: Request) -> Result<Response> {
         Request::DeleteLog { log } => {
             inner.delete_log(&log)?;
             Ok(Response { ok: true, ..Response::default() })
+        }
+        Request::Call { name, args } => {
+            let op = inner.socket_ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&name).cloned();
+            let Some(op) = op else {
+                return Err(RuntimeError::InvalidArgument {
+                    reason: format!("this runtime has no operation {name:?} on its socket"),
+                });
+            };
+            let answer = op(args).map_err(|reason| RuntimeError::InvalidArgument { reason })?;
+            Ok(Response { ok: true, answer: Some(answer), ..Response::default() })
         }
         Request::Get { log, seq, cause, trace } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;

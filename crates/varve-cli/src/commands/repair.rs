@@ -3,20 +3,25 @@
 //! of every namespace in `--data`, printed (or drawn with `--dot`) without
 //! changing anything. `varve repair run`: the repair itself, replaying the
 //! manifest's external-command handlers (each with a socket of its own that
-//! serves its reads pinned to what the original run saw).
+//! serves its reads pinned to what the original run saw) — offline, or,
+//! when `varve run` serves the namespace, by that process while the
+//! application runs (the `repair` operation it adds to its socket:
+//! [`online_op`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use varve_repair::{Correction, Inputs, NotReplayable, RepairPlan, Since};
+use serde::{Deserialize, Serialize};
+use varve_repair::{Correction, Inputs, NotReplayable, Online, RepairPlan, Since};
 use varve_runtime::command_context::{command_via_context, CommandSetup};
+use varve_runtime::socket::{self, CallError, Request, SocketOp};
 use varve_runtime::trace::RecordRef;
-use varve_runtime::{HandlerFn, HandlerRun, Manifest};
+use varve_runtime::{Builtins, HandlerFn, HandlerRun, Manifest, RuntimeHandle};
 
 use super::runtime::all_events;
-use super::Context;
+use super::{write, Context};
 
 /// What `varve repair plan` corrects.
 pub enum Target<'a> {
@@ -27,6 +32,10 @@ pub enum Target<'a> {
 }
 
 fn parse_record(ctx: &Context<'_>, text: &str) -> anyhow::Result<RecordRef> {
+    parse_record_in(&ctx.namespace, text)
+}
+
+fn parse_record_in(namespace: &str, text: &str) -> anyhow::Result<RecordRef> {
     let (log, seq) =
         text.rsplit_once(':').with_context(|| format!("--record {text:?}: expected LOG:SEQ, e.g. readings:12"))?;
     let seq: u64 = seq.parse().with_context(|| format!("--record {text:?}: {seq:?} is not a seq (a number from 1)"))?;
@@ -34,7 +43,7 @@ fn parse_record(ctx: &Context<'_>, text: &str) -> anyhow::Result<RecordRef> {
         bail!("--record {text:?}: seqs start at 1");
     }
     varve_log::validate_name(log, false).with_context(|| format!("--record {text:?}"))?;
-    Ok(RecordRef { namespace: ctx.namespace.clone(), log: log.to_owned(), seq })
+    Ok(RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq })
 }
 
 fn correction(ctx: &Context<'_>, target: &Target<'_>) -> anyhow::Result<Correction> {
@@ -95,6 +104,9 @@ pub fn run(
             ctx.namespace,
             manifest.namespace
         );
+    }
+    if ctx.nats.is_none() && write::runtime_serves(ctx) {
+        return run_online(ctx, target, value, choice);
     }
     let ns = ctx.writer("a repair rewrites the namespace's logs: stop `varve run` first, then repair")?;
     let mut values = HashMap::new();
@@ -167,4 +179,187 @@ pub fn run(
         text
     })?;
     Ok(())
+}
+
+/// The arguments of the `repair` operation `varve run` adds to its socket.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OnlineArgs {
+    /// `LOG:SEQ` of the record to correct.
+    #[serde(default)]
+    record: Option<String>,
+    /// Its corrected value, base64.
+    #[serde(default)]
+    value: Option<String>,
+    /// The handler whose new code re-runs.
+    #[serde(default)]
+    handler: Option<String>,
+    /// With `handler`: its runs on inputs from this seq on.
+    #[serde(default)]
+    since_seq: Option<u64>,
+    /// `refuse`, `run` or `skip`.
+    not_replayable: String,
+}
+
+fn choice_name(choice: NotReplayable) -> &'static str {
+    match choice {
+        NotReplayable::Refuse => "refuse",
+        NotReplayable::Run => "run",
+        NotReplayable::Skip => "skip",
+    }
+}
+
+/// `varve repair run` while `varve run` serves the namespace: the runtime's
+/// process repairs, with the handlers of the manifest it runs, while the
+/// application keeps running (`varve_repair::repair_online`).
+fn run_online(
+    ctx: &Context<'_>,
+    target: &Target<'_>,
+    value: Option<Vec<u8>>,
+    choice: NotReplayable,
+) -> anyhow::Result<()> {
+    let args = match target {
+        Target::Record(text) => {
+            parse_record(ctx, text)?;
+            let value = value.context("give the corrected value with --value TEXT or --value-file FILE")?;
+            OnlineArgs {
+                record: Some((*text).to_owned()),
+                value: Some(socket::encode_bytes(&value)),
+                handler: None,
+                since_seq: None,
+                not_replayable: choice_name(choice).to_owned(),
+            }
+        }
+        Target::Handler { name, since_seq } => {
+            if value.is_some() {
+                bail!("--value and --value-file go with --record; --handler replays the handler's new code");
+            }
+            OnlineArgs {
+                record: None,
+                value: None,
+                handler: Some((*name).to_owned()),
+                since_seq: *since_seq,
+                not_replayable: choice_name(choice).to_owned(),
+            }
+        }
+    };
+    let request = Request::Call { name: "repair".to_owned(), args: serde_json::to_value(&args)? };
+    let path = write::socket_path(ctx);
+    let answer = match socket::call_checked(&path, &request) {
+        Ok(response) => response.answer.context("`varve run` answered the repair without an outcome")?,
+        Err(CallError::Refused { error, .. }) => {
+            bail!("the repair by `varve run` (socket {}) failed: {error}", path.display())
+        }
+        Err(CallError::NotServing(why)) => {
+            bail!("`varve run` stopped serving {} before the repair: {why}; run it again", ctx.namespace)
+        }
+        Err(CallError::Broken(why)) => bail!(
+            "the connection to `varve run` broke during the repair ({why}): whether the repair was made is unknown; \
+             `varve trace causes` of a repaired record, or a `_gen.LOG.N` log, show it if it was"
+        ),
+    };
+    ctx.out.answer(&answer, || {
+        let field = |name: &str| answer.get(name).cloned().unwrap_or_default();
+        let mut text = format!(
+            "repaired while `varve run` serves {}: {} handler run(s) replayed, {} record(s) written to shadows, {} \
+             changed\nswapped atomically: {}\nappends were held for {:.3} ms; no new run started for {:.3} ms (the \
+             runs in flight finishing first); {} round(s) before the pause",
+            ctx.namespace,
+            field("replayed"),
+            field("written"),
+            field("changed"),
+            field("swapped"),
+            field("appends_held_ms").as_f64().unwrap_or_default(),
+            field("paused_ms").as_f64().unwrap_or_default(),
+            field("rounds"),
+        );
+        if let Some(error) = answer.get("event_error").and_then(serde_json::Value::as_str) {
+            text = format!("{text}\nwarning: the repair is done, but its REPAIR event was not written: {error}");
+        }
+        text
+    })?;
+    Ok(())
+}
+
+/// The `repair` operation `varve run` adds to its socket: the repair of a
+/// `varve repair run` made while the application runs, with the handlers
+/// of the manifest it runs (external commands through their own sockets,
+/// builtins as they are).
+pub fn online_op(runtime: RuntimeHandle, manifest: &Manifest, builtins: &Builtins, data_dir: &Path) -> SocketOp {
+    let namespace = manifest.namespace.clone();
+    let mut handlers: HashMap<String, HandlerFn> = HashMap::new();
+    for h in &manifest.handlers {
+        let code = match &h.run {
+            HandlerRun::Command(argv) => command_via_context(CommandSetup {
+                argv: argv.clone(),
+                timeout: h.retry.timeout,
+                namespace: namespace.clone(),
+                data_dir: Some(data_dir.to_owned()),
+                socket_dir: std::env::temp_dir(),
+            }),
+            HandlerRun::Builtin(builtin) => match builtins.get(builtin) {
+                Some(code) => Arc::clone(code),
+                None => continue,
+            },
+        };
+        handlers.insert(h.name.clone(), code);
+    }
+    let marked: HashSet<String> = manifest.handlers.iter().filter(|h| !h.replayable).map(|h| h.name.clone()).collect();
+    Arc::new(move |args| online_repair(&runtime, &namespace, &handlers, &marked, args).map_err(|e| format!("{e:#}")))
+}
+
+fn online_repair(
+    runtime: &RuntimeHandle,
+    namespace: &str,
+    handlers: &HashMap<String, HandlerFn>,
+    marked: &HashSet<String>,
+    args: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let args: OnlineArgs = serde_json::from_value(args).context("the repair's arguments")?;
+    let choice = match args.not_replayable.as_str() {
+        "refuse" => NotReplayable::Refuse,
+        "run" => NotReplayable::Run,
+        "skip" => NotReplayable::Skip,
+        other => bail!("not_replayable {other:?}: expected refuse, run or skip"),
+    };
+    let mut values = HashMap::new();
+    let correction = match (&args.record, &args.handler) {
+        (Some(text), None) => {
+            let record = parse_record_in(namespace, text)?;
+            runtime
+                .namespace()
+                .get(&record.log, record.seq)
+                .with_context(|| format!("the record to correct, {}:{}", record.log, record.seq))?;
+            let value = args.value.as_deref().context("a corrected record needs its value")?;
+            values.insert(record.clone(), socket::decode_bytes(value)?);
+            Correction::Record(record)
+        }
+        (None, Some(handler)) => {
+            Correction::Handler { handler: handler.clone(), since: args.since_seq.map_or(Since::Start, Since::Seq) }
+        }
+        _ => bail!("give a record or a handler to repair, one of them"),
+    };
+    let corrections = [correction];
+    let mut online = Online::new(&corrections, &values, handlers, marked);
+    online.not_replayable = choice;
+    let done = varve_repair::repair_online(runtime, &online)?;
+    let outcome = &done.outcome;
+    let swapped: Vec<String> = outcome
+        .swapped
+        .iter()
+        .flat_map(|(ns, logs)| logs.iter().map(move |(log, generation)| format!("{ns}/{log} (old: {generation})")))
+        .collect();
+    Ok(serde_json::json!({
+        "replayed": outcome.replayed,
+        "written": outcome.written,
+        "changed": outcome.changed,
+        "swapped": if swapped.is_empty() { "nothing".to_owned() } else { swapped.join(", ") },
+        "changed_records": outcome.changed_records,
+        "repair_events": outcome.repair_events,
+        "event_error": outcome.event_error,
+        "rounds": done.rounds,
+        "events_per_round": done.events_per_round,
+        "paused_ms": done.paused.as_secs_f64() * 1e3,
+        "appends_held_ms": done.appends_held.as_secs_f64() * 1e3,
+    }))
 }

@@ -123,6 +123,11 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         shared: ctx.nats.is_some().then(|| shared_lease(&manifest)),
     };
     let runtime = manifest.builder(ns, &builtins)?.options(options).start()?;
+    if ctx.nats.is_none() {
+        // `varve repair run` while we serve: we repair, the application running.
+        let data_dir = std::path::absolute(&ctx.data).unwrap_or_else(|_| ctx.data.clone());
+        runtime.add_socket_op("repair", super::repair::online_op(runtime.handle(), &manifest, &builtins, &data_dir));
+    }
     let started = Started {
         namespace: &manifest.namespace,
         host: format!("{host:016x}"),
