@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: a walk through the Log on the embedded journal with the CLI —
 # appends, batches, retention, a crash (SIGKILL) and the recovery after it,
-# versioned structures (PEDaLS) and PART's durable map — then the temperature application on the runtime (examples/temperature),
+# versioned structures (PEDaLS) and PART's durable map — then the temperature application on the runtime (examples/temperature)
+# and its repair, a repair made while an application runs (varve run + varve repair run),
 # three applications of versioned objects (examples/objects: vgit, ledger, table),
 # typed records whose type changes (varve schema: automatic, a refused change, a migration), and
 # a varve serve with two clients, a curl watch and a map read at an old version,
@@ -148,6 +149,57 @@ rv log get env_raw 305
 echo "(the repair's own event in _events: what it replaced, what it corrected, where the old histories are; \`varve trace causes prediction 281\` lists it among the prediction's causes)"
 echo "\$ varve --data $RDATA --ns temperature events tail --no-follow | tail -n 1"
 "$VARVE" --data "$RDATA" --ns temperature events tail --no-follow | tail -n 1
+
+step "Repair while the application runs: \`varve repair run\` while \`varve run\` serves, readings still arriving"
+# A small application of shell handlers: predict multiplies each reading by
+# model 1, read through the runtime's socket. The repair is made by the
+# `varve run` process itself (it has the handlers), beside the application:
+# it pauses it only for the swap, and holds appends meanwhile, none refused.
+VARVE_ABS=$(cd "$(dirname "$VARVE")" && pwd)/$(basename "$VARVE")
+ODATA="$DATA/online"
+cat > "$DATA/online.toml" <<TOML
+[runtime]
+namespace = "plant"
+concurrency = 1
+
+[[log]]
+name = "sens"
+
+[[log]]
+name = "model"
+
+[[log]]
+name = "pred"
+
+[[handler]]
+name = "predict"
+log = "sens"
+command = ["sh", "-c", "m=\$('$VARVE_ABS' log get model 1) && s=\$(cat) && '$VARVE_ABS' log append pred \"\$s*\$m\" >/dev/null"]
+TOML
+o() { echo "\$ varve --ns plant $*"; "$VARVE" --data "$ODATA" --ns plant "$@"; }
+oq() { "$VARVE" --data "$ODATA" --ns plant "$@" >/dev/null; }
+preds() { "$VARVE" --data "$ODATA" --ns plant log latest pred 2>/dev/null | sed -n "s/^latest: //p" | grep . || echo 0; }
+"$VARVE" --data "$ODATA" run "$DATA/online.toml" > "$DATA/online.out" 2>&1 &
+runner=$!
+for _ in $(seq 500); do grep -q 'runtime started' "$DATA/online.out" 2>/dev/null && break; sleep 0.02; done
+oq log append model 2
+for r in 20 21 22; do oq log append sens "$r"; done
+for _ in $(seq 500); do [ "$(preds)" -ge 3 ] && break; sleep 0.02; done
+[ "$(preds)" -ge 3 ] || { echo "error: the predictions did not come; $DATA/online.out says:" >&2; cat "$DATA/online.out" >&2; exit 1; }
+o log get pred 3
+echo "(model 1 should have been 3, not 2; twenty more readings arrive while varve run repairs)"
+(for r in $(seq 23 42); do oq log append sens "$r"; done) &
+appender=$!
+o repair run --record model:1 --value 3 --manifest "$DATA/online.toml"
+wait "$appender"
+for _ in $(seq 500); do [ "$(preds)" -ge 23 ] && break; sleep 0.02; done
+[ "$(preds)" -ge 23 ] || { echo "error: not every reading was predicted; $DATA/online.out says:" >&2; cat "$DATA/online.out" >&2; exit 1; }
+echo "(every prediction now uses model 3 — those of readings that arrived during the repair too — and the old ones are still readable)"
+o log get pred 3
+o log get pred 23
+o log get _gen.pred.1 3
+kill -TERM "$runner"
+wait "$runner" || true
 
 step "Versioned objects (UStore §4.1): vgit, a directory's versions; each file is an object, a commit names their versions"
 # examples/objects: three binaries on varve-object, built with the workspace.

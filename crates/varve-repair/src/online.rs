@@ -9,18 +9,22 @@
 //! walk, which goes as far as the plan is final (up to the FIRING of the
 //! first run still running). Rounds go on while they take long (what
 //! arrives meanwhile is the next round's work), at most `rounds_max`;
-//! then [`varve_runtime::RuntimeHandle::pause`] stops claims, waits for the runs
-//! in flight and holds appends; the last round walks to the end; the
-//! shadows are swapped in; the REPAIR event is written; the runtime
+//! then [`varve_runtime::RuntimeHandle::pause_runs`] stops claims, waits for the runs
+//! in flight; one more round replays the runs that finished last (appends
+//! still landing: they only queue triggers); then appends are held, the
+//! last round — only what was appended since — walks to the end, the
+//! shadows are swapped in, the REPAIR event is written, and the runtime
 //! resumes. Appends made meanwhile were held, not refused: they land after
 //! the swap, in the repaired logs, and fire their handlers as usual.
 //! Triggers queued but not yet run when the pause began run after it, on
 //! the repaired records — as they would have in a run from scratch.
 //!
-//! **What the pause costs** is the last round: reading and planning the
-//! events since the previous round, replaying the runs among them, and one
-//! `rename_logs` — O(events in the last round), not O(history).
-//! [`OnlineOutcome`] reports it.
+//! **What the pause costs.** While runs are stopped: the wait for the runs
+//! in flight, and the replay of the runs that finished since the last
+//! round. While appends are held: reading what was appended since, copying
+//! it to the shadows, one `rename_logs` and the REPAIR event — no replay,
+//! since no run ran. Both are O(what arrived), not O(history) or O(plan).
+//! [`OnlineOutcome`] reports both.
 //!
 //! **Limits.** One namespace (the runtime's; a repair that reaches another
 //! namespace is refused: its runtime would have to pause at the same
@@ -103,14 +107,14 @@ pub struct OnlineOutcome {
     pub plan: RepairPlan,
     /// What the repair did (as [`crate::execute`]'s).
     pub outcome: RepairOutcome,
-    /// Rounds before the pause.
+    /// Rounds before appends were held (the last of them with runs stopped).
     pub rounds: usize,
     /// Events read per round, the last (paused) one last.
     pub events_per_round: Vec<usize>,
     /// From the pause's start (no new runs claimed) to the resumption.
     pub paused: Duration,
     /// Of that, how long appends through the runtime were held (after the
-    /// runs in flight finished).
+    /// runs in flight finished and the runs that finished last were replayed).
     pub appends_held: Duration,
 }
 
@@ -232,7 +236,13 @@ impl Rounds<'_> {
         // The REPAIR event's parent, looked for before the pause (O(events)).
         let corrected = RepairPlan { corrections: online.corrections.to_vec(), ..RepairPlan::default() };
         let cause = repair_cause(&corrected, walk.events()).cloned();
-        let paused = self.runtime.pause(online.pause_timeout)?;
+        let mut paused = self.runtime.pause_runs(online.pause_timeout)?;
+        // No run starts now; the runs that finished last are replayed while
+        // appends still land (they only queue triggers, which wait).
+        let events = self.next_events()?;
+        let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
+        walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), false)?;
+        paused.hold_appends();
         let held_since = Instant::now();
         let events = self.next_events()?;
         let fed = walk.events().len();

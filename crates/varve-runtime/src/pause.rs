@@ -2,17 +2,21 @@
 //! rest while the application stays up — the swap of an online repair
 //! (`varve-repair`).
 //!
-//! [`Runtime::pause`] stops claiming runs (queued triggers stay queued),
-//! waits for the runs already claimed to finish (their DONE/FAILED on
-//! disk), then takes the writer lock: every append made through the
-//! runtime — [`Runtime::append`], a [`crate::RuntimeHandle`], the socket —
-//! waits until the [`Paused`] guard drops. Nothing is refused and nothing
-//! is lost: a waiting append lands when the pause ends. While paused the
-//! guard's holder is the namespace's only writer ([`Paused::namespace`]).
+//! [`Runtime::pause_runs`] stops claiming runs (queued triggers stay
+//! queued) and waits for the runs already claimed to finish (their
+//! DONE/FAILED on disk); appends go on. [`Paused::hold_appends`] then
+//! takes the writer lock: every append made through the runtime —
+//! [`Runtime::append`], a [`crate::RuntimeHandle`], the socket — waits
+//! until the [`Paused`] guard drops. Nothing is refused and nothing is
+//! lost: a waiting append lands when the pause ends. [`Runtime::pause`]
+//! does both at once. Two steps let a caller do the slow part of its work
+//! (an online repair replays the runs that finished last) with only the
+//! runs stopped, and hold appends for the short rest.
 //!
-//! **Invariant:** while a [`Paused`] exists, no handler runs and the
-//! runtime writes nothing; `_events` and every data log end where they
-//! ended when `pause` returned, except for what the holder writes.
+//! **Invariant:** while a [`Paused`] exists no handler runs; once it holds
+//! appends the runtime writes nothing — `_events` and every data log end
+//! where they ended, except for what the holder writes (it is then the
+//! namespace's only writer, [`Paused::namespace`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -27,8 +31,8 @@ use crate::runtime::{Runtime, RuntimeHandle};
 /// A paused runtime (see the module docs); dropping it resumes.
 pub struct Paused<'a> {
     inner: &'a Inner,
-    /// Held for the whole pause: appends through the runtime wait on it.
-    _writer: MutexGuard<'a, WriterState>,
+    /// Once appends are held: appends through the runtime wait on it.
+    writer: Option<MutexGuard<'a, WriterState>>,
     since: Instant,
 }
 
@@ -39,18 +43,33 @@ impl Runtime {
     /// shared runtime (others write the namespace; pausing this one would
     /// not bring it to rest).
     pub fn pause(&self, timeout: Duration) -> Result<Paused<'_>> {
-        pause(&self.inner, timeout)
+        let mut paused = pause_runs(&self.inner, timeout)?;
+        paused.hold_appends();
+        Ok(paused)
+    }
+
+    /// The first step of [`Runtime::pause`]: no new runs, runs in flight
+    /// finished; appends go on until [`Paused::hold_appends`].
+    pub fn pause_runs(&self, timeout: Duration) -> Result<Paused<'_>> {
+        pause_runs(&self.inner, timeout)
     }
 }
 
 impl RuntimeHandle {
     /// See [`Runtime::pause`].
     pub fn pause(&self, timeout: Duration) -> Result<Paused<'_>> {
-        pause(self.inner(), timeout)
+        let mut paused = pause_runs(self.inner(), timeout)?;
+        paused.hold_appends();
+        Ok(paused)
+    }
+
+    /// See [`Runtime::pause_runs`].
+    pub fn pause_runs(&self, timeout: Duration) -> Result<Paused<'_>> {
+        pause_runs(self.inner(), timeout)
     }
 }
 
-fn pause(inner: &Inner, timeout: Duration) -> Result<Paused<'_>> {
+fn pause_runs(inner: &Inner, timeout: Duration) -> Result<Paused<'_>> {
     if inner.is_shared() {
         return Err(RuntimeError::InvalidArgument {
             reason: "a shared runtime cannot be paused: other runtimes write the namespace too".to_owned(),
@@ -72,13 +91,21 @@ fn pause(inner: &Inner, timeout: Duration) -> Result<Paused<'_>> {
             ),
         });
     }
-    let writer = inner.lock_writer();
-    Ok(Paused { inner, _writer: writer, since })
+    Ok(Paused { inner, writer: None, since })
 }
 
 impl Paused<'_> {
-    /// The namespace, to be written by the guard's holder alone while paused
-    /// (the runtime predicts seqs from what it finds there when it resumes).
+    /// Hold every append made through the runtime until the guard drops
+    /// (a no-op if held already). Waits for an append being written.
+    pub fn hold_appends(&mut self) {
+        if self.writer.is_none() {
+            self.writer = Some(self.inner.lock_writer());
+        }
+    }
+
+    /// The namespace, to be written by the guard's holder alone once it
+    /// holds appends (the runtime predicts seqs from what it finds there
+    /// when it resumes).
     #[must_use]
     pub fn namespace(&self) -> &Arc<dyn Namespace> {
         &self.inner.ns

@@ -94,3 +94,39 @@ fn a_pause_that_cannot_find_the_runtime_at_rest_is_called_off_and_it_runs_on() {
     drop(runtime.pause(IDLE).expect("pause at rest"));
     runtime.stop(Duration::from_secs(5));
 }
+
+#[test]
+fn pausing_runs_only_lets_appends_land_and_queues_their_triggers() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&ran);
+    let runtime = RuntimeBuilder::new(Arc::clone(&ns))
+        .log("in", LogConfig::unbounded())
+        .handler("count", RetryPolicy::default(), move |_ctx| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .subscribe("in", "count")
+        .start()
+        .expect("runtime");
+    runtime.append("in", b"a").expect("append");
+    assert!(runtime.wait_idle(IDLE), "idle");
+    let mut paused = runtime.pause_runs(IDLE).expect("pause runs");
+    // Appends land at once; their handlers wait.
+    runtime.handle().append("in", b"b").expect("an append while runs are paused");
+    assert_eq!(ns.latest("in").expect("latest"), 2);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "no handler runs while runs are paused");
+    // Then appends are held too.
+    paused.hold_appends();
+    let handle = runtime.handle();
+    let (sent, landed) = mpsc::channel();
+    let appender = std::thread::spawn(move || sent.send(handle.append("in", b"c").expect("append")).expect("send"));
+    assert!(landed.recv_timeout(Duration::from_millis(200)).is_err(), "an append landed while appends were held");
+    drop(paused);
+    assert_eq!(landed.recv_timeout(IDLE).expect("lands after the pause"), 3);
+    appender.join().expect("appender");
+    assert!(runtime.wait_idle(IDLE), "idle");
+    assert_eq!(ran.load(Ordering::SeqCst), 3, "the queued triggers fired after the pause");
+    runtime.stop(Duration::from_secs(5));
+}

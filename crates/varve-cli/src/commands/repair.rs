@@ -263,12 +263,12 @@ fn run_online(
         let mut text = format!(
             "repaired while `varve run` serves {}: {} handler run(s) replayed, {} record(s) written to shadows, {} \
              changed\nswapped atomically: {}\nappends were held for {:.3} ms; no new run started for {:.3} ms (the \
-             runs in flight finishing first); {} round(s) before the pause",
+             runs in flight finishing, then the last of them replayed); {} round(s) before appends were held",
             ctx.namespace,
             field("replayed"),
             field("written"),
             field("changed"),
-            field("swapped"),
+            field("swapped").as_str().unwrap_or_default(),
             field("appends_held_ms").as_f64().unwrap_or_default(),
             field("paused_ms").as_f64().unwrap_or_default(),
             field("rounds"),
