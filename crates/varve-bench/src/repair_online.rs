@@ -11,8 +11,10 @@
 //! 1,000 predictions replayed each), with a quiet spell between them.
 //!
 //! Reported, over the repairs: the pause (from the moment no new runs are
-//! claimed to the resumption; p50 and max), the part of it during which
-//! appends were held, the repair's whole wall time, its rounds; and the
+//! claimed to the resumption; p50 and max: the runs in flight finishing,
+//! the replay of the last of them, then appends held), the part of it
+//! during which appends were held, the repair's whole wall time, its
+//! rounds; and the
 //! appender's latency while repairs ran against its latency in the quiet
 //! spells of the same run (the baseline: the same appends, no repair).
 //! Checked: every reading appended is in `sens` at the end.
@@ -56,7 +58,7 @@ pub struct OnlineReport {
     pub wall: Vec<Duration>,
     /// Rounds before the pause, per repair.
     pub rounds: Vec<usize>,
-    /// Events read in the paused round, per repair.
+    /// Events read while appends were held, per repair.
     pub last_round_events: Vec<usize>,
     /// Runs replayed, per repair.
     pub replayed: Vec<usize>,
@@ -99,7 +101,7 @@ impl OnlineReport {
         let as_f64 = |v: &[usize]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
         let max_of = |v: &[usize]| v.iter().copied().max().unwrap_or(0);
         table.row(vec![
-            format!("pause per repair (no runs claimed → resumed), {} repairs", self.repairs),
+            format!("pause per repair (no run started → resumed), {} repairs", self.repairs),
             format!("{:.2} ms", median_ms(&self.paused)),
             format!("{:.2} ms", max_ms(&self.paused)),
             "—".into(),
@@ -117,13 +119,13 @@ impl OnlineReport {
             "—".into(),
         ]);
         table.row(vec![
-            "rounds before the pause".into(),
+            "rounds before appends were held (the last with runs stopped)".into(),
             format!("{:.0}", median(as_f64(&self.rounds))),
             max_of(&self.rounds).to_string(),
             "—".into(),
         ]);
         table.row(vec![
-            "events read while paused".into(),
+            "events read while appends were held".into(),
             format!("{:.0}", median(as_f64(&self.last_round_events))),
             max_of(&self.last_round_events).to_string(),
             "—".into(),
