@@ -28,14 +28,14 @@ use std::time::{Duration, Instant};
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SeqRange, SyncPolicy};
 use varve_repair::{Correction, RepairPlan};
 use varve_runtime::trace::{merge_owned, RecordRef};
-use varve_runtime::{namespace_events, RetryPolicy, RuntimeBuilder};
+use varve_runtime::{namespace_events, HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder, RuntimeHandle};
 
 use crate::stats::median;
 use crate::table::{Align, Table};
 use crate::{fresh_dir, BenchError, Result};
 
 /// Readings per `append_batch`.
-const BATCH: usize = 100;
+pub(crate) const BATCH: usize = 100;
 /// Readings per model record.
 const READINGS_PER_MODEL: usize = 1_000;
 /// Events the application writes per reading.
@@ -155,21 +155,48 @@ pub fn run(options: &RepairBenchOptions) -> Result<RepairReport> {
 fn build_app(dir: &std::path::Path, readings: usize) -> Result<Arc<dyn Namespace>> {
     let store = JournalStore::open(dir, JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() })?;
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("temp")?);
-    let runtime = RuntimeBuilder::new(Arc::clone(&ns))
+    let runtime = start_app(&ns)?;
+    feed_history(&runtime, readings)?;
+    runtime.stop(Duration::from_secs(10));
+    Ok(ns)
+}
+
+/// The application's one handler: the reading, then the latest model (LATEST + READ).
+pub(crate) fn predict() -> HandlerFn {
+    Arc::new(|ctx: &mut HandlerContext<'_>| {
+        let latest = ctx.latest("model")?;
+        let model = ctx.get("model", latest)?;
+        let mut out = ctx.record().to_vec();
+        out.extend_from_slice(&model);
+        ctx.append("pred", &out)?;
+        Ok(())
+    })
+}
+
+/// The application on `ns`, running (one worker).
+pub(crate) fn start_app(ns: &Arc<dyn Namespace>) -> Result<Runtime> {
+    let predict = predict();
+    Ok(RuntimeBuilder::new(Arc::clone(ns))
         .concurrency(1)
         .log("sens", LogConfig::unbounded())
         .log("model", LogConfig::unbounded())
         .log("pred", LogConfig::unbounded())
-        .handler("predict", RetryPolicy::default(), |ctx| {
-            let latest = ctx.latest("model")?;
-            let model = ctx.get("model", latest)?;
-            let mut out = ctx.record().to_vec();
-            out.extend_from_slice(&model);
-            ctx.append("pred", &out)?;
-            Ok(())
-        })
+        .handler("predict", RetryPolicy::default(), move |ctx| predict(ctx))
         .subscribe("sens", "predict")
-        .start()?;
+        .start()?)
+}
+
+/// Append readings `from..from + n` to `sens` in one batch.
+pub(crate) fn append_readings(runtime: &RuntimeHandle, from: usize, n: usize) -> Result<()> {
+    let values: Vec<Vec<u8>> = (from..from + n).map(|i| format!("{}.{}", 20 + i % 5, i % 10).into_bytes()).collect();
+    let batch: Vec<(&str, &[u8])> = values.iter().map(|v| ("sens", v.as_slice())).collect();
+    runtime.append_batch(&batch)?;
+    Ok(())
+}
+
+/// `readings` readings in batches of [`BATCH`], a new model every
+/// [`READINGS_PER_MODEL`], handled in full; returns the readings appended.
+pub(crate) fn feed_history(runtime: &Runtime, readings: usize) -> Result<usize> {
     let mut done = 0;
     while done < readings {
         if done % READINGS_PER_MODEL == 0 {
@@ -180,17 +207,13 @@ fn build_app(dir: &std::path::Path, readings: usize) -> Result<Arc<dyn Namespace
             runtime.append("model", format!("model {}", done / READINGS_PER_MODEL).as_bytes())?;
         }
         let n = BATCH.min(readings - done);
-        let values: Vec<Vec<u8>> =
-            (done..done + n).map(|i| format!("{}.{}", 20 + i % 5, i % 10).into_bytes()).collect();
-        let batch: Vec<(&str, &[u8])> = values.iter().map(|v| ("sens", v.as_slice())).collect();
-        runtime.append_batch(&batch)?;
+        append_readings(&runtime.handle(), done, n)?;
         done += n;
     }
     if !runtime.wait_idle(Duration::from_secs(600)) {
         return Err(BenchError::Check("the runtime did not go idle".into()));
     }
-    runtime.stop(Duration::from_secs(10));
-    Ok(ns)
+    Ok(done)
 }
 
 fn measure(ns: &dyn Namespace) -> Result<RepairRow> {

@@ -25,19 +25,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SyncPolicy};
+use varve_log::{JournalOptions, JournalStore, Namespace, SyncPolicy};
 use varve_repair::{repair_online, Correction, Online, OnlineOutcome};
 use varve_runtime::trace::RecordRef;
-use varve_runtime::{HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder};
+use varve_runtime::{HandlerFn, Runtime};
 
+use crate::repair::{append_readings, feed_history, predict, start_app, BATCH};
 use crate::stats::{median, percentile};
 use crate::table::{Align, Table};
 use crate::{fresh_dir, BenchError, Result};
 
-/// Readings per `append_batch`.
-const BATCH: usize = 100;
-/// Readings per model record in the history.
-const READINGS_PER_MODEL: usize = 1_000;
 /// Between two batches of the live appender.
 const APPEND_EVERY: Duration = Duration::from_millis(10);
 /// Between two repairs (the baseline's samples are taken then).
@@ -186,62 +183,6 @@ fn repair_once(
     Ok((outcome, wall))
 }
 
-fn predict() -> HandlerFn {
-    Arc::new(|ctx: &mut HandlerContext<'_>| {
-        let latest = ctx.latest("model")?;
-        let model = ctx.get("model", latest)?;
-        let mut out = ctx.record().to_vec();
-        out.extend_from_slice(&model);
-        ctx.append("pred", &out)?;
-        Ok(())
-    })
-}
-
-fn readings(from: usize, n: usize) -> Vec<Vec<u8>> {
-    (from..from + n).map(|i| format!("{}.{}", 20 + i % 5, i % 10).into_bytes()).collect()
-}
-
-fn append_readings(runtime: &varve_runtime::RuntimeHandle, from: usize, n: usize) -> Result<()> {
-    let values = readings(from, n);
-    let batch: Vec<(&str, &[u8])> = values.iter().map(|v| ("sens", v.as_slice())).collect();
-    runtime.append_batch(&batch)?;
-    Ok(())
-}
-
-fn start(ns: &Arc<dyn Namespace>) -> Result<Runtime> {
-    Ok(RuntimeBuilder::new(Arc::clone(ns))
-        .concurrency(1)
-        .log("sens", LogConfig::unbounded())
-        .log("model", LogConfig::unbounded())
-        .log("pred", LogConfig::unbounded())
-        .handler("predict", RetryPolicy::default(), {
-            let f = predict();
-            move |ctx| f(ctx)
-        })
-        .subscribe("sens", "predict")
-        .start()?)
-}
-
-/// Readings in batches, a new model every `READINGS_PER_MODEL`; returns the readings appended.
-fn build_history(runtime: &Runtime, readings: usize) -> Result<usize> {
-    let mut appended = 0;
-    while appended < readings {
-        if appended % READINGS_PER_MODEL == 0 {
-            // Readings before a new model are predicted with the old one.
-            if !runtime.wait_idle(Duration::from_secs(600)) {
-                return Err(BenchError::Check("the runtime did not go idle".into()));
-            }
-            runtime.append("model", format!("model {}", appended / READINGS_PER_MODEL).as_bytes())?;
-        }
-        append_readings(&runtime.handle(), appended, BATCH)?;
-        appended += BATCH;
-    }
-    if !runtime.wait_idle(Duration::from_secs(600)) {
-        return Err(BenchError::Check("the runtime did not go idle".into()));
-    }
-    Ok(appended)
-}
-
 /// Build the history, then repair `repairs` times while readings arrive.
 pub fn run(dir: &Path, quick: bool) -> Result<OnlineReport> {
     let (history, repairs) = if quick { (2_000, 3) } else { (20_000, 9) };
@@ -249,9 +190,9 @@ pub fn run(dir: &Path, quick: bool) -> Result<OnlineReport> {
     let sync = SyncPolicy::Group(Duration::from_millis(5));
     let store = JournalStore::open(&dir, JournalOptions { sync, ..JournalOptions::default() })?;
     let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("temp")?);
-    let runtime = start(&ns)?;
+    let runtime = start_app(&ns)?;
     let handle = runtime.handle();
-    let history_readings = build_history(&runtime, history)?;
+    let history_readings = feed_history(&runtime, history)?;
     let history_events = ns.latest(varve_runtime::EVENTS_LOG)?;
     eprintln!("  online repair: a history of {history_events} events; {repairs} repairs while readings arrive");
 

@@ -17,3 +17,17 @@ fn a_quick_run_plans_the_predictions_of_the_corrected_model() {
     assert_eq!(row.changed, 1_001, "the model record and its 1,000 predictions: {row:?}");
     assert!(report.to_markdown().contains("| 10003 |"));
 }
+
+/// The online part's bookkeeping: each repair replays the corrected model's
+/// predictions while readings arrive, none of which is lost (the run itself
+/// fails if `sens` misses one), and the table has its rows.
+#[test]
+fn a_quick_online_run_repairs_while_readings_arrive_and_loses_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = varve_bench::repair_online::run(dir.path(), true).expect("bench runs");
+    assert_eq!(report.repairs, 3);
+    assert_eq!(report.paused.len(), 3);
+    assert!(report.replayed.iter().all(|&n| n == 1_000), "{:?}", report.replayed);
+    assert!(report.held.iter().zip(&report.paused).all(|(held, paused)| held <= paused));
+    assert!(report.to_markdown().contains("| pause per repair"));
+}
