@@ -63,10 +63,9 @@ pub struct Online<'a> {
     pub not_replayable: NotReplayable,
     /// Rounds while the application runs, at most, before the pause.
     pub rounds_max: usize,
-    /// Pause as soon as a round took less than this: the last round, made
-    /// paused, has about as much to do as the round before it took to
-    /// arrive, whatever a replay costs (an in-process handler or a process
-    /// per run).
+    /// Pause as soon as a round took less than this: what arrived during a
+    /// short round is little work for the paused ones, whatever a replay
+    /// costs (an in-process handler, or a process per run).
     pub pause_under: Duration,
     /// How long the pause may wait for runs in flight before it is called off.
     pub pause_timeout: Duration,

@@ -364,7 +364,7 @@ impl<'a> Walk<'a> {
         // What the original run did: the LATEST values it got, per log in
         // call order, and how many records it wrote to each log.
         let mut pinned: HashMap<String, Vec<Seq>> = HashMap::new();
-        let mut counts: HashMap<LogKey, usize> = HashMap::new();
+        let mut appended: HashMap<LogKey, Vec<Seq>> = HashMap::new();
         for &caused in &self.caused[run] {
             let e = &events[caused];
             for read in e.event.read_views() {
@@ -373,11 +373,12 @@ impl<'a> Walk<'a> {
                 }
             }
             if e.event.kind == EventKind::Append {
-                *counts.entry((e.id.namespace.clone(), e.event.log.clone())).or_default() += 1;
+                appended.entry((e.id.namespace.clone(), e.event.log.clone())).or_default().push(e.event.seq);
             }
         }
+        let counts: HashMap<LogKey, usize> = appended.iter().map(|(key, seqs)| (key.clone(), seqs.len())).collect();
         let firing = &events[position];
-        let view = View::new(self.inputs, &self.shadows, &self.changing, &self.seen, firing, &pinned);
+        let view = View::new(self.inputs, &self.shadows, &self.changing, &self.seen, firing, &pinned, appended);
         let written = replay(rerun, self.inputs, &view, firing)?;
         check_counts(rerun, &counts, &written)?;
         self.outcome.replayed += 1;
@@ -563,6 +564,10 @@ struct View<'a> {
     /// LATEST values the original run got, per log, in call order.
     pinned: Mutex<HashMap<String, std::collections::VecDeque<Seq>>>,
     written: Mutex<HashMap<LogKey, Vec<Vec<u8>>>>,
+    /// The seqs of the original run's appends, per log in order: the n-th
+    /// replayed append there is answered with the n-th (its record takes
+    /// that place in the shadow).
+    appended: HashMap<LogKey, Vec<Seq>>,
 }
 
 impl<'a> View<'a> {
@@ -573,6 +578,7 @@ impl<'a> View<'a> {
         seen: &'a Mutex<HashMap<LogKey, Seq>>,
         firing: &'a StoredEvent,
         pinned: &HashMap<String, Vec<Seq>>,
+        appended: HashMap<LogKey, Vec<Seq>>,
     ) -> View<'a> {
         View {
             firing_namespace: firing.id.namespace.as_str(),
@@ -584,6 +590,7 @@ impl<'a> View<'a> {
                 pinned.iter().map(|(log, seqs)| (log.clone(), seqs.iter().copied().collect())).collect(),
             ),
             written: Mutex::new(HashMap::new()),
+            appended,
         }
     }
 
@@ -655,9 +662,14 @@ impl Replay for View<'_> {
         let mut written = lock(&self.written);
         let mut seqs = Vec::with_capacity(batch.len());
         for (log, value) in batch {
-            let list = written.entry((namespace.to_owned(), (*log).to_owned())).or_default();
+            let key = (namespace.to_owned(), (*log).to_owned());
+            let original = self.appended.get(&key);
+            let list = written.entry(key).or_default();
             list.push(value.to_vec());
-            seqs.push(list.len() as Seq);
+            // An append beyond the original's count has no place (the repair
+            // then refuses, `CountChanged`): its ordinal stands in.
+            let seq = original.and_then(|seqs| seqs.get(list.len() - 1)).copied().unwrap_or(list.len() as Seq);
+            seqs.push(seq);
         }
         Ok(seqs)
     }

@@ -453,3 +453,58 @@ fn a_record_appended_outside_the_runtime_is_corrected_and_its_readers_replayed()
     let outputs: Vec<u64> = contents(&*ns, "a1").iter().map(|v| value(v)).collect();
     assert_eq!(outputs, vec![100, 200, 300]);
 }
+
+/// A replayed append answers with the seq the record gets, as the original
+/// append did: a handler that writes that seq elsewhere replays to what a
+/// run from scratch writes.
+#[test]
+fn a_replayed_append_returns_the_seq_its_record_gets() {
+    let writes_its_seq: HandlerFn = Arc::new(|ctx: &mut HandlerContext<'_>| {
+        let seq = ctx.append("a1", &(value(ctx.record()) * 2).to_le_bytes())?;
+        ctx.append("a2", &seq.to_le_bytes())?;
+        Ok(())
+    });
+    let run = |inputs: &[u64]| {
+        let ns = MemoryStore::new().namespace("app").expect("namespace");
+        let runtime = RuntimeBuilder::new(Arc::clone(&ns))
+            .host(1)
+            .concurrency(1)
+            .log("in", LogConfig::unbounded())
+            .log("a1", LogConfig::unbounded())
+            .log("a2", LogConfig::unbounded())
+            .register(HandlerSpec {
+                name: "h".into(),
+                kind: HandlerKind::Rust(Arc::clone(&writes_its_seq)),
+                retry: RetryPolicy::default(),
+            })
+            .subscribe("in", "h")
+            .start()
+            .expect("runtime");
+        for input in inputs {
+            runtime.append("in", &input.to_le_bytes()).expect("append");
+            assert!(runtime.wait_idle(IDLE));
+        }
+        let events = runtime.events().expect("events");
+        runtime.stop(Duration::from_secs(5));
+        (ns, events)
+    };
+    let (ns, events) = run(&[1, 2, 3]);
+    let record = RecordRef { namespace: "app".into(), log: "in".into(), seq: 3 };
+    let plan = RepairPlan::build(&events, &[Correction::Record(record.clone())], &HashSet::new());
+    let namespaces = HashMap::from([("app".to_owned(), Arc::clone(&ns))]);
+    let handlers = HashMap::from([("h".to_owned(), writes_its_seq.clone())]);
+    let values = HashMap::from([(record, 30_u64.to_le_bytes().to_vec())]);
+    let inputs = Inputs {
+        events: &events,
+        namespaces: &namespaces,
+        handlers: &handlers,
+        values: &values,
+        not_replayable: NotReplayable::Refuse,
+    };
+    execute(&plan, &inputs).expect("repair");
+    let (truth, _) = run(&[1, 2, 30]);
+    for log in ["in", "a1", "a2"] {
+        assert_eq!(contents(&*ns, log), contents(&*truth, log), "{log}");
+    }
+    assert_eq!(value(&contents(&*ns, "a2")[2]), 3, "the replay wrote the seq a1:3, not its ordinal");
+}
