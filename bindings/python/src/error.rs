@@ -337,6 +337,14 @@ fn repair_fields(e: RepairError, kw: &Bound<'_, PyDict>) -> PyResult<&'static st
             kw.set_item("record", trigger)?;
             "handler_failed"
         }
+        E::Interrupted { namespace, .. } => {
+            kw.set_item("namespace", namespace)?;
+            "interrupted"
+        }
+        E::BadJournal { namespace, .. } => {
+            kw.set_item("namespace", namespace)?;
+            "bad_journal"
+        }
         // Unsupported, and any variant added later (RepairError is
         // non_exhaustive): the message says what.
         _ => "unsupported",

@@ -244,6 +244,8 @@ fn handler_fns(handlers: &Bound<'_, PyAny>) -> PyResult<HashMap<String, HandlerF
 struct Repaired {
     outcome: RepairOutcome,
     online: Option<varve_repair::OnlineOutcome>,
+    /// Repairs a crash interrupted, finished (or called off) first.
+    resumed: Vec<varve_repair::Resumed>,
 }
 
 /// Build the plan and carry it out (without the GIL): offline, or online
@@ -267,20 +269,46 @@ fn execute(
         let mut online = varve_repair::Online::new(&corrections, &values, handlers, not_replayable);
         online.not_replayable = choice;
         let mut done = varve_repair::repair_online(&runtime, &online)?;
-        return Ok(Repaired { outcome: std::mem::take(&mut done.outcome), online: Some(done) });
+        return Ok(Repaired { outcome: std::mem::take(&mut done.outcome), online: Some(done), resumed: Vec::new() });
     }
     // The repair writes the logs: the namespace's writer must not predict seqs meanwhile.
     ns.release_writer();
-    let (events, plan) = build(ns, correction, not_replayable)?;
     let namespaces = HashMap::from([(ns.name.clone(), ns.handle()?)]);
+    let resumed = varve_repair::resume(&namespaces)?;
+    let corrections = [correction];
+    if let Some(same) = resumed.iter().find(|r| !r.finished.is_empty() && r.is_request(&corrections, &values)) {
+        // Asked again after a crash: finishing it was the repair.
+        let outcome = RepairOutcome { swapped: same.finished.clone(), ..RepairOutcome::default() };
+        return Ok(Repaired { outcome, online: None, resumed });
+    }
+    let [correction] = corrections;
+    let (events, plan) = build(ns, correction, not_replayable)?;
     let inputs = Inputs { events: &events, namespaces: &namespaces, handlers, values: &values, not_replayable: choice };
-    Ok(Repaired { outcome: varve_repair::execute(&plan, &inputs)?, online: None })
+    Ok(Repaired { outcome: varve_repair::execute(&plan, &inputs)?, online: None, resumed })
 }
 
 /// `{"swapped": {namespace: [(log, generation), ...]}, "replayed", "written", "changed", "event_error",
-/// "online"}` (`online`: `None`, or `{"rounds", "paused_seconds", "appends_held_seconds"}`).
+/// "online", "resumed"}` (`online`: `None`, or `{"rounds", "paused_seconds", "appends_held_seconds"}`;
+/// `resumed`: the interrupted repairs finished first, `[{"id", "finished", "swapped_now", "called_off"}]`).
 fn outcome_dict(py: Python<'_>, repaired: Repaired) -> PyResult<Bound<'_, PyDict>> {
-    let Repaired { outcome, online } = repaired;
+    let Repaired { outcome, online, resumed } = repaired;
+    let resumed_list = PyList::empty(py);
+    for r in resumed {
+        let item = PyDict::new(py);
+        item.set_item("id", r.id)?;
+        let finished = PyDict::new(py);
+        for (namespace, logs) in r.finished {
+            let pairs = logs
+                .into_iter()
+                .map(|(log, generation)| PyTuple::new(py, [log, generation]))
+                .collect::<PyResult<Vec<_>>>()?;
+            finished.set_item(namespace, PyList::new(py, pairs)?)?;
+        }
+        item.set_item("finished", finished)?;
+        item.set_item("swapped_now", r.swapped_now)?;
+        item.set_item("called_off", r.called_off.into_iter().collect::<HashMap<_, _>>())?;
+        resumed_list.append(item)?;
+    }
     let swapped = PyDict::new(py);
     for (namespace, logs) in outcome.swapped {
         let pairs = logs
@@ -295,6 +323,7 @@ fn outcome_dict(py: Python<'_>, repaired: Repaired) -> PyResult<Bound<'_, PyDict
     dict.set_item("written", outcome.written)?;
     dict.set_item("changed", outcome.changed)?;
     dict.set_item("event_error", outcome.event_error)?;
+    dict.set_item("resumed", resumed_list)?;
     match online {
         None => dict.set_item("online", py.None())?,
         Some(online) => {

@@ -105,7 +105,8 @@ def test_repair_of_a_record_equals_a_run_from_scratch(store, app, seq):
     truth = store.namespace("truth")
     run_app(truth, corrected)
     assert all_logs(app) == all_logs(truth)
-    assert sorted(outcome) == ["changed", "event_error", "online", "replayed", "swapped", "written"]
+    assert sorted(outcome) == ["changed", "event_error", "online", "replayed", "resumed", "swapped", "written"]
+    assert outcome["resumed"] == []
     assert outcome["online"] is None
     assert outcome["event_error"] is None
     assert sorted(outcome["swapped"]["test"]) == [(log, f"_gen.{log}.1") for log in ("in", "mid", "out")]

@@ -385,6 +385,11 @@ enum RepairCommand {
         #[arg(long, value_enum, default_value = "refuse")]
         not_replayable: NotReplayableArg,
     },
+    /// Finish a repair that a crash interrupted after it began to commit:
+    /// swap what is not swapped yet and write its REPAIR event — or call it
+    /// off where the application appended since (nothing is lost either
+    /// way). `varve repair run` and `varve run` do this on their own first.
+    Resume,
 }
 
 /// `--not-replayable`.
@@ -1728,6 +1733,7 @@ fn run_runtime_command(ctx: &commands::Context<'_>, command: &Command) -> anyhow
             };
             repair::run(ctx, &target, value, manifest, choice)?;
         }
+        Command::Repair { command: RepairCommand::Resume } => commands::repair::resume(ctx)?,
         _ => unreachable!("run_runtime_command is only called for runtime commands"),
     }
     Ok(())

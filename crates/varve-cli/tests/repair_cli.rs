@@ -377,3 +377,94 @@ fn repair_run_while_varve_run_serves_is_made_by_it_online_and_loses_no_append() 
     assert_eq!(scan(&env, "pred"), pred);
     drop(runtime);
 }
+
+/// An `Env` whose namespace `default` holds `notes` = a, b, c and a repair
+/// of `notes:2` to `B` that died after its intent and before its swap (the
+/// state a crash leaves: made by a repair whose writes stop from one point
+/// on, over the real journal).
+fn env_with_an_interrupted_repair() -> Env {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::Arc;
+
+    use varve_log::{JournalOptions, JournalStore, Namespace};
+    use varve_pds::testing::FaultyNamespace;
+    use varve_repair::{Correction, Inputs, NotReplayable, RepairPlan, REPAIRS_LOG};
+    use varve_runtime::trace::RecordRef;
+
+    // Stop before write k, k = 0, 1, …: the first k that leaves an intent without a swap.
+    for k in 0..64 {
+        let env = Env::new();
+        env.ok(&["log", "create", "notes"]);
+        for note in ["a", "b", "c"] {
+            env.ok(&["log", "append", "notes", note]);
+        }
+        let store = JournalStore::open(&env.data, JournalOptions::default()).expect("store");
+        let journal: Arc<dyn Namespace> = Arc::new(store.journal_namespace("default").expect("ns"));
+        let faulty = FaultyNamespace::new(Arc::clone(&journal));
+        faulty.stop_at(faulty.writes() + k);
+        let ns: Arc<dyn Namespace> = faulty.clone();
+        let record = RecordRef { namespace: "default".into(), log: "notes".into(), seq: 2 };
+        let plan = RepairPlan::build(&[], &[Correction::Record(record.clone())], &HashSet::new());
+        let namespaces = HashMap::from([("default".to_owned(), ns)]);
+        let values = HashMap::from([(record, b"B".to_vec())]);
+        let handlers = HashMap::new();
+        let inputs = Inputs {
+            events: &[],
+            namespaces: &namespaces,
+            handlers: &handlers,
+            values: &values,
+            not_replayable: NotReplayable::Refuse,
+        };
+        let result = varve_repair::execute(&plan, &inputs);
+        assert!(result.is_err() || !faulty.stopped(), "k {k}: stopped, yet the repair says done");
+        let logs: Vec<String> = journal.list_logs().expect("logs").into_iter().map(|l| l.name).collect();
+        let intent = logs.iter().any(|l| l == REPAIRS_LOG) && journal.latest(REPAIRS_LOG).expect("latest") >= 1;
+        let swapped = logs.iter().any(|l| l == "_gen.notes.1");
+        assert!(!faulty.stopped() || !swapped || intent, "k {k}: swapped without an intent");
+        drop((namespaces, journal, faulty, store));
+        if intent && !swapped {
+            assert_eq!(env.ok(&["log", "scan", "notes"]).lines().count(), 3);
+            assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "b", "not repaired yet");
+            return env;
+        }
+        assert!(result.is_err(), "k {k}: the repair finished before any stop left an intent without its swap");
+    }
+    panic!("no stop point between the intent and the swap");
+}
+
+/// `varve repair resume` finishes a repair that died before its swap: the
+/// corrected record in place, the old history kept; a second resume finds
+/// nothing.
+#[test]
+fn repair_resume_finishes_a_repair_that_died_before_its_swap() {
+    let env = env_with_an_interrupted_repair();
+    let out = env.ok(&["repair", "resume"]);
+    assert!(out.contains("finished the interrupted repair") && out.contains("swapped now"), "{out}");
+    assert!(out.contains("notes (old: _gen.notes.1)"), "{out}");
+    assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "B");
+    assert_eq!(env.ok(&["log", "get", "_gen.notes.1", "2"]).trim(), "b");
+    assert_eq!(env.ok(&["repair", "resume"]).trim(), "no interrupted repair in default");
+    let json = env.json(&["repair", "resume"]);
+    assert_eq!(json["resumed"].as_array().map(Vec::len), Some(0), "{json}");
+}
+
+/// `varve run` finishes an interrupted repair as it starts, before the
+/// application appends again.
+#[test]
+fn varve_run_finishes_an_interrupted_repair_as_it_starts() {
+    let env = env_with_an_interrupted_repair();
+    let manifest = env.manifest(
+        r#"
+[runtime]
+namespace = "default"
+
+[[log]]
+name = "notes"
+"#,
+    );
+    let running = env.start_in(&manifest, "default");
+    assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "B");
+    assert_eq!(env.ok(&["log", "get", "_gen.notes.1", "2"]).trim(), "b");
+    drop(running);
+    assert_eq!(env.ok(&["repair", "resume"]).trim(), "no interrupted repair in default");
+}

@@ -10,7 +10,10 @@
 //! deletes and rebuilds; an error deletes them at once); after it, the
 //! repaired logs are in place. Then a REPAIR event in each namespace's
 //! `_events` names the records whose values changed and what was
-//! corrected (the causal graph makes it a parent of each of them).
+//! corrected (the causal graph makes it a parent of each of them). The
+//! swaps and the REPAIR events are committed through the repair journal
+//! `_repairs` (`commit.rs`): a crash after the intent is finished by
+//! [`crate::resume`], in every namespace of the repair.
 //!
 //! **Limits.** [`execute`] is offline: no runtime may serve the namespaces
 //! (another process's is kept out by the store's writer lock; one in this
@@ -25,15 +28,16 @@
 //! appended is kept as it was. A swap spans one namespace at a time (each
 //! atomic, not all of them together).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use varve_log::{LogError, Namespace, Seq};
 use varve_runtime::trace::RecordRef;
-use varve_runtime::{Event, EventKind, HandlerFn, ReadDep, RuntimeError, StoredEvent, EVENTS_LOG};
+use varve_runtime::{EventKind, HandlerFn, RuntimeError, StoredEvent};
 
+use crate::commit::{check_none_interrupted, Commit};
 use crate::plan::{ChangedLog, Correction, RepairPlan, Rerun};
-use crate::walk::{Shadow, Walk};
+use crate::walk::Walk;
 
 /// Why a repair could not be carried out. Nothing is swapped after any of
 /// these — except in a repair spanning several namespaces, where a failed
@@ -102,6 +106,27 @@ pub enum RepairError {
         /// Its triggering record.
         trigger: String,
         /// What it returned or panicked with.
+        reason: String,
+    },
+    /// An earlier repair of the namespace was interrupted (a crash or an
+    /// error after its intent was written) and is not finished.
+    #[error(
+        "an earlier repair ({id}) of namespace {namespace:?} was interrupted and is not finished: run `varve repair \
+         resume` first (or restart `varve run`, which finishes it as it starts; Rust: varve_repair::resume; an \
+         offline repair from the CLI or Python finishes it on its own)"
+    )]
+    Interrupted {
+        /// The namespace.
+        namespace: String,
+        /// The repair's id in its `_repairs`.
+        id: String,
+    },
+    /// The namespace's repair journal (`_repairs`) could not be read.
+    #[error("the repair journal {namespace}/_repairs cannot be read: {reason}")]
+    BadJournal {
+        /// The namespace.
+        namespace: String,
+        /// What was wrong.
         reason: String,
     },
     /// Something this executor does not do yet, named.
@@ -185,26 +210,27 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Carry out `plan`: shadows, replay, swap. See the module docs.
+/// Refused ([`RepairError::Interrupted`]) while an earlier repair of a
+/// namespace given is interrupted: [`crate::resume`] it first.
 pub fn execute(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<RepairOutcome, RepairError> {
     check(plan, inputs)?;
+    check_none_interrupted(inputs.namespaces)?;
     let mut walk = Walk::new(inputs);
-    let result = walk_and_swap(&mut walk, plan, inputs.events);
-    let mut outcome = std::mem::take(&mut walk.outcome);
+    let result = walk_and_commit(&mut walk, plan, inputs);
+    let outcome = std::mem::take(&mut walk.outcome);
     if result.is_err() && outcome.swapped.is_empty() {
         delete_shadows(&walk);
     }
     result?;
-    // After the swap an error must not read as "nothing was repaired".
-    if let Err(e) = record_repair(plan, inputs, repair_cause(plan, walk.events()), &mut outcome) {
-        outcome.event_error = Some(e.to_string());
-    }
     Ok(outcome)
 }
 
-fn walk_and_swap<'a>(walk: &mut Walk<'a>, plan: &RepairPlan, events: &'a [StoredEvent]) -> Result<(), RepairError> {
-    walk.extend(&plan.reruns, &plan.changed, std::borrow::Cow::Borrowed(events), true)?;
+fn walk_and_commit<'a>(walk: &mut Walk<'a>, plan: &RepairPlan, inputs: &'a Inputs<'a>) -> Result<(), RepairError> {
+    walk.extend(&plan.reruns, &plan.changed, std::borrow::Cow::Borrowed(inputs.events), true)?;
     walk.finish()?;
-    swap(&walk.shadows, &mut walk.outcome)
+    let cause = repair_cause(plan, walk.events());
+    let commit = Commit::prepare(&plan.corrections, inputs.values, &walk.shadows, &walk.outcome, cause)?;
+    commit.run(inputs.namespaces, &mut walk.outcome)
 }
 
 /// Refused before any swap: leave the namespaces as they were. (If this
@@ -213,57 +239,6 @@ pub(crate) fn delete_shadows(walk: &Walk<'_>) {
     for shadow in walk.shadows.values() {
         let _ = shadow.ns.delete_log(&shadow.name);
     }
-}
-
-/// After the swap, a REPAIR event in each namespace's `_events` (where it
-/// has one): the records it replaced, what was corrected, where the old
-/// histories are. A crash between the swap and this append leaves the
-/// repair done without its event; the `_gen.*` logs still show it.
-pub(crate) fn record_repair(
-    plan: &RepairPlan,
-    inputs: &Inputs<'_>,
-    cause: Option<&StoredEvent>,
-    outcome: &mut RepairOutcome,
-) -> Result<(), RepairError> {
-    let records: Vec<&RecordRef> = plan.corrected_records().collect();
-    let handler = plan.corrections.iter().find_map(|c| match c {
-        Correction::Handler { handler, .. } => Some(handler.as_str()),
-        Correction::Record(_) => None,
-    });
-    let mut what = Vec::new();
-    if let Some(first) = records.first() {
-        let more = match records.len() {
-            1 => String::new(),
-            n => format!(" and {} more record(s)", n - 1),
-        };
-        what.push(format!("corrected {}/{}:{}{more}", first.namespace, first.log, first.seq));
-    }
-    if let Some(handler) = handler {
-        what.push(format!("replaced handler {handler:?}"));
-    }
-    for (namespace, swapped) in &outcome.swapped {
-        let ns = self::namespace(inputs, namespace)?;
-        match ns.latest(EVENTS_LOG) {
-            Err(LogError::LogNotFound { .. }) => continue, // no runtime ever served it: no event log
-            Err(e) => return Err(e.into()),
-            Ok(_) => {}
-        }
-        let generations: Vec<&str> = swapped.iter().map(|(_, generation)| generation.as_str()).collect();
-        let trace = cause.map_or_else(rand::random::<u128>, |c| c.event.trace);
-        let mut event = Event::new(EventKind::Repair, trace, cause.map(|c| c.id.clone()));
-        handler.unwrap_or_default().clone_into(&mut event.handler);
-        event.reason = format!("{}; old histories kept as {}", what.join(", "), generations.join(", "));
-        event.reads = outcome
-            .changed_records
-            .get(namespace)
-            .into_iter()
-            .flatten()
-            .map(|(log, first, last)| ReadDep::read(log, *first, *last))
-            .collect();
-        let seq = ns.append(EVENTS_LOG, &event.encode())?;
-        outcome.repair_events.insert(namespace.clone(), seq);
-    }
-    Ok(())
 }
 
 pub(crate) fn namespace(inputs: &Inputs<'_>, name: &str) -> Result<Arc<dyn Namespace>, RepairError> {
@@ -313,34 +288,4 @@ pub(crate) fn repair_cause<'e>(plan: &RepairPlan, events: &'e [StoredEvent]) -> 
             && e.event.log == record.log
             && e.event.seq == record.seq
     })
-}
-
-/// One `rename_logs` per namespace: every changed log there to its next
-/// generation, its shadow to its name.
-pub(crate) fn swap(shadows: &HashMap<LogKey, Shadow>, outcome: &mut RepairOutcome) -> Result<(), RepairError> {
-    let mut by_namespace: BTreeMap<&str, Vec<(&str, &Shadow)>> = BTreeMap::new();
-    for ((namespace, log), shadow) in shadows {
-        by_namespace.entry(namespace).or_default().push((log, shadow));
-    }
-    for (namespace, logs) in by_namespace {
-        let ns = &logs[0].1.ns;
-        let existing: HashSet<String> = ns.list_logs()?.into_iter().map(|l| l.name).collect();
-        let mut renames: Vec<(String, String)> = Vec::new();
-        let mut swapped = Vec::new();
-        for (log, shadow) in &logs {
-            // The first free generation number; at most one per log exists per earlier repair.
-            let generation = (1..=existing.len() + 1)
-                .map(|n| format!("{GENERATION_PREFIX}{log}.{n}"))
-                .find(|name| !existing.contains(name))
-                .unwrap_or_default();
-            renames.push(((*log).to_owned(), generation.clone()));
-            renames.push((shadow.name.clone(), (*log).to_owned()));
-            swapped.push(((*log).to_owned(), generation));
-        }
-        let pairs: Vec<(&str, &str)> = renames.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        ns.rename_logs(&pairs)?;
-        swapped.sort();
-        outcome.swapped.insert(namespace.to_owned(), swapped);
-    }
-    Ok(())
 }

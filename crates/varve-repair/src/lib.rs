@@ -26,12 +26,14 @@
 //! [`varve_runtime::HandlerFn`]s (`varve repair run` replays external
 //! commands through `varve_runtime::command_context`); see `docs/repair.md`.
 
+mod commit;
 mod execute;
 mod online;
 mod plan;
 mod render;
 mod walk;
 
+pub use commit::{resume, Resumed, REPAIRS_LOG};
 pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
 pub use online::{repair_online, Online, OnlineOutcome};
 pub use plan::{ChangedLog, Correction, Outcome, PlanDelta, Planner, RepairPlan, Rerun, Since, Why};

@@ -43,9 +43,8 @@ use varve_log::{Namespace, Seq, SeqRange};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{read_events, HandlerFn, RuntimeHandle, StoredEvent, EVENTS_LOG};
 
-use crate::execute::{
-    check_part, delete_shadows, record_repair, repair_cause, swap, Inputs, NotReplayable, RepairError, RepairOutcome,
-};
+use crate::commit::{check_none_interrupted, Commit};
+use crate::execute::{check_part, delete_shadows, repair_cause, Inputs, NotReplayable, RepairError, RepairOutcome};
 use crate::plan::{Correction, PlanDelta, Planner, RepairPlan};
 use crate::walk::Walk;
 
@@ -131,6 +130,7 @@ pub fn repair_online(runtime: &RuntimeHandle, online: &Online<'_>) -> Result<Onl
         values: online.values,
         not_replayable: online.not_replayable,
     };
+    check_none_interrupted(&namespaces)?;
     let mut planner = Planner::new(online.corrections, online.marked_not_replayable);
     let mut walk = Walk::new(&inputs);
     let mut rounds = Rounds { runtime, ns: &ns, read_to: 0, events_per_round: Vec::new() };
@@ -248,14 +248,10 @@ impl Rounds<'_> {
         let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
         walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), true)?;
         walk.finish()?;
-        swap(&walk.shadows, &mut walk.outcome)?;
         // Still paused: this process is the namespace's only writer.
-        let mut outcome = std::mem::take(&mut walk.outcome);
         let cause = cause.as_ref().or_else(|| repair_cause(&corrected, &walk.events()[fed..]));
-        if let Err(e) = record_repair(&corrected, inputs, cause, &mut outcome) {
-            outcome.event_error = Some(e.to_string());
-        }
-        walk.outcome = outcome;
+        let commit = Commit::prepare(online.corrections, online.values, &walk.shadows, &walk.outcome, cause)?;
+        commit.run(inputs.namespaces, &mut walk.outcome)?;
         let pause = Pause { paused: paused.elapsed(), appends_held: held_since.elapsed() };
         drop(paused);
         Ok(pause)

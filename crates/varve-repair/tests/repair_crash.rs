@@ -1,7 +1,9 @@
 //! A repair killed with SIGKILL at random points (copying prefixes, in the
 //! middle of the replay, at the swap) leaves the store with either the
 //! complete old history or the complete repaired one, never a mix; the
-//! next repair (a new process) deletes the stale shadows and finishes.
+//! next repair (a new process) finishes a repair interrupted after its
+//! intent (`varve_repair::resume`), deletes stale shadows and finishes;
+//! the last one leaves one REPAIR event and nothing to resume.
 //! After the swap the old history is readable as `_gen.LOG.1`. Once a
 //! repair has finished, the store is put back to the original run (a copy
 //! of its directory) so that every kill lands in a repair.
@@ -38,11 +40,12 @@ fn a_killed_repair_leaves_the_old_or_the_repaired_history_and_finishes_when_run_
 
     let mut crashes = CrashLoop::new("repair crash loop", 20, 1..120);
     let minimum = crashes.kills();
-    let (mut old_seen, mut new_seen, mut finished) = (0, 0, 0);
+    let (mut old_seen, mut new_seen, mut finished, mut resumed) = (0, 0, 0, 0);
     for _ in 0..minimum {
         let run = crashes.kill_next(Command::new(env!("CARGO_BIN_EXE_varve-repair-child")).arg(dir.path()));
         let context = run.context.clone();
         let done = run.lines.iter().any(|l| l == "done");
+        resumed += run.lines.iter().filter(|l| l.starts_with("resumed")).count();
         let ns = open(dir.path());
         let now: Vec<Vec<Vec<u8>>> = LOGS.iter().map(|l| contents(&*ns, l)).collect();
         let names: Vec<String> = ns.list_logs().expect("logs").into_iter().map(|l| l.name).collect();
@@ -76,7 +79,16 @@ fn a_killed_repair_leaves_the_old_or_the_repaired_history_and_finishes_when_run_
     let ns = open(dir.path());
     let now: Vec<Vec<Vec<u8>>> = LOGS.iter().map(|l| contents(&*ns, l)).collect();
     assert!(now == after, "seed {}: after the last repair every log must be the repaired one", crashes.seed());
-    println!("{old_seen} kills left the old history, {new_seen} the repaired one; {finished} repairs said done");
+    // Committed once: one REPAIR event, nothing left to resume.
+    let events = varve_runtime::namespace_events(&*ns, varve_log::SeqRange::ALL).expect("events");
+    let repairs = events.iter().filter(|e| e.event.kind == varve_runtime::EventKind::Repair).count();
+    assert_eq!(repairs, 1, "seed {}: one REPAIR event", crashes.seed());
+    let namespaces = std::collections::HashMap::from([("app".to_owned(), std::sync::Arc::clone(&ns))]);
+    assert!(varve_repair::resume(&namespaces).expect("resume").is_empty(), "seed {}", crashes.seed());
+    println!(
+        "{old_seen} kills left the old history, {new_seen} the repaired one; {finished} repairs said done; {resumed} \
+         started by finishing an interrupted one"
+    );
     assert!(old_seen >= 3, "kills landed before the swap too rarely: {old_seen} (seed {})", crashes.seed());
     crashes.finish();
 }

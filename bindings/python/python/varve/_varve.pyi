@@ -36,6 +36,16 @@ class _OnlineRepair(TypedDict):
     paused_seconds: float
     appends_held_seconds: float
 
+class _ResumedRepair(TypedDict):
+    """A repair a crash interrupted while it committed, finished (or called off) before this one."""
+
+    id: str
+    finished: Dict[str, _List[Tuple[str, str]]]
+    """Per namespace where it is now complete, ``(log, generation holding its old history)``."""
+    swapped_now: _List[str]
+    called_off: Dict[str, str]
+    """Per namespace where it was called off (the application appended since), why."""
+
 class _RepairOutcome(TypedDict):
     """What :meth:`Namespace.repair` did."""
 
@@ -48,6 +58,9 @@ class _RepairOutcome(TypedDict):
     """Why the REPAIR event could not be written to ``_events`` (the repair itself is done); ``None`` normally."""
     online: Optional[_OnlineRepair]
     """``None`` offline; how the repair went while a runtime of this process ran."""
+    resumed: _List[_ResumedRepair]
+    """Offline: repairs a crash interrupted, finished first. When one of them
+    is this same request, it was the repair (``replayed`` is then 0)."""
 """The key type of a PART map: ``bytes`` (keys bytes or str, returned as bytes) or ``str``."""
 _T_co = TypeVar("_T_co", covariant=True)
 _Batch = Union[Mapping[Any, Any], Iterable[Tuple[Any, Any]]]
@@ -218,7 +231,8 @@ class Namespace:
         code), replay what depends on it with ``handlers``, and swap the
         repaired logs in (the old ones stay as ``_gen.LOG.N``). Offline, or
         beside a runtime of this process that serves the namespace (paused
-        only for the swap)."""
+        only for the swap). Offline, a repair that a crash interrupted while
+        it committed is finished first (``resumed``)."""
 
 @final
 class Log:

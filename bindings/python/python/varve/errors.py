@@ -447,7 +447,10 @@ class RepairError(VarveError):
     ``"missing_value"``, ``"missing_namespace"``, ``"count_changed"`` (a
     replay wrote more or fewer records than the original run),
     ``"handler_failed"`` (a replayed handler raised; the message has the
-    traceback) or ``"unsupported"`` (something the repair does not do yet,
+    traceback), ``"interrupted"`` (an earlier repair was cut short while it
+    committed and must be finished first: an offline ``repair`` does it on
+    its own, `varve repair resume` too), ``"bad_journal"`` (the namespace's
+    ``_repairs`` log is not readable) or ``"unsupported"`` (something the repair does not do yet,
     such as an online repair that reaches another namespace). A repair
     while a runtime of this process runs that cannot pause it (runs still
     in flight after 30 s) raises :class:`VarveError` and changes nothing. Fields (None

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
-use varve_repair::{Correction, Inputs, NotReplayable, Online, RepairPlan, Since};
+use varve_log::Namespace;
+use varve_repair::{Correction, Inputs, NotReplayable, Online, RepairError, RepairPlan, Resumed, Since};
 use varve_runtime::command_context::{command_via_context, CommandSetup};
 use varve_runtime::socket::{self, CallError, Request, SocketOp};
 use varve_runtime::trace::RecordRef;
@@ -109,6 +110,7 @@ pub fn run(
         return run_online(ctx, target, value, choice);
     }
     let ns = ctx.writer("a repair rewrites the namespace's logs: stop `varve run` first, then repair")?;
+    let resumed = resume_interrupted(ctx, &ns)?;
     let mut values = HashMap::new();
     if let Correction::Record(record) = &correction {
         ns.get(&record.log, record.seq)
@@ -117,6 +119,15 @@ pub fn run(
         values.insert(record.clone(), value);
     } else if value.is_some() {
         bail!("--value and --value-file go with --record; --handler replays the handler's new code");
+    }
+    if let Some(same) =
+        resumed.iter().find(|r| !r.finished.is_empty() && r.is_request(std::slice::from_ref(&correction), &values))
+    {
+        // Asked again after a crash: finishing it was the repair.
+        let answer = Resumes { resumed: resumed.clone() };
+        ctx.out
+            .answer(&answer, || format!("{}\nthat was this repair, interrupted: nothing more to do", describe(same)))?;
+        return Ok(());
     }
     let events = all_events(ctx)?;
     if events.is_empty() {
@@ -160,7 +171,13 @@ pub fn run(
         not_replayable: choice,
     };
     let outcome = varve_repair::execute(&plan, &inputs)?;
-    ctx.out.answer(&outcome, || {
+    print_outcome(ctx, &resumed, &outcome)
+}
+
+/// `varve repair run`'s answer, after the interrupted repairs it finished first.
+fn print_outcome(ctx: &Context<'_>, resumed: &[Resumed], outcome: &varve_repair::RepairOutcome) -> anyhow::Result<()> {
+    let answer = RunAnswer { resumed, outcome };
+    ctx.out.answer(&answer, || {
         let swapped: Vec<String> = outcome
             .swapped
             .iter()
@@ -176,7 +193,101 @@ pub fn run(
         if let Some(error) = &outcome.event_error {
             text = format!("{text}\nwarning: the repair is done, but its REPAIR event was not written: {error}");
         }
+        for r in resumed {
+            text = format!("{}\n{text}", describe(r));
+        }
         text
+    })?;
+    Ok(())
+}
+
+/// `varve repair run`'s answer: the repair, after the interrupted ones it finished first.
+#[derive(Serialize)]
+struct RunAnswer<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    resumed: &'a [Resumed],
+    #[serde(flatten)]
+    outcome: &'a varve_repair::RepairOutcome,
+}
+
+/// `varve repair resume`'s answer.
+#[derive(Serialize)]
+struct Resumes {
+    resumed: Vec<Resumed>,
+}
+
+/// Finish every repair interrupted in `ns` (`varve_repair::resume`; a
+/// crash after its intent), opening from the same data directory the other
+/// namespaces such a repair spans.
+pub fn resume_interrupted(ctx: &Context<'_>, ns: &Arc<dyn Namespace>) -> anyhow::Result<Vec<Resumed>> {
+    let mut namespaces = HashMap::from([(ns.name().to_owned(), Arc::clone(ns))]);
+    loop {
+        match varve_repair::resume(&namespaces) {
+            Ok(done) => return Ok(done),
+            Err(RepairError::MissingNamespace { namespace })
+                if !namespaces.contains_key(&namespace) && ctx.remote.is_none() && ctx.nats.is_none() =>
+            {
+                let other = Context {
+                    data: ctx.data.clone(),
+                    namespace: namespace.clone(),
+                    out: ctx.out,
+                    journal: ctx.journal,
+                    remote: None,
+                    nats: None,
+                };
+                let why = format!(
+                    "an interrupted repair of namespace {} spans namespace {namespace} too, and finishing it \
+                     renames logs there: stop `varve run` of {namespace}, then retry",
+                    ns.name()
+                );
+                namespaces.insert(namespace, other.writer(&why)?);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// One line per namespace of a resumed repair.
+pub fn describe(resumed: &Resumed) -> String {
+    let mut lines = Vec::new();
+    for (namespace, logs) in &resumed.finished {
+        let how = if resumed.swapped_now.contains(namespace) { "swapped now" } else { "swapped before the crash" };
+        let logs: Vec<String> = logs.iter().map(|(log, generation)| format!("{log} (old: {generation})")).collect();
+        lines.push(format!(
+            "finished the interrupted repair {} in {namespace} ({how}): {}",
+            resumed.id,
+            logs.join(", ")
+        ));
+    }
+    for (namespace, why) in &resumed.called_off {
+        lines.push(format!("called off the interrupted repair {} in {namespace}: {why}", resumed.id));
+    }
+    lines.join("\n")
+}
+
+/// `varve repair resume`: finish the repairs a crash interrupted after their
+/// intent (the next `varve repair run` or `varve run` does it too).
+pub fn resume(ctx: &Context<'_>) -> anyhow::Result<()> {
+    if ctx.remote.is_some() || ctx.nats.is_some() {
+        bail!("varve repair resume works on the embedded journal (--data), where repairs run");
+    }
+    if write::runtime_serves(ctx) {
+        bail!(
+            "`varve run` serves namespace {}: it finished any interrupted repair when it started, so there is \
+             nothing to resume",
+            ctx.namespace
+        );
+    }
+    let ns = ctx.writer("finishing an interrupted repair renames logs: stop `varve run` first")?;
+    let resumed = resume_interrupted(ctx, &ns)?;
+    let namespace = ctx.namespace.clone();
+    let answer = Resumes { resumed };
+    ctx.out.answer(&answer, || {
+        if answer.resumed.is_empty() {
+            format!("no interrupted repair in {namespace}")
+        } else {
+            answer.resumed.iter().map(describe).collect::<Vec<_>>().join("\n")
+        }
     })?;
     Ok(())
 }

@@ -106,6 +106,13 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         // A CLI write may hold the lock for a moment; another runtime is refused.
         Arc::new(write::open_for_runtime(&ns_ctx, || store.journal_namespace(&manifest.namespace))?)
     };
+    if ctx.nats.is_none() {
+        // A repair a crash interrupted is finished before the application
+        // appends again (an append would make it impossible to finish).
+        for resumed in super::repair::resume_interrupted(&ns_ctx, &ns)? {
+            crate::output::warn(&super::repair::describe(&resumed));
+        }
+    }
     let host = match manifest.host {
         Some(host) => host,
         None => varve_runtime::host_id_for_dir(&ctx.data)?,

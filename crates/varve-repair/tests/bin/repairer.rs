@@ -1,8 +1,10 @@
 //! Crash-test child (`tests/repair_crash.rs`): in the journal namespace
 //! `DIR/app`, which holds the original run of [`build`]'s application,
-//! prints `ready` and `repairing`, then repairs `in:CORRECTED` (unless a generation shows a
-//! repair already swapped), with every replayed run slowed so that kills
-//! land inside the repair, and prints `done`; then waits to be killed.
+//! prints `ready` and `repairing`, finishes a repair that an earlier kill
+//! interrupted after its intent (`resumed: …`), then repairs
+//! `in:CORRECTED` (unless a generation shows a repair already swapped),
+//! with every replayed run slowed so that kills land inside the repair, and
+//! prints `done`; then waits to be killed.
 //! Usage: `repairer DIR`.
 
 #![allow(dead_code, reason = "shared with the test, which uses other parts than the child")]
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SeqRange, SyncPolicy};
-use varve_repair::{execute, Correction, Inputs, NotReplayable, RepairPlan};
+use varve_repair::{execute, resume, Correction, Inputs, NotReplayable, RepairPlan};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{
     namespace_events, HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder,
@@ -109,13 +111,19 @@ fn main() {
     };
     say("ready");
     say("repairing");
+    let record = RecordRef { namespace: "app".into(), log: "in".into(), seq: CORRECTED };
+    let corrections = [Correction::Record(record.clone())];
+    let values = HashMap::from([(record, input(CORRECTED).to_le_bytes().to_vec())]);
+    let namespaces = HashMap::from([("app".to_owned(), Arc::clone(&ns))]);
+    // A repair killed after its intent is finished (or called off) first.
+    let resumed = resume(&namespaces).expect("resume");
+    for r in &resumed {
+        say(if r.finished.is_empty() { "resumed: called off" } else { "resumed: finished" });
+    }
     let swapped = ns.list_logs().expect("logs").iter().any(|l| l.name.starts_with("_gen."));
     if !swapped {
         let events = namespace_events(&*ns, SeqRange::ALL).expect("events");
-        let record = RecordRef { namespace: "app".into(), log: "in".into(), seq: CORRECTED };
-        let plan = RepairPlan::build(&events, &[Correction::Record(record.clone())], &HashSet::new());
-        let namespaces = HashMap::from([("app".to_owned(), Arc::clone(&ns))]);
-        let values = HashMap::from([(record, input(CORRECTED).to_le_bytes().to_vec())]);
+        let plan = RepairPlan::build(&events, &corrections, &HashSet::new());
         let handlers = handlers(Duration::from_micros(150));
         let inputs = Inputs {
             events: &events,
