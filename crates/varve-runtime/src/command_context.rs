@@ -174,6 +174,10 @@ fn handle(ctx: &HandlerContext<'_>, request: Request) -> Result<Response> {
             Ok(Response { ok: true, data: Some(encode_bytes(&ctx.get(&log, seq)?)), ..Response::default() })
         }
         Request::Latest { log, .. } => Ok(Response { ok: true, seq: Some(ctx.latest(&log)?), ..Response::default() }),
+        Request::Scan { log, first, last, .. } => {
+            let records = ctx.scan(&log, varve_log::SeqRange { first, last })?;
+            Ok(Response { ok: true, records: Some(crate::socket::ScanRecord::all(&records)), ..Response::default() })
+        }
         Request::CreateLog { log, .. } | Request::DeleteLog { log } => Err(RuntimeError::InvalidArgument {
             reason: format!(
                 "{log:?}: creating and deleting logs is not served to a command run through a handler context (a \

@@ -244,26 +244,31 @@ impl HandlerContext<'_> {
             // scan's own look at the tail is not one of the run's LATESTs).
             Backing::Replay(replay) => return replay.scan(log, range),
         };
-        let latest = inner.ns.latest(log)?;
-        let last = range.last.min(latest);
-        if last >= range.first && last - range.first >= SCAN_RECORDS_MAX {
-            return Err(RuntimeError::InvalidArgument {
-                reason: format!(
-                    "a handler scan returns at most {SCAN_RECORDS_MAX} records; {log}:{}..={last} is more: scan in parts",
-                    range.first
-                ),
-            });
-        }
-        if last < range.first {
-            // Nothing in range yet (an empty log, or a range past its end):
-            // an empty answer, not the store's "range ends before it starts".
-            return Ok(Vec::new());
-        }
-        let range = SeqRange { first: range.first, last };
-        let records: Vec<Record> = inner.ns.scan(log, range)?.collect::<varve_log::Result<_>>()?;
+        let records = bounded_scan(inner.ns.as_ref(), log, range)?;
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
             self.record_read(|| ReadDep::read(log, first.seq, last.seq));
         }
         Ok(records)
     }
+}
+
+/// The records of `log` in `range`, clipped to its newest record (an empty
+/// answer when nothing is in range yet, not the store's "range ends before
+/// it starts"); more than [`SCAN_RECORDS_MAX`] is refused. A handler's scan
+/// and a scan through the runtime's socket alike.
+pub(crate) fn bounded_scan(ns: &dyn varve_log::Namespace, log: &str, range: SeqRange) -> Result<Vec<Record>> {
+    let latest = ns.latest(log)?;
+    let last = range.last.min(latest);
+    if last >= range.first && last - range.first >= SCAN_RECORDS_MAX {
+        return Err(RuntimeError::InvalidArgument {
+            reason: format!(
+                "a handler scan returns at most {SCAN_RECORDS_MAX} records; {log}:{}..={last} is more: scan in parts",
+                range.first
+            ),
+        });
+    }
+    if last < range.first {
+        return Ok(Vec::new());
+    }
+    Ok(ns.scan(log, SeqRange { first: range.first, last })?.collect::<varve_log::Result<_>>()?)
 }

@@ -11,6 +11,7 @@
 //! {"op":"publish","topic":"T","data":"B64",…}                                   -> {"ok":true,"seqs":[N]}
 //! {"op":"get","log":"L","seq":N,…}                                            -> {"ok":true,"data":"B64"}
 //! {"op":"latest","log":"L",…}                                                 -> {"ok":true,"seq":N}
+//! {"op":"scan","log":"L","first":A,"last":B,…}                                -> {"ok":true,"records":[{"seq":N,"data":"B64"},…]}
 //! {"op":"create_log","log":"L","keep":K,"on_full":"refuse"|"overwrite"}       -> {"ok":true,"created":true|false}
 //! {"op":"delete_log","log":"L"}                                               -> {"ok":true}
 //! {"op":"call","name":"N","args":{…}}  (an operation the host added)          -> {"ok":true,"answer":…}
@@ -40,8 +41,9 @@ use std::fmt;
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use varve_log::{LogConfig, OnFull, Seq};
+use varve_log::{LogConfig, OnFull, Seq, SeqRange};
 
+use crate::context::bounded_scan;
 use crate::error::{Result, RuntimeError};
 use crate::event::{parse_trace, Event, EventId, EventKind};
 use crate::inner::{Cause, Inner};
@@ -134,6 +136,24 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trace: Option<String>,
     },
+    /// Read the records of `log` from `first` to `last` (the answer stops at
+    /// its newest record; at most [`crate::SCAN_RECORDS_MAX`]); answered with
+    /// `records`.
+    Scan {
+        /// The log to read.
+        log: String,
+        /// The first seq wanted.
+        first: Seq,
+        /// The last seq wanted.
+        last: Seq,
+        /// The reading handler's FIRING, as for [`Request::Get`]; with it the
+        /// records returned are recorded as one (ranged) READ event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
     /// Create a log: unbounded, or keeping `keep` records (`on_full`:
     /// `refuse`, the default, or `overwrite`).
     CreateLog {
@@ -178,6 +198,23 @@ pub struct Entry {
     pub data: String,
 }
 
+/// One record of a `scan` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanRecord {
+    /// Its seq.
+    pub seq: Seq,
+    /// The record, base64 ([`decode_bytes`]).
+    pub data: String,
+}
+
+impl ScanRecord {
+    /// The answer's form of `records`.
+    #[must_use]
+    pub fn all(records: &[varve_log::Record]) -> Vec<ScanRecord> {
+        records.iter().map(|r| ScanRecord { seq: r.seq, data: encode_bytes(&r.value) }).collect()
+    }
+}
+
 /// One response. Fields a request does not answer with are `None` (left out
 /// of the JSON).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -193,6 +230,9 @@ pub struct Response {
     /// `get`: the record, base64 ([`decode_bytes`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
+    /// `scan`: the records, in seq order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<Vec<ScanRecord>>,
     /// Any failed request: the error message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -457,6 +497,16 @@ fn handle(inner: &Inner, request: Request) -> Result<Response> {
                 inner.record_read(Event::new(EventKind::Read, cause.trace, Some(cause.parent)).at(&log, seq))?;
             }
             Ok(Response { ok: true, data: Some(encode_bytes(&value)), ..Response::default() })
+        }
+        Request::Scan { log, first, last, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let records = bounded_scan(inner.ns.as_ref(), &log, SeqRange { first, last })?;
+            if let (Some(cause), Some(a), Some(b)) = (cause, records.first(), records.last()) {
+                let mut read = Event::new(EventKind::Read, cause.trace, Some(cause.parent)).at(&log, a.seq);
+                read.seq_last = b.seq;
+                inner.record_read(read)?;
+            }
+            Ok(Response { ok: true, records: Some(ScanRecord::all(&records)), ..Response::default() })
         }
         Request::Latest { log, cause, trace } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;

@@ -177,7 +177,17 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
     // A typed log's records print as JSON, in their newest shape.
     let schemas = varve_schema::Schemas::open(ns.clone()).ok().filter(|s| super::schema::subject_of(s, name).is_some());
     let mut lines = crate::output::LineWriter::stdout();
-    for record in ns.scan(name, range)? {
+    let records: Box<dyn Iterator<Item = varve_log::Result<varve_log::Record>>> =
+        match super::runtime::handler_socket(ctx) {
+            // Inside an external handler: read through the runtime, which
+            // records the READ (and, in a repair's replay, serves the history
+            // the original run saw).
+            Some((path, cause)) => {
+                Box::new(super::runtime::scan_via_socket(&path, &cause, name, range)?.into_iter().map(Ok))
+            }
+            None => Box::new(ns.scan(name, range)?),
+        };
+    for record in records {
         match record {
             Ok(record) if schemas.is_some() => {
                 let schemas = schemas.as_ref().unwrap_or_else(|| unreachable!("checked by the guard"));

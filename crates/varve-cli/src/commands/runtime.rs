@@ -231,6 +231,42 @@ pub fn get_via_socket(path: &Path, cause: &(String, String), log: &str, seq: Seq
     Ok(socket::decode_bytes(&data)?)
 }
 
+/// Records a scan through the runtime asks for at a time (each page is one
+/// READ event).
+const SOCKET_SCAN_PAGE: u64 = 10_000;
+
+/// `scan` through the runtime, in pages up to the log's newest record (each
+/// recorded as a READ caused by the handler's FIRING).
+pub fn scan_via_socket(
+    path: &Path,
+    cause: &(String, String),
+    log: &str,
+    range: SeqRange,
+) -> anyhow::Result<Vec<varve_log::Record>> {
+    let mut out = Vec::new();
+    let mut first = range.first.max(1);
+    while first <= range.last {
+        let last = range.last.min(first.saturating_add(SOCKET_SCAN_PAGE - 1));
+        let request = Request::Scan {
+            log: log.to_owned(),
+            first,
+            last,
+            cause: Some(cause.0.clone()),
+            trace: Some(cause.1.clone()),
+        };
+        let records = socket::call(path, &request)?.records.context("the runtime answered without records")?;
+        let full = records.len() as u64 == last - first + 1;
+        for record in records {
+            out.push(varve_log::Record { seq: record.seq, value: socket::decode_bytes(&record.data)?.into() });
+        }
+        if !full || last == Seq::MAX {
+            break; // the log ends here
+        }
+        first = last + 1;
+    }
+    Ok(out)
+}
+
 /// `latest` through the runtime (records a LATEST with the seq returned).
 pub fn latest_via_socket(path: &Path, cause: &(String, String), log: &str) -> anyhow::Result<Seq> {
     let request = Request::Latest { log: log.to_owned(), cause: Some(cause.0.clone()), trace: Some(cause.1.clone()) };
