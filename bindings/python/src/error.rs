@@ -695,6 +695,12 @@ fn runtime_fields(e: RuntimeError, kw: &Bound<'_, PyDict>) -> PyResult<&'static 
             kw.set_item("state", "stopped")?;
             "Stopped"
         }
+        RuntimeError::Backlogged { backlog, max, waited } => {
+            kw.set_item("backlog", backlog)?;
+            kw.set_item("max", max)?;
+            kw.set_item("waited", waited.as_secs_f64())?;
+            "Backlogged"
+        }
         RuntimeError::Io { context, source } => {
             kw.set_item("context", context)?;
             kw.set_item("errno", source.raw_os_error())?;

@@ -48,11 +48,43 @@ pub struct RuntimeOptions {
     /// writer. Shared runtimes take the namespace's host id (the first
     /// runtime's) instead of refusing another.
     pub shared: Option<Duration>,
+    /// How far handlers may fall behind before appends from outside wait.
+    pub backlog: Backlog,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { host: 0, concurrency: 4, record_reads: true, socket: None, data_dir: None, shared: None }
+        RuntimeOptions {
+            host: 0,
+            concurrency: 4,
+            record_reads: true,
+            socket: None,
+            data_dir: None,
+            shared: None,
+            backlog: Backlog::default(),
+        }
+    }
+}
+
+/// Backpressure: when handlers fall behind, appends from outside the
+/// handlers wait for room instead of queueing triggers without bound (each
+/// queued trigger holds memory until it runs). Appends by handlers never
+/// wait (a handler waiting for its own runtime's backlog could wait for
+/// ever). A runtime without workers (`concurrency` 0) has no backlog here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backlog {
+    /// Most triggers queued or running before an outside append waits; 0:
+    /// no limit. Appenders racing past the check may exceed it by their
+    /// batches.
+    pub max: usize,
+    /// How long an outside append waits for room before it is refused with
+    /// [`RuntimeError::Backlogged`] (nothing written).
+    pub wait: Duration,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Backlog { max: 100_000, wait: Duration::from_secs(60) }
     }
 }
 
@@ -103,6 +135,13 @@ impl RuntimeBuilder {
     #[must_use]
     pub fn concurrency(mut self, workers: usize) -> Self {
         self.options.concurrency = workers;
+        self
+    }
+
+    /// Set [`RuntimeOptions::backlog`]: how far handlers may fall behind before outside appends wait.
+    #[must_use]
+    pub fn backlog(mut self, backlog: Backlog) -> Self {
+        self.options.backlog = backlog;
         self
     }
 
@@ -223,6 +262,7 @@ impl RuntimeBuilder {
             work: Mutex::new(WorkState::default()),
             work_cv: Condvar::new(),
             idle_cv: Condvar::new(),
+            room_cv: Condvar::new(),
             stopping: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             paused: AtomicBool::new(false),

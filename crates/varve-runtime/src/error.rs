@@ -111,6 +111,23 @@ pub enum RuntimeError {
     #[error("the runtime is stopped")]
     Stopped,
 
+    /// An append from outside the handlers waited for the handlers to catch
+    /// up (backpressure, [`crate::Backlog`]) and no room came in time.
+    /// Nothing was appended: append again later.
+    #[error(
+        "the handlers are {backlog} triggers behind (the limit is {max}); this append waited {waited:.1?} for room and \
+         was not made: append again later or more slowly, give the runtime more workers (concurrency), or raise the \
+         limit (backlog_max)"
+    )]
+    Backlogged {
+        /// Triggers queued or running when the wait ended.
+        backlog: usize,
+        /// The limit ([`crate::Backlog::max`]).
+        max: usize,
+        /// How long the append waited.
+        waited: std::time::Duration,
+    },
+
     /// The runtime could not be paused: handlers were still running when the time was up.
     #[error("namespace {namespace:?}: {reason}")]
     PauseTimedOut {

@@ -48,6 +48,9 @@ pub(crate) struct Inner {
     pub(crate) work: Mutex<WorkState>,
     pub(crate) work_cv: Condvar,
     pub(crate) idle_cv: Condvar,
+    /// Signalled when runs finish (or the runtime stops): appends waiting
+    /// for room in the backlog look again (`worker.rs`).
+    pub(crate) room_cv: Condvar,
     /// No new claims (a stop began; running handlers may still write).
     pub(crate) stopping: AtomicBool,
     /// Every write is refused (the stop's grace is over).

@@ -158,7 +158,7 @@ mod trigger;
 mod worker;
 pub mod writer;
 
-pub use builder::{RuntimeBuilder, RuntimeOptions};
+pub use builder::{Backlog, RuntimeBuilder, RuntimeOptions};
 pub use context::{HandlerContext, Replay, SCAN_RECORDS_MAX};
 pub use error::{Result, RuntimeError};
 pub use event::{Event, EventId, EventKind, HostId, ReadDep, ReadView, StoredEvent, TraceId};

@@ -7,6 +7,8 @@
 //! sync = "group"             # "always" (default) | "group" | "never"
 //! group_commit_delay_ms = 5  # with sync = "group", default 5
 //! record_reads = true        # READ/LATEST events, default true
+//! backlog_max = 100000       # triggers queued or running before outside appends wait; 0: no limit
+//! backlog_wait_ms = 60000    # how long such an append waits before it is refused (nothing written)
 //! host_id = "00000000000000a1"  # 16 hex digits; default: generated once per data dir
 //!
 //! [[log]]
@@ -64,6 +66,8 @@ pub struct Manifest {
     pub sync: SyncPolicy,
     /// `runtime.record_reads`: whether handler reads are recorded as READ/LATEST events (default `true`).
     pub record_reads: bool,
+    /// `runtime.backlog_max` and `backlog_wait_ms`: backpressure on outside appends (default [`crate::Backlog::default`]).
+    pub backlog: crate::Backlog,
     /// `runtime.host_id`: the host id for event ids; `None` to take the data directory's
     /// ([`crate::host_id_for_dir`]).
     pub host: Option<HostId>,
@@ -167,6 +171,8 @@ struct RawRuntime {
     sync: Option<Spanned<String>>,
     group_commit_delay_ms: Option<u64>,
     record_reads: Option<bool>,
+    backlog_max: Option<u64>,
+    backlog_wait_ms: Option<u64>,
     host_id: Option<Spanned<String>>,
 }
 
@@ -255,6 +261,11 @@ impl Manifest {
                 }
             },
             None => 4,
+        };
+        let defaults = crate::Backlog::default();
+        let backlog = crate::Backlog {
+            max: runtime.backlog_max.map_or(defaults.max, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            wait: runtime.backlog_wait_ms.map_or(defaults.wait, Duration::from_millis),
         };
         let delay = Duration::from_millis(runtime.group_commit_delay_ms.unwrap_or(5));
         let sync = match runtime.sync.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
@@ -405,6 +416,7 @@ impl Manifest {
             concurrency,
             sync,
             record_reads: runtime.record_reads.unwrap_or(true),
+            backlog,
             host,
             logs,
             topics,
@@ -439,7 +451,8 @@ impl Manifest {
     /// subscriptions. Set host, socket and data dir on the builder after.
     pub fn builder(&self, ns: Arc<dyn Namespace>, builtins: &Builtins) -> Result<RuntimeBuilder> {
         self.check_builtins(builtins)?;
-        let mut builder = RuntimeBuilder::new(ns).concurrency(self.concurrency).record_reads(self.record_reads);
+        let mut builder =
+            RuntimeBuilder::new(ns).concurrency(self.concurrency).record_reads(self.record_reads).backlog(self.backlog);
         if let Some(host) = self.host {
             builder = builder.host(host);
         }

@@ -179,6 +179,13 @@ impl Runtime {
         self.inner.wait_idle(timeout)
     }
 
+    /// Triggers this runtime will run that have not finished (queued,
+    /// waiting for a retry, or running): what [`crate::Backlog`] bounds.
+    #[must_use]
+    pub fn backlog(&self) -> usize {
+        self.inner.lock_work().backlog()
+    }
+
     /// Every event of `_events` so far.
     pub fn events(&self) -> Result<Vec<StoredEvent>> {
         read_events(self.inner.ns.as_ref(), self.inner.options.host, SeqRange::ALL)

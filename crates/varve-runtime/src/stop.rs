@@ -82,6 +82,7 @@ impl Runtime {
             inner.stopping.store(true, Ordering::SeqCst);
         }
         inner.work_cv.notify_all();
+        inner.room_cv.notify_all();
         inner.wait_running(Instant::now() + grace, false);
         {
             // Under the writer lock: a write that passed its check is whole.

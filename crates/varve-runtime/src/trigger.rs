@@ -78,6 +78,10 @@ impl Inner {
         if expected_latest.is_some() && batch.len() != 1 {
             return Err(RuntimeError::InvalidArgument { reason: "append_if appends exactly one record".into() });
         }
+        if cause.is_none() {
+            // From outside the handlers: wait while they are too far behind.
+            self.wait_for_room()?;
+        }
         let trace = cause.map_or_else(rand::random::<u128>, |c| c.trace);
         let parent = cause.map(|c| c.parent.clone());
         let mut writer = self.lock_writer();

@@ -64,6 +64,12 @@ impl WorkState {
     pub(crate) fn is_idle(&self) -> bool {
         self.ready.is_empty() && self.delayed.is_empty() && self.running == 0
     }
+
+    /// Triggers this runtime will run that have not finished: queued, waiting
+    /// to be retried, or running.
+    pub(crate) fn backlog(&self) -> usize {
+        self.ready.len() + self.delayed.len() + self.running
+    }
 }
 
 impl Inner {
@@ -79,6 +85,31 @@ impl Inner {
         }
         drop(work);
         self.work_cv.notify_all();
+    }
+
+    /// Before an append from outside the handlers: wait while the backlog is
+    /// at its limit (see [`crate::Backlog`]). Refused with
+    /// [`RuntimeError::Backlogged`] when no room comes in time, and with
+    /// [`RuntimeError::Stopped`] when the runtime stops meanwhile.
+    pub(crate) fn wait_for_room(&self) -> Result<()> {
+        let crate::Backlog { max, wait } = self.options.backlog;
+        if max == 0 || self.options.concurrency == 0 {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let deadline = started + wait;
+        let mut work = self.lock_work();
+        while work.backlog() >= max {
+            if self.stopping.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst) {
+                return Err(RuntimeError::Stopped);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(RuntimeError::Backlogged { backlog: work.backlog(), max, waited: now - started });
+            }
+            work = self.room_cv.wait_timeout(work, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        Ok(())
     }
 
     pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
@@ -190,6 +221,7 @@ impl Inner {
                 self.idle_cv.notify_all();
             }
             drop(work);
+            self.room_cv.notify_all();
             let total = self.finished_total.fetch_add(count as u64, Ordering::Relaxed) + count as u64;
             if total % PROGRESS_EVERY_FINISHED < count as u64 {
                 let _ = self.write_progress(false);

@@ -154,6 +154,7 @@ impl Namespaces {
             data_dir: Some(data_dir),
             // The server serves journal namespaces only: it is their one writer.
             shared: None,
+            backlog: manifest.backlog,
         };
         let runtime = manifest.builder(ns, builtins)?.options(options).start()?;
         tracing::info!(namespace = %name, host = %format!("{host:016x}"), handlers = manifest.handlers.len(), "runtime started");

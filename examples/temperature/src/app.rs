@@ -260,6 +260,7 @@ pub fn start_full(
         socket: varve_bin.map(|_| data_dir.join(NAMESPACE).join("runtime.sock")),
         data_dir: Some(data_dir),
         shared: None,
+        backlog: manifest.backlog,
     };
     let mut builder = manifest.builder(ns, builtins)?.options(options);
     if let Some(varve_bin) = varve_bin {

@@ -48,6 +48,7 @@ __all__ = [
     "ProtocolError",
     "RuntimeStateError",
     "Stopped",
+    "Backlogged",
     "VersionNotFound",
     "Forbidden",
     "Tampered",
@@ -315,6 +316,19 @@ class Stopped(RuntimeStateError):
     """The runtime was stopped (``stop()``, the end of its ``with`` block, or
     its store's ``close()``); a stopped runtime does not start again — create
     a new one. Field: ``state`` (``"stopped"``)."""
+
+
+class Backlogged(VarveError):
+    """An append from outside the handlers waited for them to catch up
+    (backpressure: too many triggers queued or running) and no room came in
+    time. Nothing was appended: append again later or more slowly, or give
+    the runtime more workers. Fields: ``backlog`` (triggers queued or
+    running), ``max`` (the limit), ``waited`` (seconds).
+    """
+
+    backlog: int
+    max: int
+    waited: float
 
 
 class VersionNotFound(NotFound):

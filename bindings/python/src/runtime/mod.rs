@@ -113,7 +113,15 @@ impl Runtime {
             // As the CLI does, so `varve run` and Python agree on the namespace's host.
             None => py.detach(|| varve_runtime::host_id_for_dir(&dir)).map_err(Error::from)?,
         };
-        let options = RuntimeOptions { host, concurrency, record_reads, socket, data_dir: Some(dir), shared: None };
+        let options = RuntimeOptions {
+            host,
+            concurrency,
+            record_reads,
+            socket,
+            data_dir: Some(dir),
+            shared: None,
+            backlog: varve_runtime::Backlog::default(),
+        };
         Ok(Runtime { state: RuntimeState::new(ns, options) })
     }
 

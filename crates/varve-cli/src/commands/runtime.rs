@@ -128,6 +128,7 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         data_dir: Some(data_dir),
         // On NATS other runtimes (other hosts) may serve the namespace too.
         shared: ctx.nats.is_some().then(|| shared_lease(&manifest)),
+        backlog: manifest.backlog,
     };
     let runtime = manifest.builder(ns, &builtins)?.options(options).start()?;
     if ctx.nats.is_none() {
