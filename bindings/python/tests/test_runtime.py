@@ -597,3 +597,30 @@ def test_log_append_goes_through_the_runtime_and_records_triggers_without_one(ns
         triggers = [e for e in second.events() if e.kind == "TRIGGER" and e.log == "in"]
     assert sorted(e.seq for e in triggers) == [1, 2, 3]
     assert seen == [b"while running", b"while stopped", b"and another"], "the next runtime fired what was recorded"
+
+
+def test_an_append_with_no_room_in_the_backlog_raises_backlogged_and_writes_nothing(ns):
+    # The handler waits at a gate: one run held, one queued is the whole backlog.
+    gate = threading.Event()
+    rt = varve.Runtime(ns, concurrency=1, backlog_max=2, backlog_wait=0.05)
+    rt.create_log("in")
+
+    @rt.handler(log="in")
+    def gated(ctx):
+        assert gate.wait(WAIT)
+
+    with rt:
+        rt.append("in", b"1")
+        rt.append("in", b"2")
+        with pytest.raises(varve.Backlogged) as refused:
+            rt.append("in", b"3")
+        assert (refused.value.backlog, refused.value.max) == (2, 2)
+        assert refused.value.waited >= 0.05
+        assert "was not made" in str(refused.value)
+        assert rt.latest_index("in") == 2, "nothing was written"
+        gate.set()
+        assert rt.wait_idle(timeout=WAIT)
+        assert rt.append("in", b"3") == 3
+        assert rt.wait_idle(timeout=WAIT)
+    with pytest.raises(varve.InvalidArgument, match="backlog_wait"):
+        varve.Runtime(ns, backlog_wait=-1.0)

@@ -72,3 +72,29 @@ pub fn first_parent_history(
     out.truncate(n);
     Ok(out)
 }
+
+/// Print one line to stdout. A closed stdout (`… | head`) ends the program
+/// quietly, as Unix tools do, instead of panicking as `println!` does; any
+/// other failure to write is reported on stderr and ends it with status 1.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(std::io::stderr(), "error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`say`].
+#[macro_export]
+macro_rules! say {
+    () => {
+        $crate::say(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::say(format_args!($($arg)*))
+    };
+}

@@ -204,6 +204,8 @@ class Namespace:
         record_reads: bool = True,
         host: Optional[int] = None,
         socket: Union[str, os.PathLike[str], None] = None,
+        backlog_max: int = 100_000,
+        backlog_wait: float = 60.0,
     ) -> varve.runtime.Runtime:
         """A :class:`varve.Runtime` over this namespace."""
     def repair_plan(
@@ -650,6 +652,8 @@ class Runtime:
         record_reads: bool = True,
         host: Optional[int] = None,
         socket: Union[str, os.PathLike[str], None] = None,
+        backlog_max: int = 100_000,
+        backlog_wait: float = 60.0,
     ) -> _R: ...
     @property
     def namespace(self) -> str: ...

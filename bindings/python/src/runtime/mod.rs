@@ -80,7 +80,11 @@ pub struct Runtime {
 #[pymethods]
 impl Runtime {
     #[new]
-    #[pyo3(signature = (namespace, *, concurrency = 4, record_reads = true, host = None, socket = None))]
+    #[pyo3(signature = (
+        namespace, *, concurrency = 4, record_reads = true, host = None, socket = None, backlog_max = 100_000,
+        backlog_wait = 60.0
+    ))]
+    #[expect(clippy::too_many_arguments, reason = "the Python constructor's keyword arguments")]
     fn new(
         py: Python<'_>,
         namespace: PyRef<'_, Namespace>,
@@ -88,7 +92,12 @@ impl Runtime {
         record_reads: bool,
         host: Option<u64>,
         socket: Option<std::path::PathBuf>,
+        backlog_max: usize,
+        backlog_wait: f64,
     ) -> PyResult<Self> {
+        let backlog_wait = std::time::Duration::try_from_secs_f64(backlog_wait).map_err(|_| {
+            invalid_argument(format!("backlog_wait is a number of seconds, 0 or more, not {backlog_wait}"))
+        })?;
         let ns = Arc::clone(&namespace.state);
         let dir = match &ns.location {
             Location::Embedded(dir) => dir.clone(),
@@ -120,7 +129,7 @@ impl Runtime {
             socket,
             data_dir: Some(dir),
             shared: None,
-            backlog: varve_runtime::Backlog::default(),
+            backlog: varve_runtime::Backlog { max: backlog_max, wait: backlog_wait },
         };
         Ok(Runtime { state: RuntimeState::new(ns, options) })
     }

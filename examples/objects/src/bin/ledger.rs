@@ -30,6 +30,7 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 use varve_example_objects::open_objects;
+use varve_example_objects::say;
 use varve_example_objects::tree::{tree_from_json, tree_to_json, Tree};
 use varve_object::{ObjectStore, Version};
 
@@ -183,7 +184,7 @@ impl Ledger {
         let b = self.objects.put(CHAIN, head_id.as_ref(), &block.encode())?;
         self.objects.set_branch(CHAIN, HEAD, head_id.as_ref(), &b.id)?;
         let what = from.map_or_else(|| format!("deposit {amount} to {to}"), |f| format!("{f} -> {to} {amount}"));
-        println!("block {} {}: {what} ({})", b.depth, b.id.short(12), balances.join(", "));
+        say!("block {} {}: {what} ({})", b.depth, b.id.short(12), balances.join(", "));
         Ok(())
     }
 
@@ -200,13 +201,13 @@ impl Ledger {
         };
         let Some(block) = block else { bail!("the ledger has no blocks yet") };
         match self.account_at(Some(&block), name)? {
-            Some((v, balance)) => println!(
+            Some((v, balance)) => say!(
                 "{name}: {balance} as of block {} {} (account version {})",
                 block.depth,
                 block.id.short(12),
                 v.id.short(12)
             ),
-            None => println!("{name}: 0 as of block {} {} (no account yet)", block.depth, block.id.short(12)),
+            None => say!("{name}: 0 as of block {} {} (no account yet)", block.depth, block.id.short(12)),
         }
         Ok(())
     }
@@ -216,10 +217,10 @@ impl Ledger {
         let Some((v, balance)) = self.account_at(self.head()?.as_ref(), name)? else {
             bail!("no account {name}");
         };
-        println!("{} {balance}", v.id.short(12));
+        say!("{} {balance}", v.id.short(12));
         let key = format!("{ACCOUNT_PREFIX}{name}");
         for (v, value) in self.objects.history_values(&key, &v.id, n.saturating_sub(1))? {
-            println!("{} {}", v.id.short(12), String::from_utf8_lossy(&value));
+            say!("{} {}", v.id.short(12), String::from_utf8_lossy(&value));
         }
         Ok(())
     }
@@ -238,7 +239,7 @@ impl Ledger {
                     None => format!("deposit {} to {}", t.amount, t.to),
                 })
                 .collect();
-            println!("{} {} {}", v.depth, v.id.short(12), what.join("; "));
+            say!("{} {} {}", v.depth, v.id.short(12), what.join("; "));
         }
         Ok(())
     }
@@ -301,7 +302,7 @@ impl Ledger {
                 }
             }
         }
-        println!(
+        say!(
             "verified: {} blocks up to head {}, {} accounts, {checked} versions rehashed",
             blocks.len(),
             head.id.short(12),

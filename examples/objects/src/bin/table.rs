@@ -28,6 +28,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use serde_json::{Map, Value};
+use varve_example_objects::say;
 use varve_example_objects::tree::{decide, merge_trees, tree_from_json, tree_to_json, Decision, Tree};
 use varve_example_objects::{first_parent_history, open_objects};
 use varve_object::{MapMerge, ObjectStore, Version, VersionId};
@@ -179,7 +180,7 @@ impl Table {
                 }
                 let value = Value::Object(row).to_string().into_bytes();
                 if value == self.objects.get(&key, &old)? {
-                    println!("row {id} already holds these fields: nothing written");
+                    say!("row {id} already holds these fields: nothing written");
                     return Ok(());
                 }
                 let new = self.objects.put(&key, Some(&old), &value)?;
@@ -194,7 +195,7 @@ impl Table {
         let base = head.map(|h| h.id);
         let v = self.objects.put(TABLE, base.as_ref(), &tree_to_json(&rows).to_string().into_bytes())?;
         self.objects.set_branch(TABLE, branch, base.as_ref(), &v.id)?;
-        println!("{what} row {id}: {branch} is at table version {} ({} rows)", v.id.short(12), rows.len());
+        say!("{what} row {id}: {branch} is at table version {} ({} rows)", v.id.short(12), rows.len());
         Ok(())
     }
 
@@ -204,7 +205,7 @@ impl Table {
         }
         let v = self.objects.resolve(TABLE, from)?;
         self.objects.set_branch(TABLE, name, None, &v.id)?;
-        println!("branch {name} at table version {}", v.id.short(12));
+        say!("branch {name} at table version {}", v.id.short(12));
         Ok(())
     }
 
@@ -213,9 +214,9 @@ impl Table {
     fn scan(&self, text: &str) -> anyhow::Result<()> {
         let v = self.objects.resolve(TABLE, text)?;
         let rows = self.rows(&v.id)?;
-        println!("table version {} ({} rows)", v.id.short(12), rows.len());
+        say!("table version {} ({} rows)", v.id.short(12), rows.len());
         for (id, row) in &rows {
-            println!("  {id} {}", self.row_text(id, row)?);
+            say!("  {id} {}", self.row_text(id, row)?);
         }
         Ok(())
     }
@@ -229,7 +230,7 @@ impl Table {
             }
         }
         for ((id, row), branches) in &holders {
-            println!("  {id} {} [{}]", self.row_text(id, row)?, branches.join(", "));
+            say!("  {id} {} [{}]", self.row_text(id, row)?, branches.join(", "));
         }
         Ok(())
     }
@@ -241,7 +242,7 @@ impl Table {
         let mut same = 0;
         for (id, row) in &ra {
             match rb.get(id) {
-                None => println!("- {id} {} (only in {first})", self.row_text(id, row)?),
+                None => say!("- {id} {} (only in {first})", self.row_text(id, row)?),
                 Some(other) if other == row => same += 1,
                 Some(other) => {
                     let d = self.objects.diff(&format!("{ROW_PREFIX}{id}"), row, other)?;
@@ -249,14 +250,14 @@ impl Table {
                     parts.extend(d.changed.iter().map(|(f, (x, y))| format!("{f}: {x} -> {y}")));
                     parts.extend(d.added.iter().map(|(f, y)| format!("+{f}: {y}")));
                     parts.extend(d.removed.iter().map(|(f, x)| format!("-{f}: {x}")));
-                    println!("~ {id} {}", parts.join(", "));
+                    say!("~ {id} {}", parts.join(", "));
                 }
             }
         }
         for (id, row) in rb.iter().filter(|(id, _)| !ra.contains_key(*id)) {
-            println!("+ {id} {} (only in {second})", self.row_text(id, row)?);
+            say!("+ {id} {} (only in {second})", self.row_text(id, row)?);
         }
-        println!("({same} rows the same)");
+        say!("({same} rows the same)");
         Ok(())
     }
 
@@ -265,7 +266,7 @@ impl Table {
         let theirs = self.objects.resolve(TABLE, from)?;
         let (v, how) = match decide(&self.objects, TABLE, &ours.id, &theirs.id)? {
             Decision::UpToDate => {
-                println!("{into} is already up to date with {from}");
+                say!("{into} is already up to date with {from}");
                 return Ok(());
             }
             Decision::FastForward => (theirs, "fast-forward"),
@@ -291,7 +292,7 @@ impl Table {
             }
         };
         self.objects.set_branch(TABLE, into, Some(&ours.id), &v.id)?;
-        println!("{into} is at table version {} ({how} {from}, {} rows)", v.id.short(12), self.rows(&v.id)?.len());
+        say!("{into} is at table version {} ({how} {from}, {} rows)", v.id.short(12), self.rows(&v.id)?.len());
         Ok(())
     }
 
@@ -300,7 +301,7 @@ impl Table {
         for (v, value) in first_parent_history(&self.objects, TABLE, head, n)? {
             let rows = tree_from_json(&serde_json::from_slice(&value)?).map_err(anyhow::Error::msg)?;
             let merge = if self.objects.previous(TABLE, &v.id)?.len() == 2 { " (merge)" } else { "" };
-            println!("{} {} rows{merge}", v.id.short(12), rows.len());
+            say!("{} {} rows{merge}", v.id.short(12), rows.len());
         }
         Ok(())
     }

@@ -29,6 +29,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
+use varve_example_objects::say;
 use varve_example_objects::tree::{decide, merge_trees, tree_from_json, tree_to_json, Decision, Tree};
 use varve_example_objects::{first_parent_history, open_objects};
 use varve_object::{LineMerge, ObjectStore, Version, VersionId};
@@ -170,7 +171,7 @@ impl Repo {
         }
         fs::create_dir_all(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
         self.write_head(&Head::Branch(branch.to_owned()))?;
-        println!("initialized {} on branch {branch}", self.dir.display());
+        say!("initialized {} on branch {branch}", self.dir.display());
         Ok(())
     }
 
@@ -213,7 +214,7 @@ impl Repo {
         let v = self.objects.put(COMMIT, parent.as_ref().map(|p| &p.id), &commit.encode())?;
         self.objects.set_branch(COMMIT, &branch, at.as_ref().map(|a| &a.id), &v.id)?;
         self.write_head(&Head::Branch(branch.clone()))?;
-        println!(
+        say!(
             "[{branch} {}] {message} ({} files: {changed} changed, {removed} removed)",
             v.id.short(12),
             commit.files.len()
@@ -240,7 +241,7 @@ impl Repo {
         } else {
             String::new()
         };
-        println!("{}{refs} {}{merge}", v.id.short(12), commit.message);
+        say!("{}{refs} {}{merge}", v.id.short(12), commit.message);
         Ok(())
     }
 
@@ -253,7 +254,7 @@ impl Repo {
                 bail!("--to {}: the directory is not empty", target.display());
             }
             self.write_files(target, &Tree::new(), &commit.files)?;
-            println!("wrote {} files of commit {} to {}", commit.files.len(), v.id.short(12), target.display());
+            say!("wrote {} files of commit {} to {}", commit.files.len(), v.id.short(12), target.display());
             return Ok(());
         }
         let head = self.read_head()?;
@@ -267,8 +268,8 @@ impl Repo {
         let head = if is_branch { Head::Branch(text.to_owned()) } else { Head::Detached(v.id) };
         self.write_head(&head)?;
         match head {
-            Head::Branch(b) => println!("on branch {b} at {}: {}", v.id.short(12), commit.message),
-            Head::Detached(_) => println!("HEAD detached at {}: {}", v.id.short(12), commit.message),
+            Head::Branch(b) => say!("on branch {b} at {}: {}", v.id.short(12), commit.message),
+            Head::Detached(_) => say!("HEAD detached at {}: {}", v.id.short(12), commit.message),
         }
         Ok(())
     }
@@ -277,7 +278,7 @@ impl Repo {
         let head = self.read_head().ok();
         for (name, target) in self.objects.refs(COMMIT)? {
             let mark = if head == Some(Head::Branch(name.clone())) { '*' } else { ' ' };
-            println!("{mark} {name} {}", target.version.id.short(12));
+            say!("{mark} {name} {}", target.version.id.short(12));
         }
         Ok(())
     }
@@ -291,7 +292,7 @@ impl Repo {
             None => self.head_commit(&self.read_head()?)?.context("no commits yet: nothing to branch from")?,
         };
         self.objects.set_branch(COMMIT, name, None, &v.id)?;
-        println!("branch {name} at {}", v.id.short(12));
+        say!("branch {name} at {}", v.id.short(12));
         Ok(())
     }
 
@@ -306,7 +307,7 @@ impl Repo {
         self.require_clean(&our_files, Some(&their_files))?;
         let (v, files, how) = match decide(&self.objects, COMMIT, &ours.id, &theirs.id)? {
             Decision::UpToDate => {
-                println!("already up to date with {other}");
+                say!("already up to date with {other}");
                 return Ok(());
             }
             Decision::FastForward => (theirs, their_files, "fast-forward"),
@@ -331,7 +332,7 @@ impl Repo {
         };
         self.objects.set_branch(COMMIT, &branch, Some(&ours.id), &v.id)?;
         self.write_files(&self.dir, &our_files, &files)?;
-        println!("{branch} is at {} ({how}, {} files)", v.id.short(12), files.len());
+        say!("{branch} is at {} ({how}, {} files)", v.id.short(12), files.len());
         Ok(())
     }
 
@@ -339,9 +340,9 @@ impl Repo {
         let head = self.read_head()?;
         let commit = self.head_commit(&head)?;
         match (&head, commit) {
-            (Head::Branch(b), Some(c)) => println!("on branch {b} at {}", c.id.short(12)),
-            (Head::Branch(b), None) => println!("on branch {b}, no commits yet"),
-            (Head::Detached(id), _) => println!("HEAD detached at {}", id.short(12)),
+            (Head::Branch(b), Some(c)) => say!("on branch {b} at {}", c.id.short(12)),
+            (Head::Branch(b), None) => say!("on branch {b}, no commits yet"),
+            (Head::Detached(id), _) => say!("HEAD detached at {}", id.short(12)),
         }
         let files = match commit {
             Some(c) => self.read_commit(&c.id)?.files,
@@ -350,11 +351,11 @@ impl Repo {
         let changes = self.changes(&files)?;
         for (what, paths) in [("modified", &changes.modified), ("new", &changes.added), ("deleted", &changes.deleted)] {
             for path in paths {
-                println!("  {what}: {path}");
+                say!("  {what}: {path}");
             }
         }
         if changes.is_clean() && changes.added.is_empty() {
-            println!("nothing to commit, the directory matches the commit");
+            say!("nothing to commit, the directory matches the commit");
         }
         Ok(())
     }

@@ -21,6 +21,7 @@ use varve_example_temperature::fault::{self, FahrenheitDay, Faults, Outage};
 use varve_example_temperature::graph::{add_read_links, prediction_graph};
 use varve_example_temperature::model::ErrorSummary;
 use varve_example_temperature::repair::{self as repairing, RepairReport};
+use varve_example_temperature::say;
 use varve_runtime::event::trace_hex;
 use varve_runtime::trace::{to_dot, to_otel_json};
 
@@ -146,7 +147,7 @@ fn main() -> ExitCode {
 
 fn run(dir: &Path, params: Params, alerts_with: Option<&Path>) -> anyhow::Result<ExitCode> {
     let fed = app::feed(dir, &params, alerts_with, IDLE_WAIT_MAX)?;
-    println!(
+    say!(
         "published {} readings ({} already there) from {} devices and the reference sensor, {} days every 5 minutes",
         fed.published,
         fed.total - fed.published,
@@ -154,16 +155,17 @@ fn run(dir: &Path, params: Params, alerts_with: Option<&Path>) -> anyhow::Result
         params.days
     );
     if let Some(f) = params.faults.fahrenheit {
-        println!("fault injected: device {} reported °F during day {}", f.device, f.day);
+        say!("fault injected: device {} reported °F during day {}", f.device, f.day);
     }
     if let Some(o) = params.faults.outage {
-        println!(
+        say!(
             "fault injected: the reference sensor was down for {} h from hour {}; its last reading was held meanwhile",
-            o.hours, o.start_hour
+            o.hours,
+            o.start_hour
         );
     }
     let outputs = Outputs::read(dir)?;
-    println!(
+    say!(
         "handlers done in {:.1} s: {} smoothed readings, {} models, {} predictions, {} events",
         fed.elapsed.as_secs_f64(),
         outputs.smoothed.iter().map(Vec::len).sum::<usize>(),
@@ -172,15 +174,15 @@ fn run(dir: &Path, params: Params, alerts_with: Option<&Path>) -> anyhow::Result
         outputs.events.len()
     );
     match outputs.prediction_error() {
-        Some(e) => println!(
+        Some(e) => say!(
             "prediction error against the reference sensor: mean |err| {:.3} °C, p95 {:.3} °C over {} predictions (Canal §4.3.5 reports 0.21 / 0.54 on its real data)",
             e.mean_abs, e.p95_abs, e.count
         ),
-        None => println!("no predictions yet (a model needs a few hours of data)"),
+        None => say!("no predictions yet (a model needs a few hours of data)"),
     }
     if let Some((index, trace)) = last_prediction_trace(&outputs) {
-        println!("prediction {index}'s trace: {}", trace_hex(trace));
-        println!("draw its causal graph: temperature graph --data {} --out trace.png", dir.display());
+        say!("prediction {index}'s trace: {}", trace_hex(trace));
+        say!("draw its causal graph: temperature graph --data {} --out trace.png", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -188,7 +190,7 @@ fn run(dir: &Path, params: Params, alerts_with: Option<&Path>) -> anyhow::Result
 fn repair(dir: &Path) -> anyhow::Result<ExitCode> {
     let before = repairing::prediction_error_of(dir, PREDICTION)?;
     let Some(report) = repairing::repair(dir)? else {
-        println!("nothing to repair: every raw reading in {} equals the true data", dir.display());
+        say!("nothing to repair: every raw reading in {} equals the true data", dir.display());
         return Ok(ExitCode::SUCCESS);
     };
     print_report(&report);
@@ -199,24 +201,24 @@ fn repair(dir: &Path) -> anyhow::Result<ExitCode> {
             |e| format!("mean |err| {:.3} °C, p95 {:.3} °C, max {:.3} °C", e.mean_abs, e.p95_abs, e.max_abs),
         )
     };
-    println!("prediction error against the true reference readings:");
-    println!("  before the repair: {}", show(before));
-    println!("  after the repair:  {}", show(after));
+    say!("prediction error against the true reference readings:");
+    say!("  before the repair: {}", show(before));
+    say!("  after the repair:  {}", show(after));
     if let Some(old) = report.old_predictions() {
-        println!("  the old predictions, still readable in {old}: {}", show(repairing::prediction_error_of(dir, old)?));
-        println!("  (varve --data {} --ns temperature log scan {old})", dir.display());
+        say!("  the old predictions, still readable in {old}: {}", show(repairing::prediction_error_of(dir, old)?));
+        say!("  (varve --data {} --ns temperature log scan {old})", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn print_report(report: &RepairReport) {
     let corrected: Vec<String> = report.corrected.iter().map(|(log, n)| format!("{log}: {n}")).collect();
-    println!(
+    say!(
         "corrected {} raw readings with the true data ({})",
         report.corrected.iter().map(|(_, n)| n).sum::<usize>(),
         corrected.join(", ")
     );
-    println!(
+    say!(
         "repaired in {:.2} s: {} handler runs replayed with their reads pinned, {} records written to shadows, {} of them changed",
         report.elapsed.as_secs_f64(),
         report.replayed,
@@ -225,7 +227,7 @@ fn print_report(report: &RepairReport) {
     );
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let p = report.phases;
-    println!(
+    say!(
         "  (compare with the true data {:.0} ms, read _events {:.0} ms, plan {:.0} ms, shadows + replay + swap {:.0} ms)",
         ms(p.compare),
         ms(p.events),
@@ -233,13 +235,13 @@ fn print_report(report: &RepairReport) {
         ms(p.execute)
     );
     if report.alerts_kept > 0 {
-        println!(
+        say!(
             "{} runs of the external `alert` handler were not replayed: their alerts were sent, they stay as they were",
             report.alerts_kept
         );
     }
     let swapped: Vec<&str> = report.generations.iter().map(|(log, _)| log.as_str()).collect();
-    println!("swapped atomically: {} (each old history kept as _gen.LOG.N)", swapped.join(", "));
+    say!("swapped atomically: {} (each old history kept as _gen.LOG.N)", swapped.join(", "));
 }
 
 /// A fresh directory under `work` (removed first if a previous bench left it).
@@ -273,7 +275,7 @@ fn bench_repair(params: Params, runs: usize, work: Option<PathBuf>) -> anyhow::R
         if !differing.is_empty() {
             bail!("the repaired directory differs from the run from scratch in {}", differing.join(", "));
         }
-        println!(
+        say!(
             "round {round}: repair {:.3} s ({} runs replayed, {} records changed); run from scratch {:.3} s; logs identical",
             repair.as_secs_f64(),
             report.replayed,
@@ -293,7 +295,7 @@ fn bench_repair(params: Params, runs: usize, work: Option<PathBuf>) -> anyhow::R
     if let Some(report) = last {
         print_report(&report);
     }
-    println!(
+    say!(
         "median of {runs}: repair {:.3} s, run from scratch {:.3} s: the repair takes {:.2}× the time of a rerun ({:.1}× faster)",
         repair.as_secs_f64(),
         rerun.as_secs_f64(),
@@ -314,7 +316,7 @@ fn last_prediction_trace(outputs: &Outputs) -> Option<(u64, u128)> {
 
 fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     let report = check::check(dir)?;
-    println!("{report}");
+    say!("{report}");
     Ok(if report.is_consistent() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -340,7 +342,7 @@ fn graph(
         bail!("prediction {index} has no APPEND event in the event log");
     }
     let p = &outputs.predictions[usize::try_from(index - 1)?];
-    println!(
+    say!(
         "prediction {index}: {:.2} °C at t={} with model {}; its causal graph has {} events",
         p.value,
         p.unix_secs,
@@ -349,7 +351,7 @@ fn graph(
     );
     if let Some(path) = dot {
         std::fs::write(path, to_dot(&events)).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
+        say!("wrote {}", path.display());
     }
     let otel_path = otel.or_else(|| out.map(|png| png.with_extension("json")));
     if let Some(path) = &otel_path {
@@ -357,7 +359,7 @@ fn graph(
         add_read_links(&mut json, &events);
         std::fs::write(path, serde_json::to_vec_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
+        say!("wrote {}", path.display());
     }
     if let (Some(png), Some(json)) = (out, &otel_path) {
         render(
