@@ -287,6 +287,22 @@ fn execute(
     Ok(Repaired { outcome: varve_repair::execute(&plan, &inputs)?, online: None, resumed })
 }
 
+/// `{namespace: [(log, generation), ...]}`: where each swapped log's old history is kept.
+fn generations_dict(
+    py: Python<'_>,
+    swapped: std::collections::BTreeMap<String, Vec<(String, String)>>,
+) -> PyResult<Bound<'_, PyDict>> {
+    let dict = PyDict::new(py);
+    for (namespace, logs) in swapped {
+        let pairs = logs
+            .into_iter()
+            .map(|(log, generation)| PyTuple::new(py, [log, generation]))
+            .collect::<PyResult<Vec<_>>>()?;
+        dict.set_item(namespace, PyList::new(py, pairs)?)?;
+    }
+    Ok(dict)
+}
+
 /// `{"swapped": {namespace: [(log, generation), ...]}, "replayed", "written", "changed", "event_error",
 /// "online", "resumed"}` (`online`: `None`, or `{"rounds", "paused_seconds", "appends_held_seconds"}`;
 /// `resumed`: the interrupted repairs finished first, `[{"id", "finished", "swapped_now", "called_off"}]`).
@@ -296,29 +312,13 @@ fn outcome_dict(py: Python<'_>, repaired: Repaired) -> PyResult<Bound<'_, PyDict
     for r in resumed {
         let item = PyDict::new(py);
         item.set_item("id", r.id)?;
-        let finished = PyDict::new(py);
-        for (namespace, logs) in r.finished {
-            let pairs = logs
-                .into_iter()
-                .map(|(log, generation)| PyTuple::new(py, [log, generation]))
-                .collect::<PyResult<Vec<_>>>()?;
-            finished.set_item(namespace, PyList::new(py, pairs)?)?;
-        }
-        item.set_item("finished", finished)?;
+        item.set_item("finished", generations_dict(py, r.finished)?)?;
         item.set_item("swapped_now", r.swapped_now)?;
         item.set_item("called_off", r.called_off.into_iter().collect::<HashMap<_, _>>())?;
         resumed_list.append(item)?;
     }
-    let swapped = PyDict::new(py);
-    for (namespace, logs) in outcome.swapped {
-        let pairs = logs
-            .into_iter()
-            .map(|(log, generation)| PyTuple::new(py, [log, generation]))
-            .collect::<PyResult<Vec<_>>>()?;
-        swapped.set_item(namespace, PyList::new(py, pairs)?)?;
-    }
     let dict = PyDict::new(py);
-    dict.set_item("swapped", swapped)?;
+    dict.set_item("swapped", generations_dict(py, outcome.swapped)?)?;
     dict.set_item("replayed", outcome.replayed)?;
     dict.set_item("written", outcome.written)?;
     dict.set_item("changed", outcome.changed)?;

@@ -39,14 +39,7 @@ pub fn run(ctx: &Context<'_>, repair: bool, all: bool) -> anyhow::Result<ExitCod
             bar.set_position(done);
         })
         .map_err(|e| {
-            let ns_ctx = Context {
-                data: ctx.data.clone(),
-                namespace: namespace.clone(),
-                out: ctx.out,
-                journal: ctx.journal,
-                remote: None,
-                nats: None,
-            };
+            let ns_ctx = ctx.embedded_namespace(namespace);
             super::write::explain_locked(
                 &ns_ctx,
                 e,

@@ -44,7 +44,19 @@ pub struct Context<'a> {
     pub nats: Option<varve_nats::NatsStore>,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    /// The same embedded store (`--data`), namespace `namespace`.
+    pub fn embedded_namespace(&self, namespace: &str) -> Context<'a> {
+        Context {
+            data: self.data.clone(),
+            namespace: namespace.to_owned(),
+            out: self.out,
+            journal: self.journal,
+            remote: None,
+            nats: None,
+        }
+    }
+
     /// The namespace for reading, on whichever store `--store` names.
     pub fn reader(&self) -> varve_log::Result<std::sync::Arc<dyn varve_log::Namespace>> {
         match (&self.remote, &self.nats) {

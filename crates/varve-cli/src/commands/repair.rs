@@ -227,14 +227,7 @@ pub fn resume_interrupted(ctx: &Context<'_>, ns: &Arc<dyn Namespace>) -> anyhow:
             Err(RepairError::MissingNamespace { namespace })
                 if !namespaces.contains_key(&namespace) && ctx.remote.is_none() && ctx.nats.is_none() =>
             {
-                let other = Context {
-                    data: ctx.data.clone(),
-                    namespace: namespace.clone(),
-                    out: ctx.out,
-                    journal: ctx.journal,
-                    remote: None,
-                    nats: None,
-                };
+                let other = ctx.embedded_namespace(&namespace);
                 let why = format!(
                     "an interrupted repair of namespace {} spans namespace {namespace} too, and finishing it \
                      renames logs there: stop `varve run` of {namespace}, then retry",
