@@ -759,6 +759,16 @@ impl Namespace {
         crate::repair::repair(py, &self.state, &target, handlers, not_replayable, on_not_replayable)
     }
 
+    /// Finish the repairs a crash cut short while they committed (an
+    /// offline :meth:`repair` does it first on its own): swap what is not
+    /// swapped yet and write the REPAIR event, or call the repair off where
+    /// an original gained records since. Returns ``[{"id", "finished",
+    /// "swapped_now", "called_off"}]``, empty when there was none. Offline
+    /// only (no runtime of this process may serve the namespace).
+    fn resume_repairs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        crate::repair::resume_repairs(py, &self.state)
+    }
+
     fn __repr__(&self) -> String {
         format!("<varve.Namespace {:?}>", self.state.name)
     }

@@ -287,6 +287,39 @@ fn execute(
     Ok(Repaired { outcome: varve_repair::execute(&plan, &inputs)?, online: None, resumed })
 }
 
+/// `Namespace.resume_repairs`.
+pub(crate) fn resume_repairs<'py>(py: Python<'py>, ns: &Arc<NsState>) -> PyResult<Bound<'py, PyList>> {
+    if ns.running_runtime().is_some() {
+        return Err(Error::State {
+            state: "running",
+            message: format!(
+                "a runtime of this process serves namespace {:?}: stop it first (a resume renames logs, which \
+                 must not happen under a running application)",
+                ns.name
+            ),
+        }
+        .into());
+    }
+    ns.release_writer();
+    let namespaces = HashMap::from([(ns.name.clone(), ns.handle()?)]);
+    let resumed = py.detach(|| varve_repair::resume(&namespaces)).map_err(Error::from)?;
+    resumed_list(py, resumed)
+}
+
+/// `[{"id", "finished", "swapped_now", "called_off"}]`.
+fn resumed_list(py: Python<'_>, resumed: Vec<varve_repair::Resumed>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for r in resumed {
+        let item = PyDict::new(py);
+        item.set_item("id", r.id)?;
+        item.set_item("finished", generations_dict(py, r.finished)?)?;
+        item.set_item("swapped_now", r.swapped_now)?;
+        item.set_item("called_off", r.called_off.into_iter().collect::<HashMap<_, _>>())?;
+        list.append(item)?;
+    }
+    Ok(list)
+}
+
 /// `{namespace: [(log, generation), ...]}`: where each swapped log's old history is kept.
 fn generations_dict(
     py: Python<'_>,
@@ -308,15 +341,7 @@ fn generations_dict(
 /// `resumed`: the interrupted repairs finished first, `[{"id", "finished", "swapped_now", "called_off"}]`).
 fn outcome_dict(py: Python<'_>, repaired: Repaired) -> PyResult<Bound<'_, PyDict>> {
     let Repaired { outcome, online, resumed } = repaired;
-    let resumed_list = PyList::empty(py);
-    for r in resumed {
-        let item = PyDict::new(py);
-        item.set_item("id", r.id)?;
-        item.set_item("finished", generations_dict(py, r.finished)?)?;
-        item.set_item("swapped_now", r.swapped_now)?;
-        item.set_item("called_off", r.called_off.into_iter().collect::<HashMap<_, _>>())?;
-        resumed_list.append(item)?;
-    }
+    let resumed_list = resumed_list(py, resumed)?;
     let dict = PyDict::new(py);
     dict.set_item("swapped", generations_dict(py, outcome.swapped)?)?;
     dict.set_item("replayed", outcome.replayed)?;

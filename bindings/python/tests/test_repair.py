@@ -233,3 +233,15 @@ def test_a_repair_while_the_runtime_runs_is_made_online_and_loses_no_append(stor
     truth = store.namespace("truth")
     run_app(truth, [1000] + INPUTS[1:] + later)
     assert all_logs(app) == all_logs(truth)
+
+
+def test_resume_repairs_finds_nothing_after_whole_repairs_and_waits_for_a_stopped_runtime(app):
+    # (Interrupted commits are made and resumed in the Rust tests:
+    # crates/varve-repair/tests/commit.rs stops a repair before each write.)
+    assert app.resume_repairs() == []
+    app.repair(record=("in", 1), value=enc(5), handlers=HANDLERS)
+    assert app.resume_repairs() == [], "a whole repair leaves nothing to resume"
+    rt = app.runtime(concurrency=1)
+    with rt:
+        with pytest.raises(varve.RuntimeStateError, match="stop it first"):
+            app.resume_repairs()

@@ -235,6 +235,10 @@ class Namespace:
         beside a runtime of this process that serves the namespace (paused
         only for the swap). Offline, a repair that a crash interrupted while
         it committed is finished first (``resumed``)."""
+    def resume_repairs(self) -> _List[_ResumedRepair]:
+        """Finish the repairs a crash cut short while they committed (or call
+        them off where an original gained records since); empty when there
+        was none. Offline only."""
 
 @final
 class Log:
