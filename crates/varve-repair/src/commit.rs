@@ -65,8 +65,9 @@ struct Entry {
     /// The repair's id (16 hex digits), the same in every namespace.
     id: String,
     step: Step,
-    /// INTENT: what was asked (corrections and corrected values), to tell a
-    /// repair asked again after a crash from a new one.
+    /// INTENT: what was asked (a digest of the corrections and corrected
+    /// values, see `request`), to tell a repair asked again after a crash
+    /// from a new one.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     request: Value,
     /// INTENT: what the commit does in each namespace.
@@ -220,12 +221,28 @@ fn namespace_of<'n>(
     namespaces.get(name).ok_or_else(|| RepairError::MissingNamespace { namespace: name.to_owned() })
 }
 
-/// What was asked: the corrections and the corrected values.
+/// What was asked, in a bounded size whatever the corrections: a BLAKE3
+/// digest of the corrections and the corrected values (the values
+/// themselves are in the repaired logs), their count, and the first one.
 fn request(corrections: &[Correction], values: &HashMap<RecordRef, Vec<u8>>) -> Value {
-    let mut values: Vec<(String, String)> =
-        values.iter().map(|(r, v)| (format!("{}/{}:{}", r.namespace, r.log, r.seq), hex(v))).collect();
+    let mut hasher = blake3::Hasher::new();
+    let mut part = |bytes: &[u8]| {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    part(&serde_json::to_vec(corrections).unwrap_or_default());
+    let mut values: Vec<(String, &Vec<u8>)> =
+        values.iter().map(|(r, v)| (format!("{}/{}:{}", r.namespace, r.log, r.seq), v)).collect();
     values.sort();
-    json!({ "corrections": corrections, "values": values })
+    for (record, value) in values {
+        part(record.as_bytes());
+        part(value);
+    }
+    let first = corrections.first().map(|c| match c {
+        Correction::Record(r) => format!("record {}/{}:{}", r.namespace, r.log, r.seq),
+        Correction::Handler { handler, .. } => format!("handler {handler}"),
+    });
+    json!({ "digest": hasher.finalize().to_hex().to_string(), "corrections": corrections.len(), "first": first })
 }
 
 /// The REPAIR event of one namespace: the records it replaced, what was
@@ -393,7 +410,8 @@ pub(crate) fn check_none_interrupted(namespaces: &HashMap<String, Arc<dyn Namesp
 pub struct Resumed {
     /// The repair's id (in each namespace's `_repairs`).
     pub id: String,
-    /// What it was asked to correct (corrections and corrected values, hex).
+    /// What it was asked to correct: `{"digest", "corrections", "first"}` (a
+    /// digest of the corrections and corrected values, their count, the first).
     pub request: Value,
     /// Namespaces where it is now complete, with `(log, generation)` of every swapped log.
     pub finished: BTreeMap<String, Vec<(String, String)>>,
@@ -536,4 +554,35 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: Seq) -> RecordRef {
+        RecordRef { namespace: "app".into(), log: "in".into(), seq }
+    }
+
+    #[test]
+    fn a_request_is_small_whatever_its_values_and_tells_requests_apart() {
+        let corrections = [Correction::Record(record(1))];
+        let big = HashMap::from([(record(1), vec![7u8; 1 << 20])]);
+        let text = serde_json::to_string(&request(&corrections, &big)).expect("json");
+        assert!(text.len() < 256, "{} bytes: {text}", text.len());
+        assert_eq!(request(&corrections, &big), request(&corrections, &big.clone()));
+        let other = HashMap::from([(record(1), vec![8u8; 1 << 20])]);
+        assert_ne!(request(&corrections, &big), request(&corrections, &other), "another value");
+        let moved = [Correction::Record(record(2))];
+        let moved_values = HashMap::from([(record(2), vec![7u8; 1 << 20])]);
+        assert_ne!(request(&corrections, &big), request(&moved, &moved_values), "another record");
+    }
+
+    #[test]
+    fn hex_round_trips_and_refuses_what_is_not_hex() {
+        let bytes = [0u8, 1, 0x7f, 0x80, 0xff];
+        assert_eq!(unhex(&hex(&bytes)).as_deref(), Some(&bytes[..]));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
 }
