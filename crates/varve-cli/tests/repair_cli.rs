@@ -378,15 +378,26 @@ fn repair_run_while_varve_run_serves_is_made_by_it_online_and_loses_no_append() 
     drop(runtime);
 }
 
-/// An `Env` whose namespace `default` holds `notes` = a, b, c and a repair
-/// of `notes:2` to `B` that died after its intent and before its swap (the
-/// state a crash leaves: made by a repair whose writes stop from one point
-/// on, over the real journal).
-fn env_with_an_interrupted_repair() -> Env {
+/// The manifest of the app the interrupted-repair tests run: namespace
+/// `default`, one log `notes`, no handler.
+const NOTES_APP: &str = r#"
+[runtime]
+namespace = "default"
+
+[[log]]
+name = "notes"
+"#;
+
+/// An `Env` whose namespace `default` holds `notes` = a, b, c (appended
+/// through `varve run`, so with their events) and a repair of `notes:2` to
+/// `B` that died after its intent and before its swap (the state a crash
+/// leaves: made by a repair whose writes stop from one point on, over the
+/// real journal); and the app's manifest.
+fn env_with_an_interrupted_repair() -> (Env, std::path::PathBuf) {
     use std::collections::{HashMap, HashSet};
     use std::sync::Arc;
 
-    use varve_log::{JournalOptions, JournalStore, Namespace};
+    use varve_log::{JournalOptions, JournalStore, Namespace, SeqRange};
     use varve_pds::testing::FaultyNamespace;
     use varve_repair::{Correction, Inputs, NotReplayable, RepairPlan, REPAIRS_LOG};
     use varve_runtime::trace::RecordRef;
@@ -394,22 +405,26 @@ fn env_with_an_interrupted_repair() -> Env {
     // Stop before write k, k = 0, 1, …: the first k that leaves an intent without a swap.
     for k in 0..64 {
         let env = Env::new();
-        env.ok(&["log", "create", "notes"]);
+        let manifest = env.manifest(NOTES_APP);
+        let running = env.start_in(&manifest, "default");
         for note in ["a", "b", "c"] {
             env.ok(&["log", "append", "notes", note]);
         }
+        drop(running);
         let store = JournalStore::open(&env.data, JournalOptions::default()).expect("store");
         let journal: Arc<dyn Namespace> = Arc::new(store.journal_namespace("default").expect("ns"));
+        let events = varve_runtime::namespace_events(journal.as_ref(), SeqRange::ALL).expect("events");
+        assert!(!events.is_empty(), "the appends went through the runtime");
         let faulty = FaultyNamespace::new(Arc::clone(&journal));
         faulty.stop_at(faulty.writes() + k);
         let ns: Arc<dyn Namespace> = faulty.clone();
         let record = RecordRef { namespace: "default".into(), log: "notes".into(), seq: 2 };
-        let plan = RepairPlan::build(&[], &[Correction::Record(record.clone())], &HashSet::new());
+        let plan = RepairPlan::build(&events, &[Correction::Record(record.clone())], &HashSet::new());
         let namespaces = HashMap::from([("default".to_owned(), ns)]);
         let values = HashMap::from([(record, b"B".to_vec())]);
         let handlers = HashMap::new();
         let inputs = Inputs {
-            events: &[],
+            events: &events,
             namespaces: &namespaces,
             handlers: &handlers,
             values: &values,
@@ -425,7 +440,7 @@ fn env_with_an_interrupted_repair() -> Env {
         if intent && !swapped {
             assert_eq!(env.ok(&["log", "scan", "notes"]).lines().count(), 3);
             assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "b", "not repaired yet");
-            return env;
+            return (env, manifest);
         }
         assert!(result.is_err(), "k {k}: the repair finished before any stop left an intent without its swap");
     }
@@ -437,7 +452,7 @@ fn env_with_an_interrupted_repair() -> Env {
 /// nothing.
 #[test]
 fn repair_resume_finishes_a_repair_that_died_before_its_swap() {
-    let env = env_with_an_interrupted_repair();
+    let (env, _) = env_with_an_interrupted_repair();
     let out = env.ok(&["repair", "resume"]);
     assert!(out.contains("finished the interrupted repair") && out.contains("swapped now"), "{out}");
     assert!(out.contains("notes (old: _gen.notes.1)"), "{out}");
@@ -452,21 +467,31 @@ fn repair_resume_finishes_a_repair_that_died_before_its_swap() {
 /// application appends again.
 #[test]
 fn varve_run_finishes_an_interrupted_repair_as_it_starts() {
-    let env = env_with_an_interrupted_repair();
-    let manifest = env.manifest(
-        r#"
-[runtime]
-namespace = "default"
-
-[[log]]
-name = "notes"
-"#,
-    );
+    let (env, manifest) = env_with_an_interrupted_repair();
     let running = env.start_in(&manifest, "default");
     assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "B");
     assert_eq!(env.ok(&["log", "get", "_gen.notes.1", "2"]).trim(), "b");
     drop(running);
     assert_eq!(env.ok(&["repair", "resume"]).trim(), "no interrupted repair in default");
+}
+
+/// The same `varve repair run` asked again after its crash finishes the
+/// interrupted repair and stops there: no second generation.
+#[test]
+fn repair_run_asked_again_after_a_crash_finishes_it_instead_of_repeating_it() {
+    let (env, manifest) = env_with_an_interrupted_repair();
+    let manifest = manifest.to_str().expect("path");
+    let out = env.ok(&["repair", "run", "--record", "notes:2", "--value", "B", "--manifest", manifest]);
+    assert!(out.contains("finished the interrupted repair"), "{out}");
+    assert!(out.contains("that was this repair, interrupted: nothing more to do"), "{out}");
+    assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "B");
+    let logs = env.ok(&["log", "ls"]);
+    assert!(logs.contains("_gen.notes.1") && !logs.contains("_gen.notes.2"), "{logs}");
+    // Another value is another repair: finished first, then made.
+    let out = env.ok(&["repair", "run", "--record", "notes:2", "--value", "C", "--manifest", manifest]);
+    assert!(out.contains("swapped atomically"), "{out}");
+    assert_eq!(env.ok(&["log", "get", "notes", "2"]).trim(), "C");
+    assert_eq!(env.ok(&["log", "get", "_gen.notes.2", "2"]).trim(), "B");
 }
 
 /// A script handler that scans a log (`varve log scan` inside the handler)
