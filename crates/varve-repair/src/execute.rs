@@ -26,7 +26,7 @@
 //! record not yet written (runs interleaved by concurrent workers). Only
 //! the last attempt of a retried run is replayed; what earlier attempts
 //! appended is kept as it was. A swap spans one namespace at a time (each
-//! atomic, not all of them together).
+//! atomic; a crash between two of them is finished by [`crate::resume`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -42,7 +42,7 @@ use crate::walk::Walk;
 /// Why a repair could not be carried out. Nothing is swapped after any of
 /// these — except in a repair spanning several namespaces, where a failed
 /// swap of a later namespace leaves the earlier ones swapped (each swap is
-/// atomic on its own).
+/// atomic on its own) until [`crate::resume`] swaps the rest.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RepairError {
