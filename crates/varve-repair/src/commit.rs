@@ -40,7 +40,7 @@ use varve_log::{LogConfig, LogError, Namespace, Seq, SeqRange};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{Event, EventKind, ReadDep, StoredEvent, EVENTS_LOG};
 
-use crate::execute::{LogKey, RepairError, RepairOutcome, GENERATION_PREFIX};
+use crate::execute::{namespace_in, LogKey, RepairError, RepairOutcome, GENERATION_PREFIX};
 use crate::plan::Correction;
 use crate::walk::Shadow;
 
@@ -171,7 +171,7 @@ impl Commit {
         let mut written = Vec::new();
         let result = (|| {
             for name in intent.namespaces.keys() {
-                let ns = namespace_of(namespaces, name)?;
+                let ns = namespace_in(namespaces, name)?;
                 append_entry(ns.as_ref(), intent)?;
                 written.push(Arc::clone(ns));
             }
@@ -187,7 +187,7 @@ impl Commit {
             return Err(e);
         }
         for (name, part) in &intent.namespaces {
-            let ns = namespace_of(namespaces, name)?;
+            let ns = namespace_in(namespaces, name)?;
             if let Err(e) = rename(ns.as_ref(), part) {
                 if outcome.swapped.is_empty() {
                     abandon_in(&written, &intent.id, &format!("the first swap failed: {e}"));
@@ -197,7 +197,7 @@ impl Commit {
             outcome.swapped.insert(name.clone(), swapped(part));
         }
         for (name, part) in &intent.namespaces {
-            let ns = namespace_of(namespaces, name)?;
+            let ns = namespace_in(namespaces, name)?;
             match finish(ns.as_ref(), &intent.id, part) {
                 Ok(Some(seq)) => {
                     outcome.repair_events.insert(name.clone(), seq);
@@ -212,13 +212,6 @@ impl Commit {
         }
         Ok(())
     }
-}
-
-fn namespace_of<'n>(
-    namespaces: &'n HashMap<String, Arc<dyn Namespace>>,
-    name: &str,
-) -> Result<&'n Arc<dyn Namespace>, RepairError> {
-    namespaces.get(name).ok_or_else(|| RepairError::MissingNamespace { namespace: name.to_owned() })
 }
 
 /// What was asked, in a bounded size whatever the corrections: a BLAKE3
@@ -499,7 +492,7 @@ pub fn resume(namespaces: &HashMap<String, Arc<dyn Namespace>>) -> Result<Vec<Re
         // Look before changing anything: every namespace given, each one's state.
         let mut states = Vec::new();
         for (name, part) in &intent.namespaces {
-            let ns = namespace_of(namespaces, name)?;
+            let ns = namespace_in(namespaces, name)?;
             states.push((name, part, Arc::clone(ns), state(ns.as_ref(), &intent.id, part)?));
         }
         let any_swapped = states.iter().any(|(_, _, _, s)| matches!(s, State::Swapped));

@@ -242,7 +242,15 @@ pub(crate) fn delete_shadows(walk: &Walk<'_>) {
 }
 
 pub(crate) fn namespace(inputs: &Inputs<'_>, name: &str) -> Result<Arc<dyn Namespace>, RepairError> {
-    inputs.namespaces.get(name).cloned().ok_or_else(|| RepairError::MissingNamespace { namespace: name.to_owned() })
+    namespace_in(inputs.namespaces, name).cloned()
+}
+
+/// Namespace `name` of `namespaces`, or [`RepairError::MissingNamespace`].
+pub(crate) fn namespace_in<'n>(
+    namespaces: &'n HashMap<String, Arc<dyn Namespace>>,
+    name: &str,
+) -> Result<&'n Arc<dyn Namespace>, RepairError> {
+    namespaces.get(name).ok_or_else(|| RepairError::MissingNamespace { namespace: name.to_owned() })
 }
 
 fn check(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<(), RepairError> {
