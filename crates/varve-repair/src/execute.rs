@@ -53,7 +53,10 @@ pub enum RepairError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// The plan needs a namespace that was not given.
-    #[error("the repair changes namespace {namespace:?}, which was not given: open it and pass it too")]
+    #[error(
+        "the repair changes namespace {namespace:?}, which was not given: open it and pass it too (online: pass its \
+         runtime too, to varve_repair::repair_online_across)"
+    )]
     MissingNamespace {
         /// The namespace.
         namespace: String,

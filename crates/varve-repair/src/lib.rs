@@ -35,5 +35,5 @@ mod walk;
 
 pub use commit::{resume, Resumed, REPAIRS_LOG};
 pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
-pub use online::{repair_online, Online, OnlineOutcome};
+pub use online::{repair_online, repair_online_across, Online, OnlineOutcome};
 pub use plan::{ChangedLog, Correction, Outcome, PlanDelta, Planner, RepairPlan, Rerun, Since, Why};

@@ -26,9 +26,21 @@
 //! since no run ran. Both are O(what arrived), not O(history) or O(plan).
 //! [`OnlineOutcome`] reports both.
 //!
-//! **Limits.** One namespace (the runtime's; a repair that reaches another
-//! namespace is refused: its runtime would have to pause at the same
-//! moment). Not for shared runtimes (other processes write the namespace).
+//! **Several namespaces.** An application whose handlers cross namespaces
+//! (`HandlerContext::append_via`) is repaired with
+//! [`repair_online_across`], given the runtime of every namespace the
+//! repair changes. Each round reads every namespace's new events up to a
+//! consistent cut (those built before the round began) and merges them
+//! into one causal order; the pause stops the runs of every runtime before it holds the
+//! appends of any (so no run in flight waits on a held append), and the
+//! commit swaps every namespace as one repair.
+//!
+//! **Limits.** Every namespace the repair changes needs its runtime, in
+//! this process (a repair that reaches another is refused). Not for shared
+//! runtimes (other processes write the namespace). A run that appended to
+//! another namespace *before* it read what the repair changes (its reads
+//! are recorded with its next write in its own namespace) needs the
+//! second pass only the offline plan makes: refused, with a typed error.
 //! A correction that makes a part of a log change which a round already
 //! copied (only possible through appends to another namespace, or a log's
 //! records appended without events while the runtime ran) is refused with a
@@ -37,11 +49,11 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use varve_log::{Namespace, Seq, SeqRange};
-use varve_runtime::trace::RecordRef;
-use varve_runtime::{read_events, HandlerFn, RuntimeHandle, StoredEvent, EVENTS_LOG};
+use varve_runtime::trace::{merge_owned, RecordRef};
+use varve_runtime::{read_events, HandlerFn, Paused, RuntimeHandle, StoredEvent, EVENTS_LOG};
 
 use crate::commit::{check_none_interrupted, Commit};
 use crate::execute::{check_part, delete_shadows, repair_cause, Inputs, NotReplayable, RepairError, RepairOutcome};
@@ -121,8 +133,30 @@ pub struct OnlineOutcome {
 /// On an error before the swap the shadows are deleted and the runtime
 /// runs on, unchanged; the error says what happened.
 pub fn repair_online(runtime: &RuntimeHandle, online: &Online<'_>) -> Result<OnlineOutcome, RepairError> {
-    let ns: Arc<dyn Namespace> = Arc::clone(runtime.namespace());
-    let namespaces = HashMap::from([(ns.name().to_owned(), Arc::clone(&ns))]);
+    repair_online_across(std::slice::from_ref(runtime), online)
+}
+
+/// [`repair_online`] of an application whose handlers cross namespaces
+/// (`HandlerContext::append_via`): `runtimes` serve every namespace the
+/// repair changes, one runtime each, all in this process. They are paused
+/// together for the end of the repair — first no new run in any of them,
+/// then appends held in all — and the swaps of every namespace are
+/// committed through the repair journal as one repair
+/// ([`crate::resume`] finishes it after a crash between two of them).
+pub fn repair_online_across(runtimes: &[RuntimeHandle], online: &Online<'_>) -> Result<OnlineOutcome, RepairError> {
+    let mut namespaces: HashMap<String, Arc<dyn Namespace>> = HashMap::new();
+    for runtime in runtimes {
+        let ns = Arc::clone(runtime.namespace());
+        if namespaces.insert(ns.name().to_owned(), ns).is_some() {
+            return Err(RepairError::Unsupported(format!(
+                "two of the runtimes given serve namespace {:?}: give one runtime per namespace",
+                runtime.namespace_name()
+            )));
+        }
+    }
+    if runtimes.is_empty() {
+        return Err(RepairError::Unsupported("an online repair needs the runtime of the namespace it repairs".into()));
+    }
     let inputs = Inputs {
         events: &[],
         namespaces: &namespaces,
@@ -133,7 +167,10 @@ pub fn repair_online(runtime: &RuntimeHandle, online: &Online<'_>) -> Result<Onl
     check_none_interrupted(&namespaces)?;
     let mut planner = Planner::new(online.corrections, online.marked_not_replayable);
     let mut walk = Walk::new(&inputs);
-    let mut rounds = Rounds { runtime, ns: &ns, read_to: 0, events_per_round: Vec::new() };
+    let mut rounds = Rounds {
+        sources: runtimes.iter().map(|runtime| Source { runtime, read_to: 0 }).collect(),
+        events_per_round: Vec::new(),
+    };
     let result = rounds.run(online, &inputs, &mut planner, &mut walk);
     let outcome = std::mem::take(&mut walk.outcome);
     let pause = match result {
@@ -161,24 +198,57 @@ struct Pause {
     appends_held: Duration,
 }
 
-struct Rounds<'r> {
+/// One runtime's `_events`, read round by round.
+struct Source<'r> {
     runtime: &'r RuntimeHandle,
-    ns: &'r Arc<dyn Namespace>,
-    /// `_events` has been read up to this seq.
+    /// `_events` has been read (and fed) up to this seq.
     read_to: Seq,
+}
+
+struct Rounds<'r> {
+    sources: Vec<Source<'r>>,
     events_per_round: Vec<usize>,
 }
 
 impl Rounds<'_> {
-    /// The events `_events` gained since the last call.
+    /// The events the namespaces' `_events` gained since the last call, in
+    /// causal order after those returned before.
+    ///
+    /// With several namespaces, a round is a consistent cut: only events
+    /// built before the round began (`timestamp_ns` up to then) are taken,
+    /// each namespace's up to its first later one. An event X that
+    /// happened before such an event Y — Y's parent, or an append of the
+    /// same run in another namespace, whose reads are recorded with it —
+    /// was written before Y was built, so before the round began and before
+    /// X's namespace is read: it is taken too, or an earlier round took it.
+    /// (The merge then orders them. A cut that is not consistent — the
+    /// clock stepped back — is caught by the plan's and the walk's checks,
+    /// a typed error, as taking every namespace up to its latest seq is in
+    /// `tests/online.rs`.) Once every runtime's appends are held, the cut
+    /// takes everything.
     fn next_events(&mut self) -> Result<Vec<StoredEvent>, RepairError> {
-        let latest = self.ns.latest(EVENTS_LOG)?;
-        let events = if latest > self.read_to {
-            read_events(self.ns.as_ref(), self.runtime.host(), SeqRange { first: self.read_to + 1, last: latest })?
-        } else {
-            Vec::new()
-        };
-        self.read_to = latest;
+        let cut_ns = now_ns();
+        let several = self.sources.len() > 1;
+        let mut logs = Vec::with_capacity(self.sources.len());
+        for source in &mut self.sources {
+            let ns = source.runtime.namespace();
+            let latest = ns.latest(EVENTS_LOG)?;
+            let mut events = if latest > source.read_to {
+                read_events(ns.as_ref(), source.runtime.host(), SeqRange { first: source.read_to + 1, last: latest })?
+            } else {
+                Vec::new()
+            };
+            if several {
+                if let Some(later) = events.iter().position(|e| e.event.timestamp_ns > cut_ns) {
+                    events.truncate(later);
+                }
+            }
+            if let Some(last) = events.last() {
+                source.read_to = last.id.seq;
+            }
+            logs.push(events);
+        }
+        let events = merge_owned(logs);
         self.events_per_round.push(events.len());
         Ok(events)
     }
@@ -188,7 +258,6 @@ impl Rounds<'_> {
         planner: &mut Planner,
         online: &Online<'_>,
         inputs: &Inputs<'_>,
-        namespace: &str,
         events: &[StoredEvent],
     ) -> Result<PlanDelta, RepairError> {
         planner.feed(events);
@@ -200,10 +269,10 @@ impl Rounds<'_> {
             ));
         }
         let delta = planner.take_changes();
-        if let Some(other) = delta.changed.iter().find(|c| c.namespace != namespace) {
+        if let Some(other) = delta.changed.iter().find(|c| !inputs.namespaces.contains_key(&c.namespace)) {
             return Err(RepairError::Unsupported(format!(
-                "the repair changes namespace {:?} too; an online repair pauses one runtime: stop the applications \
-                 and repair offline",
+                "the repair changes namespace {:?} too, which no runtime given serves: pass its runtime as well \
+                 (varve_repair::repair_online_across), or stop the applications and repair offline",
                 other.namespace
             )));
         }
@@ -218,12 +287,11 @@ impl Rounds<'_> {
         planner: &mut Planner,
         walk: &mut Walk<'_>,
     ) -> Result<Pause, RepairError> {
-        let namespace = self.ns.name().to_owned();
         for round in 1..=online.rounds_max.max(1) {
             let started = Instant::now();
             let events = self.next_events()?;
             let new = events.len();
-            let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
+            let delta = Self::feed(planner, online, inputs, &events)?;
             walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), false)?;
             if let Some(on_round) = online.on_round {
                 on_round(round, new);
@@ -235,25 +303,48 @@ impl Rounds<'_> {
         // The REPAIR event's parent, looked for before the pause (O(events)).
         let corrected = RepairPlan { corrections: online.corrections.to_vec(), ..RepairPlan::default() };
         let cause = repair_cause(&corrected, walk.events()).cloned();
-        let mut paused = self.runtime.pause_runs(online.pause_timeout)?;
-        // No run starts now; the runs that finished last are replayed while
-        // appends still land (they only queue triggers, which wait).
+        let mut paused = pause_runs(&self.sources, online.pause_timeout)?;
+        // No run starts now in any runtime; the runs that finished last are
+        // replayed while appends still land (they only queue triggers,
+        // which wait).
         let events = self.next_events()?;
-        let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
+        let delta = Self::feed(planner, online, inputs, &events)?;
         walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), false)?;
-        paused.hold_appends();
+        // No run is in flight anywhere, so none waits on an append held here.
+        for guard in &mut paused {
+            guard.hold_appends();
+        }
         let held_since = Instant::now();
         let events = self.next_events()?;
         let fed = walk.events().len();
-        let delta = Self::feed(planner, online, inputs, &namespace, &events)?;
+        let delta = Self::feed(planner, online, inputs, &events)?;
         walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), true)?;
         walk.finish()?;
-        // Still paused: this process is the namespace's only writer.
+        // Still paused: this process is the namespaces' only writer.
         let cause = cause.as_ref().or_else(|| repair_cause(&corrected, &walk.events()[fed..]));
         let commit = Commit::prepare(online.corrections, online.values, &walk.shadows, &walk.outcome, cause)?;
         commit.run(inputs.namespaces, &mut walk.outcome)?;
-        let pause = Pause { paused: paused.elapsed(), appends_held: held_since.elapsed() };
+        let pause = Pause {
+            paused: paused.first().map(Paused::elapsed).unwrap_or_default(),
+            appends_held: held_since.elapsed(),
+        };
         drop(paused);
         Ok(pause)
     }
+}
+
+/// Pause every runtime's runs, in order; the first that cannot (a run that
+/// does not finish in time) calls the whole pause off: the guards taken so
+/// far drop, and those runtimes resume.
+fn pause_runs<'r>(sources: &[Source<'r>], timeout: Duration) -> Result<Vec<Paused<'r>>, RepairError> {
+    let mut paused = Vec::with_capacity(sources.len());
+    for source in sources {
+        paused.push(source.runtime.pause_runs(timeout)?);
+    }
+    Ok(paused)
+}
+
+/// Now, as events' `timestamp_ns`: nanoseconds since the Unix epoch.
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -568,6 +568,8 @@ struct View<'a> {
     /// replayed append there is answered with the n-th (its record takes
     /// that place in the shadow).
     appended: HashMap<LogKey, Vec<Seq>>,
+    /// A namespace the run appended to that the repair was not given.
+    missing: Mutex<Option<String>>,
 }
 
 impl<'a> View<'a> {
@@ -591,6 +593,7 @@ impl<'a> View<'a> {
             ),
             written: Mutex::new(HashMap::new()),
             appended,
+            missing: Mutex::new(None),
         }
     }
 
@@ -659,6 +662,13 @@ impl Replay for View<'_> {
     }
 
     fn append_batch_in(&self, namespace: &str, batch: &[(&str, &[u8])]) -> varve_runtime::Result<Vec<Seq>> {
+        if !self.inputs.namespaces.contains_key(namespace) {
+            // Reported as `MissingNamespace` once the handler returns.
+            *lock(&self.missing) = Some(namespace.to_owned());
+            return Err(RuntimeError::InvalidArgument {
+                reason: format!("the replay appends to namespace {namespace:?}, which the repair was not given"),
+            });
+        }
         let mut written = lock(&self.written);
         let mut seqs = Vec::with_capacity(batch.len());
         for (log, value) in batch {
@@ -706,6 +716,9 @@ fn replay(rerun: &Rerun, inputs: &Inputs<'_>, view: &View<'_>, firing: &StoredEv
                 .unwrap_or_else(|| "a non-string payload".to_owned())
         )),
     };
+    if let Some(namespace) = lock(&view.missing).take() {
+        return Err(RepairError::MissingNamespace { namespace });
+    }
     if let Some(reason) = reason {
         return Err(RepairError::HandlerFailed { handler: rerun.handler.clone(), trigger, reason });
     }

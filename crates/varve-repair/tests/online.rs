@@ -19,7 +19,9 @@ use common::{hash, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{JournalOptions, JournalStore, LogConfig, MemoryStore, Namespace, SeqRange, Store, SyncPolicy};
-use varve_repair::{repair_online, Correction, Online, RepairError, GENERATION_PREFIX, SHADOW_PREFIX};
+use varve_repair::{
+    repair_online, repair_online_across, Correction, Online, RepairError, GENERATION_PREFIX, SHADOW_PREFIX,
+};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{
     HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, Runtime, RuntimeBuilder, RuntimeError,
@@ -256,4 +258,241 @@ fn an_online_repair_that_cannot_pause_changes_nothing_and_the_runtime_runs_on() 
     assert!(runtime.wait_idle(IDLE), "idle");
     assert_eq!(contents(&*ns, "smooth").len(), 201, "seed {seed}: the runtime fired after the failed repair");
     runtime.stop(Duration::from_secs(5));
+}
+
+// ---- An application across two namespaces (`append_via`) ----
+
+const EDGE_LOGS: [&str; 2] = ["in", "twice"];
+const CLOUD_LOGS: [&str; 2] = ["out", "sum"];
+
+/// `double` (edge): each input folded into its own last output in
+/// `edge/twice` (so every run after a corrected input is replayed) and sent
+/// to `cloud/out` through the cloud's runtime.
+fn double(cloud: &varve_runtime::RuntimeHandle) -> HandlerFn {
+    let cloud = cloud.clone();
+    Arc::new(move |ctx: &mut HandlerContext<'_>| {
+        let previous = match ctx.latest("twice")? {
+            0 => 0,
+            seq => value(&ctx.get("twice", seq)?),
+        };
+        let out = hash(&[value(ctx.record()), previous]).to_le_bytes();
+        ctx.append("twice", &out)?;
+        ctx.append_via(&cloud, &[("out", &out)])?;
+        Ok(())
+    })
+}
+
+/// `total` (cloud): `out` folded into `cloud/sum` (LATEST, and a get of its
+/// own last output).
+fn total() -> HandlerFn {
+    Arc::new(|ctx: &mut HandlerContext<'_>| {
+        let previous = match ctx.latest("sum")? {
+            0 => 0,
+            seq => value(&ctx.get("sum", seq)?),
+        };
+        ctx.append("sum", &hash(&[previous, value(ctx.record())]).to_le_bytes())?;
+        Ok(())
+    })
+}
+
+/// The cloud runtime, then the edge runtime whose handler appends through
+/// it; and the handlers by name, for a repair.
+fn start_two(edge: Arc<dyn Namespace>, cloud: Arc<dyn Namespace>) -> (Runtime, Runtime, HashMap<String, HandlerFn>) {
+    let code_total = total();
+    let cloud_rt = RuntimeBuilder::new(cloud)
+        .host(2)
+        .concurrency(1)
+        .log("out", LogConfig::unbounded())
+        .log("sum", LogConfig::unbounded())
+        .register(rust("total", &code_total))
+        .subscribe("out", "total")
+        .start()
+        .expect("cloud runtime");
+    let code_double = double(&cloud_rt.handle());
+    let edge_rt = RuntimeBuilder::new(edge)
+        .host(1)
+        .concurrency(1)
+        .log("in", LogConfig::unbounded())
+        .log("twice", LogConfig::unbounded())
+        .register(rust("double", &code_double))
+        .subscribe("in", "double")
+        .start()
+        .expect("edge runtime");
+    let code = HashMap::from([("double".to_owned(), code_double), ("total".to_owned(), code_total)]);
+    (edge_rt, cloud_rt, code)
+}
+
+fn open_two(dir: &Path) -> (Arc<dyn Namespace>, Arc<dyn Namespace>) {
+    let options = JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() };
+    let store = JournalStore::open(dir, options).expect("open store");
+    let edge: Arc<dyn Namespace> = Arc::new(store.journal_namespace("edge").expect("edge"));
+    let cloud: Arc<dyn Namespace> = Arc::new(store.journal_namespace("cloud").expect("cloud"));
+    (edge, cloud)
+}
+
+fn idle_both(edge: &Runtime, cloud: &Runtime) {
+    // Twice: the edge's last run may have queued a cloud run after the cloud looked idle.
+    for _ in 0..2 {
+        assert!(edge.wait_idle(IDLE) && cloud.wait_idle(IDLE), "idle");
+    }
+}
+
+#[test]
+fn a_repair_across_two_namespaces_while_appends_keep_arriving_equals_a_run_from_scratch() {
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (edge, cloud) = open_two(dir.path());
+    let (edge_rt, cloud_rt, code) = start_two(Arc::clone(&edge), Arc::clone(&cloud));
+
+    let acked: Mutex<BTreeMap<u64, u64>> = Mutex::new(BTreeMap::new());
+    let append = |handle: &varve_runtime::RuntimeHandle, v: u64| {
+        let seq = handle.append("in", &v.to_le_bytes()).expect("an append while the repair runs");
+        acked.lock().expect("lock").insert(seq, v);
+    };
+    let edge_handle = edge_rt.handle();
+    for _ in 0..800 {
+        append(&edge_handle, rng.gen());
+    }
+    idle_both(&edge_rt, &cloud_rt);
+
+    let target: usize = rng.gen_range(1..=100);
+    let corrected: u64 = rng.gen();
+    let record = RecordRef { namespace: "edge".into(), log: "in".into(), seq: target as u64 };
+    let corrections = [Correction::Record(record.clone())];
+    let values = HashMap::from([(record, corrected.to_le_bytes().to_vec())]);
+    let none = HashSet::new();
+    let (appender_seed, hook_seed): (u64, u64) = (rng.gen(), rng.gen());
+    let stop = AtomicBool::new(false);
+    let hook_appends = Mutex::new(StdRng::seed_from_u64(hook_seed));
+    let on_round = |round: usize, _events: usize| {
+        if round <= 2 {
+            let mut rng = hook_appends.lock().expect("lock");
+            for _ in 0..150 {
+                append(&edge_handle, rng.gen());
+            }
+        }
+    };
+    let runtimes = [edge_rt.handle(), cloud_rt.handle()];
+    let outcome = std::thread::scope(|scope| {
+        let appender = scope.spawn(|| {
+            let mut rng = StdRng::seed_from_u64(appender_seed);
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                append(&edge_handle, rng.gen());
+                n += 1;
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            println!("seed {seed}: {n} appends while the repair ran");
+            for _ in 0..50 {
+                append(&edge_handle, rng.gen());
+            }
+        });
+        let mut online = Online::new(&corrections, &values, &code, &none);
+        online.pause_under = Duration::ZERO;
+        online.on_round = Some(&on_round);
+        let outcome = repair_online_across(&runtimes, &online);
+        stop.store(true, Ordering::SeqCst);
+        appender.join().expect("appender");
+        outcome
+    });
+    let outcome = outcome.unwrap_or_else(|e| panic!("seed {seed}: the online repair failed: {e}"));
+    idle_both(&edge_rt, &cloud_rt);
+    println!(
+        "seed {seed}: rounds {} (events {:?}), replayed {}, changed {}, paused {:?}, appends held {:?}",
+        outcome.rounds,
+        outcome.events_per_round,
+        outcome.outcome.replayed,
+        outcome.outcome.changed,
+        outcome.paused,
+        outcome.appends_held
+    );
+    assert!(outcome.rounds >= 2, "seed {seed}: the hook's appends make a second round");
+    let swapped: Vec<&String> = outcome.outcome.swapped.keys().collect();
+    assert_eq!(swapped.len(), 2, "seed {seed}: both namespaces swapped: {swapped:?}");
+
+    // None lost, the correction applied.
+    let acked = acked.into_inner().expect("lock");
+    let mut expected: Vec<u64> = acked.values().copied().collect();
+    assert_eq!(acked.keys().copied().collect::<Vec<_>>(), (1..=expected.len() as u64).collect::<Vec<_>>());
+    expected[target - 1] = corrected;
+    let held: Vec<u64> = contents(&*edge, "in").iter().map(|v| value(v)).collect();
+    assert!(held == expected, "seed {seed}: edge/in differs from the appends acknowledged");
+
+    assert_as_from_scratch(seed, &edge, &cloud, &expected);
+    // Each namespace keeps its old history and has its REPAIR event.
+    for (ns, log) in [(&edge, "in"), (&cloud, "out")] {
+        let generation = format!("{GENERATION_PREFIX}{log}.1");
+        assert!(!contents(&**ns, &generation).is_empty(), "seed {seed}: {}/{generation} kept", ns.name());
+    }
+    assert_eq!(outcome.outcome.repair_events.len(), 2, "seed {seed}: a REPAIR event per namespace");
+    edge_rt.stop(Duration::from_secs(5));
+    cloud_rt.stop(Duration::from_secs(5));
+}
+
+/// Both namespaces equal a run from scratch of the application on `inputs`.
+fn assert_as_from_scratch(seed: u64, edge: &Arc<dyn Namespace>, cloud: &Arc<dyn Namespace>, inputs: &[u64]) {
+    // The oracle: both namespaces run from scratch on the same inputs.
+    let store = MemoryStore::new();
+    let (scratch_edge, scratch_cloud) =
+        (store.namespace("edge").expect("edge"), store.namespace("cloud").expect("cloud"));
+    let (scratch_edge_rt, scratch_cloud_rt, _) = start_two(Arc::clone(&scratch_edge), Arc::clone(&scratch_cloud));
+    for v in inputs {
+        scratch_edge_rt.append("in", &v.to_le_bytes()).expect("append");
+    }
+    idle_both(&scratch_edge_rt, &scratch_cloud_rt);
+    for (ns, truth, logs) in [(edge, &scratch_edge, EDGE_LOGS), (cloud, &scratch_cloud, CLOUD_LOGS)] {
+        for log in logs {
+            assert!(
+                contents(&**ns, log) == contents(&**truth, log),
+                "seed {seed}: {}/{log} differs from a run from scratch",
+                ns.name()
+            );
+        }
+    }
+    scratch_edge_rt.stop(Duration::from_secs(5));
+    scratch_cloud_rt.stop(Duration::from_secs(5));
+}
+
+#[test]
+fn an_online_repair_reaching_a_namespace_whose_runtime_was_not_given_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (edge, cloud) = open_two(dir.path());
+    let (edge_rt, cloud_rt, code) = start_two(Arc::clone(&edge), Arc::clone(&cloud));
+    for v in 0..50u64 {
+        edge_rt.append("in", &v.to_le_bytes()).expect("append");
+    }
+    idle_both(&edge_rt, &cloud_rt);
+    let before: Vec<Vec<Vec<u8>>> = EDGE_LOGS
+        .iter()
+        .map(|log| contents(&*edge, log))
+        .chain(CLOUD_LOGS.iter().map(|log| contents(&*cloud, log)))
+        .collect();
+
+    let record = RecordRef { namespace: "edge".into(), log: "in".into(), seq: 3 };
+    let corrections = [Correction::Record(record.clone())];
+    let values = HashMap::from([(record, 42u64.to_le_bytes().to_vec())]);
+    let none = HashSet::new();
+    let online = Online::new(&corrections, &values, &code, &none);
+    let error = repair_online(&edge_rt.handle(), &online).expect_err("cloud's runtime was not given");
+    assert!(matches!(error, RepairError::MissingNamespace { ref namespace } if namespace == "cloud"), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("\"cloud\"") && message.contains("repair_online_across"), "{message}");
+
+    let after: Vec<Vec<Vec<u8>>> = EDGE_LOGS
+        .iter()
+        .map(|log| contents(&*edge, log))
+        .chain(CLOUD_LOGS.iter().map(|log| contents(&*cloud, log)))
+        .collect();
+    assert!(after == before, "the refused repair changed a log");
+    for ns in [&edge, &cloud] {
+        let names: Vec<String> = ns.list_logs().expect("list").into_iter().map(|l| l.name).collect();
+        assert!(!names.iter().any(|n| n.starts_with(SHADOW_PREFIX) || n.starts_with(GENERATION_PREFIX)), "{names:?}");
+    }
+    // Both runtimes run on.
+    edge_rt.append("in", &7u64.to_le_bytes()).expect("append after the refusal");
+    idle_both(&edge_rt, &cloud_rt);
+    assert_eq!(contents(&*cloud, "sum").len(), 51);
+    edge_rt.stop(Duration::from_secs(5));
+    cloud_rt.stop(Duration::from_secs(5));
 }
