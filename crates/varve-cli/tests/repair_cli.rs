@@ -554,3 +554,69 @@ command = ["sh", "-c", "cd /; cat >/dev/null; s=0; for v in $({varve} log scan s
     assert_eq!(scan(&env, "total"), "1\t10\n2\t35\n3\t65\n4\t105\n");
     assert_eq!(scan(&env, "_gen.total.1"), "1\t10\n2\t30\n3\t60\n4\t100\n");
 }
+
+/// `varve log info` inside a script handler takes its latest seq from the
+/// runtime (a recorded LATEST, answered in a replay as the original run
+/// saw it), and `varve log tail` — which follows until interrupted — is
+/// refused at once with what to use instead, rather than hanging the run.
+#[test]
+fn a_script_reading_log_info_is_recorded_and_one_calling_log_tail_is_refused() {
+    let varve = env!("CARGO_BIN_EXE_varve");
+    let app = |env: &Env| {
+        env.manifest(&format!(
+            r#"
+[runtime]
+namespace = "app"
+sync = "never"
+concurrency = 1
+
+[[log]]
+name = "sens"
+
+[[log]]
+name = "count"
+
+[[log]]
+name = "follow"
+
+[[handler]]
+name = "count"
+log = "sens"
+command = ["sh", "-c", "cd /; cat >/dev/null; n=$({varve} --json log info sens | sed 's/.*\"latest\":\\([0-9]*\\).*/\\1/'); {varve} log append count \"$n\""]
+
+[[handler]]
+name = "tail"
+log = "follow"
+command = ["sh", "-c", "cd /; cat >/dev/null; {varve} log tail sens"]
+attempts = 1
+"#
+        ))
+    };
+    let env = Env::new();
+    let manifest = app(&env);
+    let runtime = env.start(&manifest);
+    for (i, reading) in ["10", "20", "30"].iter().enumerate() {
+        env.ok(&["--ns", "app", "log", "append", "sens", reading]);
+        wait_until("the run is DONE", || done(&env) == i + 1);
+    }
+    assert_eq!(scan(&env, "count"), "1\t1\n2\t2\n3\t3\n");
+    let latest_reads =
+        common::events_of(&env, "app").iter().filter(|e| e["kind"] == "LATEST" && e["log"] == "sens").count();
+    assert_eq!(latest_reads, 3, "each `log info` recorded as a LATEST of sens");
+
+    env.ok(&["--ns", "app", "log", "append", "follow", "x"]);
+    wait_until("the tail run FAILED", || {
+        common::events_of(&env, "app").iter().any(|e| e["kind"] == "FAILED" && e["handler"] == "tail")
+    });
+    let events = common::events_of(&env, "app");
+    let failed = events.iter().find(|e| e["kind"] == "FAILED" && e["handler"] == "tail").expect("FAILED");
+    let reason = failed["reason"].as_str().expect("reason");
+    assert!(reason.contains("`varve log tail` follows sens until interrupted"), "{reason}");
+    drop(runtime);
+
+    // A repair replays `count` with the LATEST it recorded: the counts stay.
+    let manifest_arg = manifest.to_str().expect("path");
+    env.ok(&["--ns", "app", "repair", "run", "--record", "sens:2", "--value", "25", "--manifest", manifest_arg]);
+    assert_eq!(scan(&env, "count"), "1\t1\n2\t2\n3\t3\n");
+    assert_eq!(scan(&env, "sens"), "1\t10\n2\t25\n3\t30\n");
+}

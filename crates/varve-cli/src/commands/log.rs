@@ -129,7 +129,13 @@ pub fn latest(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
 pub fn info(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.reader()?;
-    let info = ns.log_info(name)?;
+    let mut info = ns.log_info(name)?;
+    if let Some((path, cause)) = super::runtime::handler_socket(ctx) {
+        // Inside an external handler: the latest seq is a read the runtime
+        // records (a LATEST), and a repair's replay answers it as the
+        // original run saw it; the rest describes the log, not its history.
+        info.latest = super::runtime::latest_via_socket(&path, &cause, name)?;
+    }
     let answer = InfoAnswer { namespace: &ctx.namespace, log: LogJson::from(&info) };
     ctx.out.answer(&answer, || {
         format!(
@@ -234,6 +240,14 @@ pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -
 /// before each wait).
 pub fn tail(ctx: &Context<'_>, name: &str, from: Option<Seq>) -> anyhow::Result<()> {
     validate_name(name, true)?;
+    if super::runtime::handler_socket(ctx).is_some() {
+        // A handler must end; a tail follows until it is killed (the run
+        // would hang to its timeout), and its reads would escape the runtime.
+        bail!(
+            "`varve log tail` follows {name} until interrupted, and a handler's run must end: read with `varve log \
+             latest {name}` and `varve log scan {name} --from SEQ` instead (the runtime records those reads)"
+        );
+    }
     let ns = ctx.reader()?;
     let info = ns.log_info(name)?;
     let from = from.unwrap_or_else(|| info.latest.saturating_sub(TAIL_START_RECORDS - 1).max(info.earliest).max(1));
