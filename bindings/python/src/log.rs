@@ -640,6 +640,15 @@ impl Namespace {
         py.detach(|| self.state.with(|ns| Ok(ns.delete_log(name)?))).map_err(Into::into)
     }
 
+    /// Remove the records of log ``name`` below seq ``before`` (they read as
+    /// trimmed from then on; seqs are never reused; the newest record always
+    /// stays); returns the log's new earliest seq. Durable, and final. The
+    /// runtime's own logs (``_events``, ``_runtime.*``, ``_dead_letters``)
+    /// are refused: set ``events_keep`` and the runtime trims its events.
+    fn trim(&self, py: Python<'_>, name: &str, before: u64) -> PyResult<u64> {
+        py.detach(|| trim_log(&self.state, name, before)).map_err(Into::into)
+    }
+
     /// Make every acknowledged append durable now, whatever the sync policy
     /// (on a remote store: the server's fsync of the namespace).
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
@@ -794,6 +803,17 @@ impl Log {
     }
 }
 
+/// `Namespace.trim` and `Log.trim`.
+fn trim_log(ns: &NsState, name: &str, before: u64) -> Result<u64> {
+    if varve_runtime::is_runtime_log(name) {
+        return Err(invalid_argument(format!(
+            "{name} is the runtime's own log: it is not trimmed by hand; give the runtime events_keep and it trims \
+             its event log itself"
+        )));
+    }
+    ns.with(|ns| Ok(ns.trim(name, before)?))
+}
+
 pub(crate) fn record_tuple<'py>(py: Python<'py>, record: &Record) -> PyResult<Bound<'py, PyTuple>> {
     (record.seq, PyBytes::new(py, &record.value)).into_pyobject(py)
 }
@@ -827,6 +847,13 @@ impl Log {
     fn get<'py>(&self, py: Python<'py>, seq: u64) -> PyResult<Bound<'py, PyBytes>> {
         let value = py.detach(|| self.ns.with(|ns| Ok(ns.get(&self.name, seq)?)))?;
         Ok(PyBytes::new(py, &value))
+    }
+
+    /// Remove the records below seq ``before`` for good (they read as
+    /// :class:`varve.Trimmed`; seqs are never reused; the newest record
+    /// always stays); returns the new :attr:`earliest`.
+    fn trim(&self, py: Python<'_>, before: u64) -> PyResult<u64> {
+        py.detach(|| trim_log(&self.ns, &self.name, before)).map_err(Into::into)
     }
 
     /// The newest seq; 0 when nothing was appended.

@@ -44,6 +44,10 @@ impl Namespace for ReadOnlyNamespace {
         self.refuse("rename logs")
     }
 
+    fn trim(&self, _log: &str, _before: Seq) -> Result<Seq> {
+        self.refuse("trim a log")
+    }
+
     fn list_logs(&self) -> Result<Vec<LogInfo>> {
         self.inner.list_logs()
     }

@@ -152,6 +152,30 @@ def test_overwrite_retention_trims_oldest(ns):
     assert o.earliest == 13
 
 
+def test_trim_removes_records_below_a_seq(ns):
+    t = ns.log("t")
+    for seq in range(1, 11):
+        t.append(value("t", seq))
+    assert t.trim(4) == 4
+    assert (t.earliest, t.latest, len(t)) == (4, 10, 7)
+    with pytest.raises(varve.Trimmed) as e:
+        t.get(3)
+    assert (e.value.seq, e.value.earliest) == (3, 4)
+    assert [s for s, _ in t.scan()] == list(range(4, 11))
+    assert t.trim(2) == 4, "below the earliest: nothing changes"
+    assert ns.trim("t", 10) == 10, "up to the newest record, which stays"
+    assert t.get(10) == value("t", 10)
+    assert t.append(b"next") == 11
+    with pytest.raises(varve.InvalidArgument, match="newest record always stays"):
+        t.trim(99)
+    with pytest.raises(varve.InvalidArgument, match="keeps its first 3 records"):
+        ns.log("r", keep=3).trim(1)
+    with pytest.raises(varve.InvalidArgument, match="runtime's own log"):
+        ns.trim("_events", 2)
+    with pytest.raises(varve.NotFound):
+        ns.trim("missing", 2)
+
+
 def test_scans_are_half_open_and_clip(ns):
     a = ns.log("a")
     for seq in range(1, 11):

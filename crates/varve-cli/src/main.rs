@@ -1232,6 +1232,16 @@ enum LogCommand {
         /// The log.
         name: String,
     },
+    /// Remove a log's records below a seq, for good (the newest record always
+    /// stays; seqs are never reused). The runtime trims its own `_events`
+    /// (manifest `events_keep`).
+    Trim {
+        /// The log.
+        name: String,
+        /// The first seq kept: records below it go.
+        #[arg(long, value_name = "SEQ")]
+        before: u64,
+    },
     /// Print a log's configuration and bounds.
     Info {
         /// The log.
@@ -1586,6 +1596,7 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
                 LogCommand::Tail(args) => log::tail(&ctx, &args.name, args.from)?,
                 LogCommand::Ls => log::ls(&ctx)?,
                 LogCommand::Rm { name } => log::rm(&ctx, name)?,
+                LogCommand::Trim { name, before } => log::trim(&ctx, name, *before)?,
                 LogCommand::Info { name } => log::info(&ctx, name)?,
             }
             Ok(ExitCode::SUCCESS)

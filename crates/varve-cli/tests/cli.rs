@@ -278,6 +278,26 @@ fn retention_overwrite_trims_the_oldest() {
 }
 
 #[test]
+fn trim_removes_the_records_below_a_seq() {
+    let env = Env::new();
+    env.ok(&["log", "create", "t"]);
+    for i in 1..=6 {
+        env.ok(&["log", "append", "t", &format!("v{i}")]);
+    }
+    assert_eq!(env.ok(&["log", "trim", "t", "--before", "4"]), "log t: earliest seq now 4\n");
+    assert_eq!(env.json(&["log", "trim", "t", "--before", "2"]), json!({"log": "t", "earliest": 4}), "a no-op");
+    assert_eq!(env.ok(&["log", "scan", "t"]), "4\tv4\n5\tv5\n6\tv6\n");
+    assert_eq!(env.json(&["log", "latest", "t"]), json!({"log": "t", "latest": 6, "earliest": 4}));
+    assert!(env.error(&["log", "get", "t", "3"]).contains("trimmed"));
+    assert_eq!(env.ok(&["log", "append", "t", "v7"]), "appended t seq 7\n", "seqs go on");
+    let past = env.error(&["log", "trim", "t", "--before", "9"]);
+    assert!(past.contains("newest record always stays"), "{past}");
+    let own = env.error(&["log", "trim", "_events", "--before", "2"]);
+    assert!(own.contains("runtime's own log") && own.contains("events_keep"), "{own}");
+    assert!(env.error(&["log", "trim", "missing", "--before", "2"]).contains("not found"));
+}
+
+#[test]
 fn bad_input_is_one_error_line_and_exit_1() {
     let env = Env::new();
     env.ok(&["log", "create", "a"]);

@@ -21,6 +21,8 @@ fn fresh() -> Fixture {
 varve_log::conformance_suite!(core: fresh);
 // `POST /v1/namespaces/NS/rename`: renames are served.
 varve_log::conformance_suite!(renames: fresh);
+// `POST /v1/namespaces/NS/logs/LOG/trim`: trims are served.
+varve_log::conformance_suite!(trims: fresh);
 
 #[test]
 fn conditional_batches_are_refused_before_anything_is_sent() {

@@ -35,13 +35,20 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(core: $make);
         $crate::conformance_suite!(@tests $make; conditional_batches_land_only_where_expected);
         $crate::conformance_suite!(renames: $make);
+        $crate::conformance_suite!(trims: $make);
     };
     // Every check, but for a backend that cannot rename atomically: it
     // must refuse every rename with `Unsupported` and change nothing.
     (without_renames: $make:expr) => {
         $crate::conformance_suite!(core: $make);
         $crate::conformance_suite!(@tests $make; conditional_batches_land_only_where_expected,
-            renames_are_refused_as_unsupported);
+            renames_are_refused_as_unsupported, trims_are_refused_as_unsupported);
+    };
+    // `trim` (contract rule 8).
+    (trims: $make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            trim_removes_records_below_a_seq_for_good, refused_trims_change_nothing,
+            trims_and_overwrite_retention_agree);
     };
     // `rename_logs` (contract rule 7).
     (renames: $make:expr) => {
@@ -613,5 +620,101 @@ pub fn renames_are_refused_as_unsupported(ns: &dyn Namespace) {
     let err = ns.rename_logs(&[("a", "b")]).expect_err("unsupported");
     assert!(matches!(err, LogError::Unsupported { .. }), "{err}");
     assert!(err.to_string().contains("rename"), "{err}");
+    assert_eq!(snapshot(ns), before);
+}
+
+/// Rule 8: `trim` removes the records below a seq: `earliest` moves there,
+/// reads below it are `Trimmed`, scans start at it, seqs go on; a trim at
+/// or below `earliest` is a no-op that returns it; the newest record may
+/// be the only one left.
+pub fn trim_removes_records_below_a_seq_for_good(ns: &dyn Namespace) {
+    ns.create_log("t", LogConfig::unbounded()).expect("create");
+    ns.create_log("other", LogConfig::unbounded()).expect("create");
+    for seq in 1..=10 {
+        ns.append("t", &value("t", seq)).expect("append");
+        ns.append("other", &value("other", seq)).expect("append");
+    }
+    assert_eq!(ns.trim("t", 4).expect("trim"), 4);
+    assert_eq!((ns.earliest("t").expect("e"), ns.latest("t").expect("l")), (4, 10));
+    let err = ns.get("t", 3).expect_err("trimmed");
+    assert!(matches!(err, LogError::Trimmed { seq: 3, earliest: 4, .. }), "{err}");
+    assert!(matches!(ns.scan("t", SeqRange::from(1..)), Err(LogError::Trimmed { earliest: 4, .. })));
+    let seqs: Vec<u64> = ns.scan("t", SeqRange::from(4..)).expect("scan").map(|r| r.expect("record").seq).collect();
+    assert_eq!(seqs, (4..=10).collect::<Vec<_>>());
+    assert_eq!(ns.get("t", 4).expect("get").to_vec(), value("t", 4));
+    // Repeated, or below: nothing changes.
+    assert_eq!(ns.trim("t", 4).expect("again"), 4);
+    assert_eq!(ns.trim("t", 2).expect("below"), 4);
+    // Other logs are untouched; seqs go on after a trim.
+    assert_eq!((ns.earliest("other").expect("e"), ns.latest("other").expect("l")), (1, 10));
+    assert_eq!(ns.append("t", &value("t", 11)).expect("append"), 11);
+    // Up to the newest record, which stays.
+    assert_eq!(ns.trim("t", 11).expect("trim to the newest"), 11);
+    let info = ns.log_info("t").expect("info");
+    assert_eq!((info.earliest, info.latest, info.len()), (11, 11, 1));
+    assert_eq!(ns.get("t", 11).expect("the newest stays").to_vec(), value("t", 11));
+    let listed = ns.list_logs().expect("list").into_iter().find(|l| l.name == "t").expect("listed");
+    assert_eq!((listed.earliest, listed.latest), (11, 11));
+    // A watch from below `earliest` is refused like a scan; from it, it yields.
+    let mut watch = ns.watch("t", 11).expect("watch");
+    assert_eq!(watch.next_timeout(Duration::from_secs(10)).expect("ok").expect("record").seq, 11);
+}
+
+/// Rule 8: a refused trim changes nothing — an unknown log, `before` past
+/// the newest record, a log with `Keep { Refuse }` retention.
+pub fn refused_trims_change_nothing(ns: &dyn Namespace) {
+    ns.create_log("t", LogConfig::unbounded()).expect("create");
+    ns.create_log("r", LogConfig::keep(5, OnFull::Refuse)).expect("create");
+    for seq in 1..=3 {
+        ns.append("t", &value("t", seq)).expect("append");
+        ns.append("r", &value("r", seq)).expect("append");
+    }
+    let before = snapshot(ns);
+    let err = ns.trim("missing", 2).expect_err("unknown log");
+    assert!(matches!(err, LogError::LogNotFound { .. }), "{err}");
+    let err = ns.trim("t", 4).expect_err("past the newest");
+    assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
+    assert!(err.to_string().contains("newest record always stays"), "{err}");
+    let err = ns.trim("r", 2).expect_err("refuse retention");
+    assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
+    assert!(err.to_string().contains("keeps its first 5 records"), "{err}");
+    ns.create_log("empty", LogConfig::unbounded()).expect("create");
+    let err = ns.trim("empty", 1).expect_err("nothing to trim");
+    assert!(matches!(err, LogError::InvalidArgument { .. }), "{err}");
+    ns.delete_log("empty").expect("delete");
+    assert_eq!(snapshot(ns), before);
+}
+
+/// Rule 8 with rule 3: on an overwrite log, `earliest` is the higher of
+/// what retention keeps and the trim; a trim below what retention already
+/// dropped is a no-op.
+pub fn trims_and_overwrite_retention_agree(ns: &dyn Namespace) {
+    ns.create_log("o", LogConfig::keep(5, OnFull::Overwrite)).expect("create");
+    for seq in 1..=8 {
+        ns.append("o", &value("o", seq)).expect("append");
+    }
+    assert_eq!(ns.earliest("o").expect("earliest"), 4);
+    assert_eq!(ns.trim("o", 3).expect("below retention"), 4);
+    assert_eq!(ns.trim("o", 6).expect("trim"), 6);
+    ns.append("o", &value("o", 9)).expect("append");
+    assert_eq!(ns.earliest("o").expect("the trim holds"), 6);
+    for seq in 10..=12 {
+        ns.append("o", &value("o", seq)).expect("append");
+    }
+    assert_eq!(ns.earliest("o").expect("retention passes the trim"), 8);
+    let seqs: Vec<u64> = ns.scan("o", SeqRange::from(8..)).expect("scan").map(|r| r.expect("record").seq).collect();
+    assert_eq!(seqs, (8..=12).collect::<Vec<_>>());
+}
+
+/// For a backend that does not trim: every trim is refused with
+/// `Unsupported` (saying what to do instead) and changes nothing.
+pub fn trims_are_refused_as_unsupported(ns: &dyn Namespace) {
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    ns.append("a", b"a1").expect("append");
+    ns.append("a", b"a2").expect("append");
+    let before = snapshot(ns);
+    let err = ns.trim("a", 2).expect_err("unsupported");
+    assert!(matches!(err, LogError::Unsupported { .. }), "{err}");
+    assert!(err.to_string().contains("trim"), "{err}");
     assert_eq!(snapshot(ns), before);
 }

@@ -28,6 +28,10 @@
 //!    name; its `system` flag follows the name (`true` exactly when the new
 //!    name begins with `_`). Scans and watches follow the log they opened,
 //!    not its name.
+//! 8. **Trims.** [`Namespace::trim`] removes a log's records below a seq,
+//!    durably, in one step: `earliest` moves up, the records below it read
+//!    as `Trimmed`, their seqs are never reused, the newest record always
+//!    stays. What a backend reclaims (disk, memory) is its own business.
 //!
 //! The traits are object safe and synchronous, so a layer above holds an
 //! `Arc<dyn Namespace>` and works unchanged over memory, the embedded journal,
@@ -322,6 +326,22 @@ pub trait Namespace: Send + Sync {
     /// is its subject). An empty list is a no-op that succeeds, and so is
     /// `(a, a)`.
     fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()>;
+
+    /// Remove the records of `log` below seq `before` (Kafka's
+    /// `deleteRecords`, a NATS stream's purge up to a sequence): afterwards
+    /// `earliest` is `before` (or higher, if retention had trimmed further),
+    /// reading a seq below it is `Trimmed`, and scans start at it. Durable
+    /// like an append, and final: the trimmed records never come back, also
+    /// across a crash. Returns the new `earliest`.
+    ///
+    /// `before` at or below `earliest` changes nothing (a trim repeated is
+    /// a no-op). Errors, before anything changes: an unknown log
+    /// (`LogNotFound`); `before` above `latest` (`InvalidArgument`: the
+    /// newest record always stays, so a log's `latest` stays readable and
+    /// seqs go on from it); a log with `Keep { Refuse }` retention, whose
+    /// first k records are kept by design (`InvalidArgument`). A backend that
+    /// does not trim refuses with `Unsupported`.
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq>;
 
     /// Every log, in name order.
     fn list_logs(&self) -> Result<Vec<LogInfo>>;

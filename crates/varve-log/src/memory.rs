@@ -79,6 +79,14 @@ impl MemoryLog {
         self.latest
     }
 
+    /// Drop the records below `before` (checked by `rules::check_trim`, so
+    /// the newest stays).
+    fn trim(&mut self, before: Seq) {
+        while self.earliest() < before {
+            self.records.pop_front();
+        }
+    }
+
     fn get(&self, seq: Seq) -> Result<Bytes> {
         rules::check_readable(&self.name, seq, self.earliest(), self.latest)?;
         let index = usize::try_from(seq - self.earliest()).expect("in-memory index fits usize");
@@ -218,6 +226,16 @@ impl Namespace for MemoryNamespace {
         drop(logs);
         self.shared.notifier.notify();
         Ok(())
+    }
+
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        let mut logs = self.shared.logs.write().unwrap_or_else(PoisonError::into_inner);
+        let id = *logs.by_name.get(log).ok_or_else(|| self.shared.not_found(log))?;
+        let state = logs.by_id.get_mut(&id).expect("by_name points at existing logs");
+        if let Some(before) = rules::check_trim(log, state.config.retention, before, state.earliest(), state.latest)? {
+            state.trim(before);
+        }
+        Ok(state.earliest())
     }
 
     fn list_logs(&self) -> Result<Vec<LogInfo>> {

@@ -214,6 +214,40 @@ pub fn earliest_kept(retention: Retention, latest: Seq) -> Seq {
     }
 }
 
+/// The oldest seq a log keeps: what its retention keeps once its latest
+/// is `latest`, and nothing below `trimmed_before` (its explicit trims).
+#[must_use]
+pub fn earliest_after_trims(retention: Retention, latest: Seq, trimmed_before: Seq) -> Seq {
+    if latest == 0 {
+        0
+    } else {
+        earliest_kept(retention, latest).max(trimmed_before)
+    }
+}
+
+/// Check `trim(log, before)` against the log's bounds (see
+/// [`crate::Namespace::trim`]): `Some(before)` to trim to, `None` when there
+/// is nothing to trim. Every backend decides with this.
+pub fn check_trim(log: &str, retention: Retention, before: Seq, earliest: Seq, latest: Seq) -> Result<Option<Seq>> {
+    if let Retention::Keep { k, on_full: OnFull::Refuse } = retention {
+        return Err(LogError::InvalidArgument {
+            reason: format!(
+                "log {log:?} keeps its first {k} records by design (retention keep {k}, refuse): it cannot be \
+                 trimmed; trim logs with unbounded or overwrite retention"
+            ),
+        });
+    }
+    if before > latest {
+        return Err(LogError::InvalidArgument {
+            reason: format!(
+                "trim of log {log:?} before seq {before}, past its latest seq {latest}: the newest record always \
+                 stays, so trim before at most {latest}"
+            ),
+        });
+    }
+    Ok((before > earliest).then_some(before))
+}
+
 /// Is `seq` readable in a log with these bounds? The error says why not.
 pub fn check_readable(log: &str, seq: Seq, earliest: Seq, latest: Seq) -> Result<()> {
     if seq == 0 || seq > latest {

@@ -1,7 +1,7 @@
 //! The journal's byte format is frozen by committed fixtures: this build must
-//! write exactly the bytes of `tests/fixtures/format-v3/` for the same
-//! operations, and read every older format's fixture (`format-v1/`,
-//! `format-v2/`) too.
+//! write exactly the bytes of `tests/fixtures/format-v4/` for the same
+//! operations, and read every older format's fixture (`format-v1/` to
+//! `format-v3/`) too.
 //! Changing the format is a conscious act: bump `FORMAT_VERSION`, describe it
 //! in `docs/design.md`, keep the old fixture, and write the new one with
 //! `VARVE_WRITE_FIXTURES=1 cargo test -p varve-log --test format_fixture`.
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, OnFull, SeqRange, SyncPolicy};
 
 /// The format this build writes.
-const CURRENT: &str = "format-v3";
+const CURRENT: &str = "format-v4";
 /// Every format this build must still read.
-const READABLE: [&str; 3] = ["format-v1", "format-v2", "format-v3"];
+const READABLE: [&str; 4] = ["format-v1", "format-v2", "format-v3", "format-v4"];
 
 fn fixture_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -22,7 +22,8 @@ fn fixture_dir(name: &str) -> PathBuf {
 /// The operations the fixture records: every frame kind appears. The two
 /// logs are created under each other's names and swapped by one
 /// `RenameLogs` frame (format 3), so the logs every fixture must hold come
-/// out right only if the rename is read back.
+/// out right only if the rename is read back. Format 4 adds a `TrimLog`
+/// frame and the floor segment headers restate (`readings` before seq 3).
 fn write_journal(dir: &Path) {
     let options = JournalOptions { segment_bytes_max: 4096, sync: SyncPolicy::Never, ..JournalOptions::default() };
     let ns = JournalNamespace::open(dir, "fixture", options).expect("open");
@@ -36,6 +37,7 @@ fn write_journal(dir: &Path) {
         let reading = format!("sensor-{} {}.{}", i % 3, 20 + i % 7, i % 10);
         ns.append_batch(&[("readings", reading.as_bytes()), ("latest", &i.to_le_bytes())]).expect("batch");
     }
+    ns.trim("readings", 3).expect("trim");
     ns.append("readings", &[0, 255, 1, 254]).expect("binary record");
     ns.close().expect("close");
 }
@@ -89,10 +91,12 @@ fn reads_the_fixture(fixture: &str) {
     let ns = JournalNamespace::open(copy.path(), "fixture", options).unwrap_or_else(|e| panic!("{fixture}: {e}"));
     let logs: Vec<(String, u64, u64)> =
         ns.list_logs().expect("list").into_iter().map(|l| (l.name, l.earliest, l.latest)).collect();
-    assert_eq!(logs, [("latest".to_owned(), 59, 60), ("readings".to_owned(), 1, 61)]);
-    assert_eq!(ns.get("readings", 1).expect("get"), &b"sensor-0 20.0"[..]);
+    // Format 4 trimmed `readings` before seq 3; older formats have no trims.
+    let earliest = if fixture == "format-v4" { 3 } else { 1 };
+    assert_eq!(logs, [("latest".to_owned(), 59, 60), ("readings".to_owned(), earliest, 61)]);
+    assert_eq!(ns.get("readings", 3).expect("get"), &b"sensor-2 22.2"[..]);
     assert_eq!(ns.get("readings", 61).expect("get"), &[0, 255, 1, 254][..]);
     assert_eq!(ns.get("latest", 60).expect("get"), &59u32.to_le_bytes()[..]);
-    assert_eq!(ns.scan("readings", SeqRange::ALL).expect("scan").count(), 61);
+    assert_eq!(ns.scan("readings", SeqRange::from(earliest..)).expect("scan").count() as u64, 62 - earliest);
     assert!(ns.recovery_report().segments >= 2, "the fixture spans a segment roll");
 }

@@ -1,5 +1,5 @@
 //! Property test: random operations (create, append, batch, `append_if`, get,
-//! scan, delete, retention overflow, reopen) on the journal and on a plain
+//! scan, delete, trim, retention overflow, reopen) on the journal and on a plain
 //! in-memory model give identical results. Proptest prints the failing case
 //! and stores its seed in `proptest-regressions/` for replay.
 
@@ -26,6 +26,7 @@ enum Op {
     Get(usize, u64),
     Scan(usize, u64, u64),
     Delete(usize),
+    Trim(usize, u64),
     Reopen,
 }
 
@@ -39,6 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (log.clone(), 0..30u64).prop_map(|(l, s)| Op::Get(l, s)),
         2 => (log.clone(), 0..30u64, 0..30u64).prop_map(|(l, a, b)| Op::Scan(l, a, b)),
         1 => log.clone().prop_map(Op::Delete),
+        2 => (log.clone(), 0..30u64).prop_map(|(l, s)| Op::Trim(l, s)),
         1 => Just(Op::Reopen),
     ]
 }
@@ -172,6 +174,20 @@ impl Model {
                 Some(_) => Outcome::Unit,
                 None => Outcome::Error("not found"),
             },
+            Op::Trim(l, before) => {
+                let Some((config, latest, records)) = self.logs.get_mut(LOGS[*l]) else {
+                    return Outcome::Error("not found");
+                };
+                if matches!(config.retention, varve_log::Retention::Keep { on_full: OnFull::Refuse, .. })
+                    || before > latest
+                {
+                    return Outcome::Error("invalid");
+                }
+                while records.first_key_value().is_some_and(|(seq, _)| seq < before) {
+                    records.pop_first();
+                }
+                Outcome::Seqs(vec![records.keys().next().copied().unwrap_or(0)])
+            }
             Op::Reopen => Outcome::Unit,
         }
     }
@@ -198,6 +214,7 @@ fn run_real(ns: &JournalNamespace, step: usize, op: &Op) -> Outcome {
             })
         }
         Op::Delete(l) => ns.delete_log(LOGS[*l]).map(|()| Outcome::Unit),
+        Op::Trim(l, before) => ns.trim(LOGS[*l], *before).map(|earliest| Outcome::Seqs(vec![earliest])),
         Op::Reopen => Ok(Outcome::Unit),
     };
     result.unwrap_or_else(|e| Outcome::Error(kind(&e)))
@@ -227,8 +244,13 @@ proptest! {
         // And the final state survives one more reopen, log by log.
         drop(ns);
         let ns = JournalNamespace::open(dir.path(), "model", options()).expect("final reopen");
-        let listed: Vec<(String, u64)> = ns.list_logs().expect("list").into_iter().map(|l| (l.name, l.latest)).collect();
-        let modelled: Vec<(String, u64)> = model.logs.iter().map(|(n, (_, latest, _))| ((*n).to_owned(), *latest)).collect();
+        let listed: Vec<(String, u64, u64)> =
+            ns.list_logs().expect("list").into_iter().map(|l| (l.name, l.earliest, l.latest)).collect();
+        let modelled: Vec<(String, u64, u64)> = model
+            .logs
+            .iter()
+            .map(|(n, (_, latest, records))| ((*n).to_owned(), records.keys().next().copied().unwrap_or(0), *latest))
+            .collect();
         prop_assert_eq!(listed, modelled);
     }
 }

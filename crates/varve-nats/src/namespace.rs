@@ -551,6 +551,20 @@ impl Namespace for NatsNamespace {
         })
     }
 
+    /// Refused for now: every client derives a log's `earliest` from its
+    /// retention and latest seq, so a trim needs a floor all of them see
+    /// (in the log's configuration subject) before the purge — not built.
+    /// Overwrite retention (`Keep { k, Overwrite }`) bounds a log on NATS.
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        Err(LogError::Unsupported {
+            target: self.inner.target().to_owned(),
+            operation: format!("trim log {log:?} before seq {before}"),
+            reason: "trims are not built on the NATS JetStream backend yet: bound the log with overwrite retention \
+                     (keep K, overwrite), or keep the namespace on the journal or `varve serve` to trim"
+                .into(),
+        })
+    }
+
     fn delete_log(&self, log: &str) -> Result<()> {
         let inner = &self.inner;
         inner.refresh(log)?;

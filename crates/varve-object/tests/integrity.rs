@@ -37,6 +37,9 @@ impl Namespace for Tampering {
     fn rename_logs(&self, renames: &[(&str, &str)]) -> LogResult<()> {
         self.inner.rename_logs(renames)
     }
+    fn trim(&self, log: &str, before: varve_log::Seq) -> LogResult<varve_log::Seq> {
+        self.inner.trim(log, before)
+    }
     fn list_logs(&self) -> LogResult<Vec<LogInfo>> {
         self.inner.list_logs()
     }

@@ -156,6 +156,9 @@ impl Namespace for FaultyNamespace {
     fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<(), LogError> {
         self.write("rename_logs", || self.inner.rename_logs(renames))
     }
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq, LogError> {
+        self.write("trim", || self.inner.trim(log, before))
+    }
     fn list_logs(&self) -> Result<Vec<LogInfo>, LogError> {
         self.check_alive()?;
         self.inner.list_logs()
@@ -283,6 +286,9 @@ impl Namespace for CountingNamespace {
     }
     fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<(), LogError> {
         self.inner.rename_logs(renames)
+    }
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq, LogError> {
+        self.inner.trim(log, before)
     }
     fn list_logs(&self) -> Result<Vec<LogInfo>, LogError> {
         self.inner.list_logs()

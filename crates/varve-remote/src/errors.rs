@@ -174,7 +174,7 @@ fn too_large_what(what: &str) -> &'static str {
 
 /// `ReadOnly.operation` is a `&'static str`: the phrases the journal uses.
 fn read_only_operation(operation: &str) -> &'static str {
-    ["append", "create a log", "delete a log", "rename logs", "repair", "start a runtime"]
+    ["append", "create a log", "delete a log", "rename logs", "trim a log", "repair", "start a runtime"]
         .into_iter()
         .find(|known| *known == operation)
         .unwrap_or("write")

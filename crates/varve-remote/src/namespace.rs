@@ -14,7 +14,8 @@ use crate::client::{backoff, Answer, Call, Client, Effect, Failure};
 use crate::scan::RemoteScan;
 use crate::watch::RemoteWatch;
 use crate::wire::{
-    parse_json, AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, LogsJson, RenameJson,
+    parse_json, AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, LogsJson, RenameJson, TrimJson,
+    TrimmedJson,
 };
 
 /// Most sends of one [`RemoteNamespace::append_batch_once`], the first included.
@@ -194,6 +195,17 @@ impl Namespace for RemoteNamespace {
         let call =
             Call::new(Method::POST, self.path("/rename"), Effect::Once { operation }).json(&RenameJson::new(renames));
         self.client.send(&call).map(drop)
+    }
+
+    /// `POST …/logs/LOG/trim` with `{"before": N}`, answered with the new
+    /// earliest (`{"earliest": N}`). Resent after a connection failure: a
+    /// trim repeated is a no-op.
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        let operation = format!("trim log {log:?} before seq {before}");
+        let call = Call::new(Method::POST, self.log_path(log, "/trim")?, Effect::Idempotent { operation })
+            .json(&TrimJson { before });
+        let answer = self.client.send(&call)?;
+        Ok(parse_json::<TrimmedJson>(self.target(), "the answer to a trim", &answer.body)?.earliest)
     }
 
     fn list_logs(&self) -> Result<Vec<LogInfo>> {

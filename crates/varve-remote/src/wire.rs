@@ -120,6 +120,18 @@ impl<'a> BatchJson<'a> {
     }
 }
 
+/// TRIM: `{"before": N}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct TrimJson {
+    pub(crate) before: u64,
+}
+
+/// The answer to a trim: `{"earliest": N}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct TrimmedJson {
+    pub(crate) earliest: u64,
+}
+
 /// RENAMES: `{"renames": [{"from": "a", "to": "b"}, …]}`.
 #[derive(Debug, Serialize)]
 pub(crate) struct RenameJson<'a> {

@@ -111,6 +111,10 @@ impl Namespace for Cut {
         Self::apply(&self.rename, "rename_logs")?;
         self.inner.rename_logs(renames)
     }
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq, LogError> {
+        self.clock.tick("trim")?;
+        self.inner.trim(log, before)
+    }
     fn list_logs(&self) -> Result<Vec<LogInfo>, LogError> {
         self.inner.list_logs()
     }

@@ -178,12 +178,14 @@ fn handle(ctx: &HandlerContext<'_>, request: Request) -> Result<Response> {
             let records = ctx.scan(&log, varve_log::SeqRange { first, last })?;
             Ok(Response { ok: true, records: Some(crate::socket::ScanRecord::all(&records)), ..Response::default() })
         }
-        Request::CreateLog { log, .. } | Request::DeleteLog { log } => Err(RuntimeError::InvalidArgument {
-            reason: format!(
-                "{log:?}: creating and deleting logs is not served to a command run through a handler context (a \
-                 repair recomputes records, not the set of logs)"
-            ),
-        }),
+        Request::CreateLog { log, .. } | Request::DeleteLog { log } | Request::Trim { log, .. } => {
+            Err(RuntimeError::InvalidArgument {
+                reason: format!(
+                    "{log:?}: creating, deleting and trimming logs is not served to a command run through a handler \
+                     context (a repair recomputes records, not the set of logs or what they keep)"
+                ),
+            })
+        }
         Request::Call { name, .. } => Err(RuntimeError::InvalidArgument {
             reason: format!(
                 "{name:?}: the operations `varve run` adds are not served to a command run through a handler context"

@@ -125,6 +125,15 @@ impl Inner {
         Ok(self.ns.rename_logs(renames)?)
     }
 
+    /// Trim one of the application's logs (the runtime's own are refused).
+    /// Under the writer's lock, like every write through the runtime.
+    pub(crate) fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        refuse_trimming_runtime_logs(log)?;
+        let _writer = self.lock_writer();
+        self.check_running()?;
+        Ok(self.ns.trim(log, before)?)
+    }
+
     /// Record a READ or LATEST event unless reads are not recorded.
     pub(crate) fn record_read(&self, event: Event) -> Result<()> {
         if self.options.record_reads {
@@ -132,6 +141,21 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// Refuse a trim of one of the runtime's own logs (see
+/// `system_logs::is_runtime_log`): `_events` is trimmed by the runtime's
+/// retention, which knows what its recovery and repairs still need.
+pub(crate) fn refuse_trimming_runtime_logs(log: &str) -> Result<()> {
+    if is_runtime_log(log) {
+        return Err(RuntimeError::InvalidArgument {
+            reason: format!(
+                "{log} is the runtime's own log: it is not trimmed by hand; set the runtime's events_keep (manifest \
+                 `events_keep`) and the runtime trims its event log itself"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Refuse a rename that touches one of the runtime's own logs (see

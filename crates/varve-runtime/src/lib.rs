@@ -171,8 +171,8 @@ pub use runtime::{Runtime, RuntimeHandle};
 pub use shared::SHARED_LEASE_DEFAULT;
 pub use stop::{InterruptedRun, Interruption, StopReport, KILLED_WAIT_MAX};
 pub use system_logs::{
-    namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG,
-    SUBSCRIPTIONS_LOG,
+    is_runtime_log, namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG,
+    PROGRESS_LOG, SUBSCRIPTIONS_LOG,
 };
 pub use worker::{CLAIM_BATCH_MAX, CONCURRENCY_MAX};
 pub use writer::NamespaceWriter;

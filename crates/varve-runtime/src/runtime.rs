@@ -129,6 +129,13 @@ impl Runtime {
         self.inner.rename_logs(renames)
     }
 
+    /// Trim a log's records below `before` (`Namespace::trim`), through the
+    /// runtime; the runtime's own logs are refused (it trims `_events` by
+    /// its retention). Returns the log's new earliest seq.
+    pub fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        self.inner.trim(log, before)
+    }
+
     /// Canal's `create_topic`: a log plus an entry in the subscription log.
     pub fn create_topic(&self, topic: &str) -> Result<()> {
         self.inner.create_topic(topic)

@@ -171,6 +171,14 @@ pub enum Request {
         /// The log's name.
         log: String,
     },
+    /// Trim a log's records below `before` (`Namespace::trim`); answered
+    /// with the log's new earliest seq in `seq`.
+    Trim {
+        /// The log's name.
+        log: String,
+        /// The first seq kept.
+        before: Seq,
+    },
     /// An operation the program hosting the runtime added
     /// ([`crate::Runtime::add_socket_op`]), such as `varve run`'s `repair`;
     /// answered with `answer`.
@@ -479,6 +487,9 @@ fn handle(inner: &Inner, request: Request) -> Result<Response> {
         Request::DeleteLog { log } => {
             inner.delete_log(&log)?;
             Ok(Response { ok: true, ..Response::default() })
+        }
+        Request::Trim { log, before } => {
+            Ok(Response { ok: true, seq: Some(inner.trim(&log, before)?), ..Response::default() })
         }
         Request::Call { name, args } => {
             let op = inner.socket_ops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&name).cloned();

@@ -25,7 +25,7 @@ pub const DEAD_LETTERS_LOG: &str = "_dead_letters";
 /// `_dead_letters`, `_runtime.*`), which only the runtime writes and which
 /// must keep their names.
 #[must_use]
-pub(crate) fn is_runtime_log(name: &str) -> bool {
+pub fn is_runtime_log(name: &str) -> bool {
     name == EVENTS_LOG || name == DEAD_LETTERS_LOG || name.starts_with("_runtime.")
 }
 

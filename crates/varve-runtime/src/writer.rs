@@ -170,6 +170,19 @@ impl NamespaceWriter {
         Ok(self.ns.rename_logs(renames)?)
     }
 
+    /// Trim a log's records below `before` (see `Namespace::trim`); through
+    /// the runtime when there is one. The runtime's own logs are refused:
+    /// it trims `_events` itself, by its retention (`events_keep`), never
+    /// past what its recovery still needs.
+    pub fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        crate::inner::refuse_trimming_runtime_logs(log)?;
+        let state = self.read_state();
+        if let Some(runtime) = &state.runtime {
+            return runtime.trim(log, before);
+        }
+        Ok(self.ns.trim(log, before)?)
+    }
+
     /// Stop the runtime writes go through, if any (`grace` for its running
     /// handlers, see [`Runtime::stop`]); later writes go straight to the log
     /// until a cause or a subscription asks for a runtime again.

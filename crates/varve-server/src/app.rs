@@ -59,6 +59,7 @@ pub fn router(state: Shared) -> Router {
         .route("/namespaces/{ns}/logs/{log}/records", post(routes::append).get(stream::scan))
         .route("/namespaces/{ns}/logs/{log}/records/{seq}", get(routes::get_record))
         .route("/namespaces/{ns}/logs/{log}/watch", get(stream::watch))
+        .route("/namespaces/{ns}/logs/{log}/trim", post(routes::trim))
         .route("/namespaces/{ns}/batch", post(routes::append_batch))
         .route("/namespaces/{ns}/sync", post(routes::sync))
         .route("/namespaces/{ns}/rename", post(routes::rename_logs))
@@ -126,6 +127,7 @@ fn operation(method: &Method, route: Option<&str>) -> &'static str {
         ("GET", "/namespaces/{ns}/logs/{log}/records") => "scan",
         ("GET", "/namespaces/{ns}/logs/{log}/records/{seq}") => "get",
         ("GET", "/namespaces/{ns}/logs/{log}/watch") => "watch",
+        ("POST", "/namespaces/{ns}/logs/{log}/trim") => "trim",
         ("POST", "/namespaces/{ns}/batch") => "append_batch",
         ("POST", "/namespaces/{ns}/sync") => "sync",
         ("POST", "/namespaces/{ns}/rename") => "rename_logs",

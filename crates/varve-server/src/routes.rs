@@ -24,7 +24,7 @@ use crate::app::Shared;
 use crate::error::ApiError;
 use crate::namespaces::Served;
 use crate::tokens::Permission;
-use crate::wire::{AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, RenameJson};
+use crate::wire::{AppendedJson, BatchAppendedJson, BatchJson, CreateJson, LogInfoJson, RenameJson, TrimJson};
 
 /// The header that makes an append safe to send again (see `docs/http.md`).
 pub const REQUEST_ID_HEADER: &str = "varve-request-id";
@@ -253,6 +253,26 @@ pub async fn delete_log(State(state): State<Shared>, params: Params) -> Result<R
     let served = state.namespaces.for_read(params.ns())?;
     blocking(move || Ok(served.writer.delete_log(&log)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST …/logs/LOG/trim`: remove the log's records below a seq (body:
+/// TRIM, `{"before": N}`), answered with `{"earliest": N}`. A principal's
+/// token may not trim an object store's raw logs, as it may not write them.
+pub async fn trim(
+    State(state): State<Shared>,
+    Extension(permission): Extension<Permission>,
+    params: Params,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let log = params.log()?.to_owned();
+    refuse_raw_object_log(&permission, &log)?;
+    let (parts, body) = request.into_parts();
+    require_json(&parts.headers, false)?;
+    let body = read_body(body, &parts.headers, "trim body", JSON_OVERHEAD_BYTES).await?;
+    let before = parse_json::<TrimJson>(&body)?.before;
+    let served = state.namespaces.for_write(params.ns())?;
+    let earliest = blocking(move || Ok(served.writer.trim(&log, before)?)).await?;
+    Ok(Json(json!({ "earliest": earliest })).into_response())
 }
 
 /// `POST /v1/namespaces/NS/rename`: rename logs, all at once or none (body:

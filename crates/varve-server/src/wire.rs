@@ -53,6 +53,14 @@ pub struct RenameJson {
     pub renames: Vec<RenamePairJson>,
 }
 
+/// TRIM: `{"before": N}` — the records of the log below seq N go.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TrimJson {
+    /// The first seq kept.
+    pub before: u64,
+}
+
 /// One rename of a [`RenameJson`].
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

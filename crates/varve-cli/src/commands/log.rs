@@ -166,6 +166,19 @@ pub fn rm(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+pub fn trim(ctx: &Context<'_>, name: &str, before: Seq) -> anyhow::Result<()> {
+    validate_name(name, true)?;
+    if varve_runtime::is_runtime_log(name) {
+        bail!(
+            "{name} is the runtime's own log: it is not trimmed by hand; set `events_keep` in the app's manifest and \
+             the runtime trims its event log itself"
+        );
+    }
+    let earliest = super::write::trim_log(ctx, name, before)?;
+    ctx.out.answer(&TrimAnswer { log: name, earliest }, || format!("log {name}: earliest seq now {earliest}"))?;
+    Ok(())
+}
+
 pub fn scan(ctx: &Context<'_>, name: &str, from: Option<Seq>, to: Option<Seq>) -> anyhow::Result<()> {
     validate_name(name, true)?;
     let ns = ctx.reader()?;
@@ -308,6 +321,13 @@ struct CreateAnswer<'a> {
     created: bool,
     #[serde(flatten)]
     retention: RetentionJson,
+}
+
+/// `trim`: `{"log":…,"earliest":N}`.
+#[derive(Serialize)]
+struct TrimAnswer<'a> {
+    log: &'a str,
+    earliest: Seq,
 }
 
 /// `batch`: `{"appended":[{"log":…,"seq":N},…]}`, in input order.

@@ -28,8 +28,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
-use varve_log::{LogConfig, LogError, Namespace, OnFull, Retention};
+use anyhow::{anyhow, bail, Context as _};
+use varve_log::{LogConfig, LogError, Namespace, OnFull, Retention, Seq};
 use varve_remote::RemoteNamespace;
 use varve_runtime::command::{ENV_EVENT_ID, ENV_NAMESPACE, ENV_RUNTIME_SOCKET, ENV_TRACE_ID};
 use varve_runtime::event::{parse_trace, TraceId};
@@ -429,6 +429,51 @@ impl WriteOp for DeleteLog<'_> {
 /// Delete a log.
 pub fn delete_log(ctx: &Context<'_>, name: &str) -> anyhow::Result<()> {
     run(ctx, &DeleteLog { name })
+}
+
+/// `log trim`.
+struct TrimLog<'a> {
+    name: &'a str,
+    before: Seq,
+}
+
+impl WriteOp for TrimLog<'_> {
+    /// The log's new earliest seq.
+    type Answer = Seq;
+
+    fn request(&self) -> Request {
+        Request::Trim { log: self.name.to_owned(), before: self.before }
+    }
+
+    fn answer(&self, response: Response) -> anyhow::Result<Seq> {
+        response.seq.context("the runtime answered the trim without the new earliest seq")
+    }
+
+    fn direct(&self, _ctx: &Context<'_>, ns: varve_log::JournalNamespace) -> anyhow::Result<Seq> {
+        let earliest = ns.trim(self.name, self.before)?;
+        ns.close()?;
+        Ok(earliest)
+    }
+
+    fn remote(&self, ns: &RemoteNamespace) -> anyhow::Result<Seq> {
+        Ok(ns.trim(self.name, self.before)?)
+    }
+
+    fn shared(&self, ns: &Arc<dyn varve_log::Namespace>) -> anyhow::Result<Seq> {
+        Ok(ns.trim(self.name, self.before)?)
+    }
+
+    fn unknown(&self, ctx: &Context<'_>, last: &str) -> String {
+        format!(
+            "trimming log {} in namespace {} may or may not have happened: the connection to its runtime broke before the answer (last: {last}); check its earliest seq with `varve --ns {} log info {}` (a trim repeated is harmless)",
+            self.name, ctx.namespace, ctx.namespace, self.name
+        )
+    }
+}
+
+/// Trim a log's records below `before`; the log's new earliest seq.
+pub fn trim_log(ctx: &Context<'_>, name: &str, before: Seq) -> anyhow::Result<Seq> {
+    run(ctx, &TrimLog { name, before })
 }
 
 /// The process id in the namespace's [`RUNTIME_PID_FILE`], if that process lives.

@@ -184,7 +184,8 @@ mod tests {
     use crate::journal::format::LogDescriptor;
 
     fn log(id: u32) -> LogState {
-        let descriptor = LogDescriptor { id, name: format!("log-{id}"), config: LogConfig::default(), latest: 0 };
+        let descriptor =
+            LogDescriptor { id, name: format!("log-{id}"), config: LogConfig::default(), latest: 0, trimmed_before: 0 };
         LogState { descriptor, base: 1, positions: VecDeque::new() }
     }
 

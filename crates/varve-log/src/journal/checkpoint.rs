@@ -55,7 +55,10 @@ use crate::journal::{CheckpointUse, RecoveryReport};
 pub const FILE_NAME: &str = "index.checkpoint";
 const TEMP_NAME: &str = "index.checkpoint.tmp";
 const MAGIC: u32 = u32::from_le_bytes(*b"VVIX");
-const VERSION: u16 = 1;
+/// Version 2: descriptors may carry a trim floor (segment format 4).
+/// Version 1 checkpoints are still read (their descriptors never do).
+const VERSION: u16 = 2;
+const VERSION_READ_MIN: u16 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Save `state` as the checkpoint of a writer that has just closed cleanly:
@@ -213,8 +216,8 @@ fn decode(
         return Err("not a checkpoint (bad magic)".into());
     }
     let version = header.u16().map_err(short)?;
-    if version != VERSION {
-        return Err(format!("checkpoint version {version}, this build reads {VERSION}"));
+    if !(VERSION_READ_MIN..=VERSION).contains(&version) {
+        return Err(format!("checkpoint version {version}, this build reads {VERSION_READ_MIN} to {VERSION}"));
     }
     header.u16().map_err(short)?;
     let body_len = usize::try_from(header.u64().map_err(short)?).map_err(|_| "checkpoint length overflows")?;

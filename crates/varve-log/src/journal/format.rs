@@ -10,7 +10,8 @@
 //! ```
 //!
 //! (Kinds: 1 segment header, 2 create log, 3 delete log, 4 append, 5
-//! relocate, 6 append of one record, 7 rename logs — see `docs/design.md`.)
+//! relocate, 6 append of one record, 7 rename logs, 8 trim a log — see
+//! `docs/design.md`.)
 //!
 //! `header_crc` is CRC32C of the header's first 12 bytes, so a damaged length
 //! is never trusted. `body_crc` is CRC32C of the body — except that for
@@ -22,11 +23,11 @@ use crate::codec::{ByteReader, ByteWriter, ReadError};
 use crate::contract::{LogConfig, OnFull, Retention, Seq};
 
 pub(crate) const MAGIC: u16 = 0x5656; // "VV"
-/// Version 2 added `AppendOne`, version 3 `RenameLogs`. Segments of
-/// versions 1 and 2 are still read. (A build that reads only up to 2 refuses a
-/// version 3 segment as `UnsupportedFormat`, rather than taking its rename
-/// frames for damage.)
-pub(crate) const FORMAT_VERSION: u16 = 3;
+/// Version 2 added `AppendOne`, version 3 `RenameLogs`, version 4
+/// `TrimLog` and a descriptor's trim floor. Segments of versions 1 to 3 are
+/// still read. (A build that reads only up to 3 refuses a version 4 segment
+/// as `UnsupportedFormat`, rather than taking its trim frames for damage.)
+pub(crate) const FORMAT_VERSION: u16 = 4;
 /// The oldest segment format this build reads.
 pub(crate) const FORMAT_VERSION_READ_MIN: u16 = 1;
 pub(crate) const FRAME_HEADER_BYTES: usize = 16;
@@ -53,6 +54,8 @@ pub(crate) enum FrameKind {
     AppendOne = 6,
     /// Several logs take new names at once (format 3): `rename_logs`.
     RenameLogs = 7,
+    /// A log's records below a seq are gone (format 4): `trim`.
+    TrimLog = 8,
 }
 
 impl FrameKind {
@@ -65,6 +68,7 @@ impl FrameKind {
             5 => FrameKind::Relocate,
             6 => FrameKind::AppendOne,
             7 => FrameKind::RenameLogs,
+            8 => FrameKind::TrimLog,
             _ => return None,
         })
     }
@@ -91,6 +95,10 @@ pub(crate) struct LogDescriptor {
     pub(crate) config: LogConfig,
     /// Latest seq when the descriptor was written (0 in `CreateLog`).
     pub(crate) latest: Seq,
+    /// Records below this seq were trimmed (`trim`); 0 if never trimmed.
+    /// Restated by every segment header, so a trim outlives the segment
+    /// that holds its `TrimLog` frame.
+    pub(crate) trimmed_before: Seq,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,6 +177,8 @@ pub(crate) enum FrameBody<'a> {
     Relocate(Vec<Entry<'a>>),
     /// `(log id, new name)` pairs, applied all at once.
     RenameLogs(Vec<(u32, String)>),
+    /// `(log id, before)`: the log's records below `before` are gone.
+    TrimLog(u32, Seq),
 }
 
 /// Bytes a rename takes at least in a `RenameLogs` body: log id and name
@@ -273,22 +283,39 @@ impl ByteWriter for FrameEncoder<'_> {
     }
 }
 
+/// A descriptor's retention tag has this bit when a trim floor
+/// (`trimmed_before`, u64) follows the `system` byte (format 4).
+const TAG_TRIMMED: u8 = 0x80;
+
 /// A descriptor as segment headers and `CreateLog` frames hold it (and
-/// index checkpoints, `checkpoint.rs`).
+/// index checkpoints, `checkpoint.rs`):
+/// `id u32 | latest u64 | tag u8 | k u64 | system u8 | [trimmed_before u64] | name_len u16 | name`.
 pub(crate) fn put_descriptor(out: &mut impl ByteWriter, d: &LogDescriptor) {
     let (tag, k) = match d.config.retention {
         Retention::Unbounded => (0, 0),
         Retention::Keep { k, on_full: OnFull::Refuse } => (1, k),
         Retention::Keep { k, on_full: OnFull::Overwrite } => (2, k),
     };
+    let trimmed = d.trimmed_before > 0;
     out.put_u32(d.id);
     out.put_u64(d.latest);
-    out.put_u8(tag);
+    out.put_u8(if trimmed { tag | TAG_TRIMMED } else { tag });
     out.put_u64(k);
     out.put_u8(u8::from(d.config.system));
+    if trimmed {
+        out.put_u64(d.trimmed_before);
+    }
     let name_len = u16::try_from(d.name.len()).expect("names are at most 200 bytes");
     out.put_u16(name_len);
     out.put_bytes(d.name.as_bytes());
+}
+
+/// `log_id u32 | before u64`.
+pub(crate) fn encode_trim(buf: &mut Vec<u8>, log_id: u32, before: Seq) -> usize {
+    let mut frame = FrameEncoder::begin(buf, FrameKind::TrimLog);
+    frame.put_u32(log_id);
+    frame.put_u64(before);
+    frame.finish()
 }
 
 /// Encode a whole segment header frame.
@@ -442,7 +469,8 @@ pub(crate) fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescript
     let tag = reader.u8()?;
     let k = reader.u64()?;
     let system = reader.u8()?;
-    let retention = match tag {
+    let trimmed_before = if tag & TAG_TRIMMED == 0 { 0 } else { reader.u64()? };
+    let retention = match tag & !TAG_TRIMMED {
         0 => Retention::Unbounded,
         1 => Retention::Keep { k, on_full: OnFull::Refuse },
         2 => Retention::Keep { k, on_full: OnFull::Overwrite },
@@ -453,7 +481,12 @@ pub(crate) fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescript
     if crate::rules::check_create(&name, &config).is_err() {
         return Err(damaged(&format!("stored log {name:?} breaks the naming or config rules")));
     }
-    Ok(LogDescriptor { id, name, config, latest })
+    if trimmed_before > latest {
+        return Err(damaged(&format!(
+            "stored log {name:?} is trimmed before seq {trimmed_before}, past its latest {latest}"
+        )));
+    }
+    Ok(LogDescriptor { id, name, config, latest, trimmed_before })
 }
 
 fn parse_entries(kind: FrameKind, body: &[u8]) -> Result<Vec<Entry<'_>>, FrameError> {
@@ -519,6 +552,7 @@ pub(crate) fn parse_body(frame: RawFrame<'_>) -> Result<FrameBody<'_>, FrameErro
             }
             FrameBody::RenameLogs(renames)
         }
+        FrameKind::TrimLog => FrameBody::TrimLog(reader.u32()?, reader.u64()?),
     };
     reader.finish()?;
     Ok(body)

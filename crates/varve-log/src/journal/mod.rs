@@ -587,6 +587,10 @@ impl Namespace for JournalNamespace {
         self.shared.rename_logs(renames)
     }
 
+    fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        self.shared.trim(log, before)
+    }
+
     fn list_logs(&self) -> Result<Vec<LogInfo>> {
         self.shared.refresh()?;
         Ok(self.shared.read_state().infos())

@@ -339,6 +339,7 @@ impl Scanner<'_, '_> {
             }
             FrameBody::DeleteLog(id) => self.state.apply_delete(id).err().into_iter().collect(),
             FrameBody::RenameLogs(renames) => self.state.apply_rename(&renames).err().into_iter().collect(),
+            FrameBody::TrimLog(log_id, before) => self.state.apply_trim(log_id, before).err().into_iter().collect(),
             FrameBody::Append(entries) => {
                 let mut problems = Vec::new();
                 for (index, entry) in entries.iter().enumerate() {
@@ -441,7 +442,8 @@ mod fuzz {
         let mut state = State::default();
         let mut buf = Vec::new();
         encode_segment_header(&mut buf, &state.catalog(1));
-        let descriptor = LogDescriptor { id: 0, name: "a".into(), config: LogConfig::default(), latest: 0 };
+        let descriptor =
+            LogDescriptor { id: 0, name: "a".into(), config: LogConfig::default(), latest: 0, trimmed_before: 0 };
         encode_create(&mut buf, &descriptor);
         state.apply_create(descriptor).expect("create");
         for seq in 1..=3u64 {

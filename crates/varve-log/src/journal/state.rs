@@ -77,7 +77,7 @@ impl LogState {
     }
 
     pub(crate) fn earliest(&self) -> Seq {
-        rules::earliest_kept(self.descriptor.config.retention, self.latest())
+        rules::earliest_after_trims(self.descriptor.config.retention, self.latest(), self.descriptor.trimmed_before)
     }
 
     pub(crate) fn position(&self, seq: Seq) -> Option<Position> {
@@ -242,6 +242,27 @@ impl State {
         Ok(())
     }
 
+    /// A log's records below `before` are gone (a `TrimLog` frame, or a
+    /// segment header that states a floor a reclaimed segment's trim set).
+    /// A floor at or below the one known changes nothing.
+    pub(crate) fn apply_trim(&mut self, log_id: u32, before: Seq) -> Result<(), Inconsistency> {
+        let State { logs, segments, live_bytes_total, .. } = self;
+        let log = logs.get_mut(log_id).ok_or_else(|| format!("trim of unknown log id {log_id}"))?;
+        if before > log.latest() {
+            return Err(format!(
+                "trim of log {:?} before seq {before}, past its latest seq {}",
+                log.descriptor.name,
+                log.latest()
+            ));
+        }
+        if before > log.descriptor.trimmed_before {
+            log.descriptor.trimmed_before = before;
+            let keep_from = log.earliest();
+            trim(log, segments, live_bytes_total, keep_from);
+        }
+        Ok(())
+    }
+
     /// A segment header restates the whole catalog: logs it lacks were deleted
     /// in segments since reclaimed; logs it names otherwise than we know were
     /// renamed there; logs it has may be ahead of what we have
@@ -290,7 +311,15 @@ impl State {
                 ));
                 continue;
             }
+            // A floor a reclaimed segment's trim set: first, so that the
+            // records below it are trimmed, not counted lost, by the skip.
+            let log = self.logs.get_mut(descriptor.id).expect("checked above");
+            log.descriptor.trimmed_before = log.descriptor.trimmed_before.max(descriptor.trimmed_before);
             problems.extend(self.skip_to(descriptor.id, descriptor.latest, gap_cause).err());
+            let State { logs, segments, live_bytes_total, .. } = self;
+            let log = logs.get_mut(descriptor.id).expect("checked above");
+            let keep_from = log.earliest();
+            trim(log, segments, live_bytes_total, keep_from);
         }
         problems
     }
@@ -303,7 +332,8 @@ impl State {
         if latest == old_latest {
             return Ok(());
         }
-        let keep_from = rules::earliest_kept(log.descriptor.config.retention, latest);
+        let keep_from =
+            rules::earliest_after_trims(log.descriptor.config.retention, latest, log.descriptor.trimmed_before);
         let missing_from = (old_latest + 1).max(keep_from);
         if latest + 1 - missing_from > self.gap_records_max {
             return Err(format!(

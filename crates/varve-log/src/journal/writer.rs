@@ -361,7 +361,7 @@ impl Shared {
             if let Some(existing) = state.log_by_name(log) {
                 return rules::check_recreate(log, &existing.descriptor.config, &config);
             }
-            LogDescriptor { id: state.next_log_id, name: log.to_owned(), config, latest: 0 }
+            LogDescriptor { id: state.next_log_id, name: log.to_owned(), config, latest: 0, trimmed_before: 0 }
         };
         writer.frame.clear();
         format::encode_create(&mut writer.frame, &descriptor);
@@ -420,6 +420,48 @@ impl Shared {
         drop(writer);
         self.notifier.notify();
         self.acknowledge(written)
+    }
+}
+
+impl Shared {
+    /// One `TrimLog` frame; checked first against the state under the
+    /// writer's lock (`rules::check_trim`), so a refused trim writes nothing.
+    /// The records trimmed are dead from then on: the compactor reclaims
+    /// their segments as it does those of overwritten records.
+    pub(super) fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
+        if self.writer.is_none() {
+            self.refresh()?;
+            let state = self.read_state();
+            let existing = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
+            let retention = existing.descriptor.config.retention;
+            rules::check_trim(log, retention, before, existing.earliest(), existing.latest())?;
+            return Err(LogError::ReadOnly { namespace: self.name.clone(), operation: "trim a log" });
+        }
+        let mut writer = self.writer("trim a log")?;
+        let (id, earliest) = {
+            let state = self.read_state();
+            let existing = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
+            let retention = existing.descriptor.config.retention;
+            match rules::check_trim(log, retention, before, existing.earliest(), existing.latest())? {
+                Some(_) => (existing.descriptor.id, existing.earliest()),
+                None => return Ok(existing.earliest()),
+            }
+        };
+        debug_assert!(before > earliest);
+        writer.frame.clear();
+        format::encode_trim(&mut writer.frame, id, before);
+        self.write_catalog_frame(&mut writer)?;
+        let earliest = {
+            let mut state = self.write_state();
+            state.apply_trim(id, before).map_err(|reason| self.poison_inconsistent(&reason))?;
+            state.logs[id].earliest()
+        };
+        self.housekeep(&mut writer);
+        let written = writer.written_total;
+        drop(writer);
+        self.notifier.notify();
+        self.acknowledge(written)?;
+        Ok(earliest)
     }
 }
 

@@ -1,15 +1,15 @@
 //! Rename crash-loop child (`tests/crash_rename.rs`): opens a journal
 //! namespace with `SyncPolicy::Always` (recovering from the last kill),
-//! prints `ready`, then does random appends, creates, deletes and renames
+//! prints `ready`, then does random appends, creates, deletes, renames
 //! (single, swap, and the repair's shift `x → _gen.x.N`, `_shadow.x → x`)
-//! until it is killed. Usage: `rename_writer DIR SEED`.
+//! and trims until it is killed. Usage: `rename_writer DIR SEED`.
 //!
 //! Lines (the protocol of `varve_testkit::crash`, one flushed line each):
 //! - `adopt NAME IDENT`: an empty log found on open gets a fresh identity
 //!   (its records would have named it; it has none);
 //! - `try OP` before each operation, `ack` once it is acknowledged, where OP
-//!   is `append NAME:IDENT:SEQ…`, `create NAME IDENT`, `delete NAME` or
-//!   `rename FROM>TO…`.
+//!   is `append NAME:IDENT:SEQ…`, `create NAME IDENT`, `delete NAME`,
+//!   `rename FROM>TO…` or `trim NAME BEFORE`.
 //!
 //! Every record is `IDENT;SEQ;` and filler: the identity of the log it was
 //! appended to (kept across renames), so the test can tell which log holds
@@ -67,7 +67,7 @@ fn main() {
             adopted.push(format!("adopt {} {ident}", info.name));
             ident
         } else {
-            let first = ns.get(&info.name, 1).expect("record 1");
+            let first = ns.get(&info.name, info.earliest).expect("the earliest record");
             String::from_utf8_lossy(&first).split(';').next().expect("identity").to_owned()
         };
         logs.insert(info.name, (ident, info.latest));
@@ -121,6 +121,17 @@ fn main() {
             let moved: Vec<(String, (String, u64))> =
                 renames.iter().map(|(from, to)| (to.clone(), logs.remove(from).expect("exists"))).collect();
             logs.extend(moved);
+        } else if roll < 36 {
+            // Trim a log with at least two records, keeping at least its newest.
+            let trimmable: Vec<String> =
+                logs.iter().filter(|(_, (_, latest))| *latest >= 2).map(|(n, _)| n.clone()).collect();
+            let Some(name) = trimmable.get(rng.gen_range(0..trimmable.len().max(1))).cloned() else { continue };
+            let latest = logs[&name].1;
+            let before = rng.gen_range(2..=latest);
+            say(&format!("try trim {name} {before}"));
+            let earliest = ns.trim(&name, before).expect("trim");
+            say("ack");
+            assert!(earliest >= before, "trim returns the new earliest");
         } else {
             let names: Vec<String> = logs.keys().cloned().collect();
             let count = rng.gen_range(1..=2.min(names.len()));
