@@ -345,6 +345,10 @@ fn repair_fields(e: RepairError, kw: &Bound<'_, PyDict>) -> PyResult<&'static st
             kw.set_item("namespace", namespace)?;
             "bad_journal"
         }
+        E::BeyondRetention { namespace, .. } => {
+            kw.set_item("namespace", namespace)?;
+            "beyond_retention"
+        }
         // Unsupported, and any variant added later (RepairError is
         // non_exhaustive): the message says what.
         _ => "unsupported",

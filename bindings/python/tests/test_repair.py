@@ -57,6 +57,30 @@ def run_app(ns, inputs, handlers=None):
     assert rt.state == "stopped"
 
 
+def test_after_event_retention_a_recent_record_is_repaired_and_an_old_one_refused(ns):
+    rt = ns.runtime(concurrency=1, events_keep=30)
+    for log in LOGS:
+        rt.create_log(log)
+    rt.add_handler("double", double, log="in")
+    rt.add_handler("add", add_first, log="mid")
+    inputs = list(range(1, 41))
+    with rt:
+        for n in inputs:
+            rt.append("in", enc(n))
+            assert rt.wait_idle(timeout=WAIT)
+        retention = rt.event_retention
+        assert retention["keep"] == 30 and retention["trims"] > 0 and retention["last_error"] is None
+        assert rt.events()[0].event_seq == retention["earliest"] > 1, "events() starts at the earliest kept"
+    with pytest.raises(varve.RepairError, match="older than the events kept") as refused:
+        ns.repair(record=("in", 1), value=enc(100), handlers=HANDLERS)
+    assert (refused.value.kind, refused.value.namespace) == ("beyond_retention", "test")
+    assert contents(ns, "in") == inputs, "nothing changed"
+    # `add` reads mid:1 in every run: a recent input's repair replays its own two runs.
+    outcome = ns.repair(record=("in", 40), value=enc(100), handlers=HANDLERS)
+    assert outcome["replayed"] == 2
+    assert contents(ns, "out")[-1] == 2 * 100 + 2 * 1
+
+
 def contents(ns, log):
     return [dec(v) for _, v in ns.log(log).scan()]
 

@@ -272,3 +272,54 @@ fn events_tail_follows_new_events() {
         (Some("APPEND"), Some("in"), Some(1))
     );
 }
+
+/// The manifest's `events_keep`: `varve run` trims `_events` as the app
+/// runs; a trace of a record whose events went says why; a repair of it is
+/// refused; and `_events` is not trimmed by hand.
+#[test]
+fn events_keep_bounds_the_event_log_and_says_what_was_trimmed() {
+    let env = Env::new();
+    let manifest = env.manifest(
+        r#"
+[runtime]
+namespace = "app"
+sync = "never"
+events_keep = 40
+
+[[log]]
+name = "in"
+
+[[handler]]
+name = "fine"
+log = "in"
+builtin = "noop"
+"#,
+    );
+    let runtime = env.start(&manifest);
+    for i in 0..60 {
+        env.ok(&["--ns", "app", "log", "append", "in", &i.to_string()]);
+    }
+    wait_until("every run DONE", || {
+        let info = env.json(&["--ns", "app", "log", "info", "_events"]);
+        let (earliest, latest) = (info["earliest"].as_u64().unwrap_or(0), info["latest"].as_u64().unwrap_or(0));
+        // 60 inputs × (APPEND, TRIGGER, FIRING, DONE); kept: 40 and up to 5 more.
+        latest >= 240 && latest - earliest < 46
+    });
+    let old = env.run(&["--ns", "app", "trace", "causes", "in", "1"]);
+    assert_eq!(old.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&old.stderr);
+    assert!(stderr.contains("event retention (`events_keep`) trimmed _events"), "{stderr}");
+    let recent = env.json(&["--ns", "app", "trace", "causes", "in", "60"]);
+    assert!(recent["events"].as_array().is_some_and(|e| !e.is_empty()), "{recent}");
+    let own = env.run(&["--ns", "app", "log", "trim", "_events", "--before", "5"]);
+    assert_eq!(own.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&own.stderr).contains("runtime's own log"));
+    drop(runtime);
+    let manifest_arg = manifest.to_str().expect("path");
+    let refused =
+        env.run(&["--ns", "app", "repair", "run", "--record", "in:1", "--value", "9", "--manifest", manifest_arg]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("older than the events kept"), "{stderr}");
+    assert_eq!(env.ok(&["--ns", "app", "log", "get", "in", "1"]), "0\n", "nothing changed");
+}

@@ -132,6 +132,21 @@ pub enum RepairError {
         /// What was wrong.
         reason: String,
     },
+    /// The correction starts before the events the runtime's event
+    /// retention kept (`events_keep`): what depended on it is not known.
+    #[error(
+        "{what} is older than the events kept in namespace {namespace:?} (event retention trimmed its _events \
+         before seq {earliest}): what depended on it is no longer recorded, so it cannot be repaired; repair from \
+         a later point, or keep more events (events_keep)"
+    )]
+    BeyondRetention {
+        /// The namespace whose events were trimmed.
+        namespace: String,
+        /// Its earliest event kept.
+        earliest: Seq,
+        /// The correction, in words.
+        what: String,
+    },
     /// Something this executor does not do yet, named.
     #[error("{0}")]
     Unsupported(String),
@@ -257,6 +272,7 @@ pub(crate) fn namespace_in<'n>(
 }
 
 fn check(plan: &RepairPlan, inputs: &Inputs<'_>) -> Result<(), RepairError> {
+    crate::reach::check_reach(&plan.corrections, inputs.events)?;
     check_part(&plan.corrections, &plan.reruns, &plan.changed, inputs)
 }
 

@@ -30,6 +30,7 @@ mod commit;
 mod execute;
 mod online;
 mod plan;
+mod reach;
 mod render;
 mod walk;
 
@@ -37,3 +38,4 @@ pub use commit::{resume, Resumed, REPAIRS_LOG};
 pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
 pub use online::{repair_online, repair_online_across, Online, OnlineOutcome};
 pub use plan::{ChangedLog, Correction, Outcome, PlanDelta, Planner, RepairPlan, Rerun, Since, Why};
+pub use reach::check_reach;

@@ -167,10 +167,13 @@ pub fn repair_online_across(runtimes: &[RuntimeHandle], online: &Online<'_>) -> 
     check_none_interrupted(&namespaces)?;
     let mut planner = Planner::new(online.corrections, online.marked_not_replayable);
     let mut walk = Walk::new(&inputs);
-    let mut rounds = Rounds {
-        sources: runtimes.iter().map(|runtime| Source { runtime, read_to: 0 }).collect(),
-        events_per_round: Vec::new(),
-    };
+    let mut sources = Vec::with_capacity(runtimes.len());
+    for runtime in runtimes {
+        // From the earliest event kept (event retention may have trimmed the oldest).
+        let read_to = runtime.namespace().earliest(EVENTS_LOG)?.saturating_sub(1);
+        sources.push(Source { runtime, read_to });
+    }
+    let mut rounds = Rounds { sources, events_per_round: Vec::new() };
     let result = rounds.run(online, &inputs, &mut planner, &mut walk);
     let outcome = std::mem::take(&mut walk.outcome);
     let pause = match result {
@@ -290,6 +293,10 @@ impl Rounds<'_> {
         for round in 1..=online.rounds_max.max(1) {
             let started = Instant::now();
             let events = self.next_events()?;
+            if round == 1 {
+                // The first round starts at each namespace's earliest event kept.
+                crate::reach::check_reach(online.corrections, &events)?;
+            }
             let new = events.len();
             let delta = Self::feed(planner, online, inputs, &events)?;
             walk.extend(&delta.reruns, &delta.changed, Cow::Owned(events), false)?;

@@ -50,6 +50,10 @@ pub struct RuntimeOptions {
     pub shared: Option<Duration>,
     /// How far handlers may fall behind before appends from outside wait.
     pub backlog: Backlog,
+    /// Event retention: keep at least the last this many events of
+    /// `_events` and trim older ones (never one recovery still needs; see
+    /// [`crate::EventRetention`]). `None`: keep every event.
+    pub events_keep: Option<u64>,
 }
 
 impl Default for RuntimeOptions {
@@ -62,6 +66,7 @@ impl Default for RuntimeOptions {
             data_dir: None,
             shared: None,
             backlog: Backlog::default(),
+            events_keep: None,
         }
     }
 }
@@ -142,6 +147,14 @@ impl RuntimeBuilder {
     #[must_use]
     pub fn backlog(mut self, backlog: Backlog) -> Self {
         self.options.backlog = backlog;
+        self
+    }
+
+    /// Set [`RuntimeOptions::events_keep`]: keep at least the last `keep`
+    /// events and trim older ones.
+    #[must_use]
+    pub fn events_keep(mut self, keep: u64) -> Self {
+        self.options.events_keep = Some(keep);
         self
     }
 
@@ -237,6 +250,9 @@ impl RuntimeBuilder {
         if options.shared.is_some() {
             options.host = Inner::adopt_host(ns.as_ref(), options.host)?;
         }
+        if let Some(keep) = options.events_keep {
+            crate::retention::check_trims(ns.as_ref(), keep, options.shared.is_some())?;
+        }
         match namespace_host(ns.as_ref())? {
             None => {
                 ns.append(HOST_LOG, &options.host.to_le_bytes())?;
@@ -269,6 +285,8 @@ impl RuntimeBuilder {
             socket_ops: Mutex::new(std::collections::HashMap::new()),
             kill_commands: AtomicBool::new(false),
             finished_total: AtomicU64::new(0),
+            retention: Mutex::default(),
+            trimming: Mutex::new(()),
         });
         inner.replay_subscriptions()?;
         inner.lock_writer().requests = read_requests(inner.ns.as_ref())?;

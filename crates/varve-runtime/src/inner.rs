@@ -62,6 +62,10 @@ pub(crate) struct Inner {
     /// External commands still running kill their process groups.
     pub(crate) kill_commands: AtomicBool,
     pub(crate) finished_total: AtomicU64,
+    /// Event retention's counts and last error (`retention.rs`).
+    pub(crate) retention: Mutex<crate::retention::RetentionState>,
+    /// Held while a thread trims `_events` (others skip their check).
+    pub(crate) trimming: Mutex<()>,
 }
 
 impl Inner {

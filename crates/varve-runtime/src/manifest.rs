@@ -9,6 +9,7 @@
 //! record_reads = true        # READ/LATEST events, default true
 //! backlog_max = 100000       # triggers queued or running before outside appends wait; 0: no limit
 //! backlog_wait_ms = 60000    # how long such an append waits before it is refused (nothing written)
+//! events_keep = 10000000     # keep at least the last N events of `_events`, trim older ones; default: keep all
 //! host_id = "00000000000000a1"  # 16 hex digits; default: generated once per data dir
 //!
 //! [[log]]
@@ -68,6 +69,8 @@ pub struct Manifest {
     pub record_reads: bool,
     /// `runtime.backlog_max` and `backlog_wait_ms`: backpressure on outside appends (default [`crate::Backlog::default`]).
     pub backlog: crate::Backlog,
+    /// `runtime.events_keep`: event retention ([`crate::RuntimeOptions::events_keep`]; default: keep every event).
+    pub events_keep: Option<u64>,
     /// `runtime.host_id`: the host id for event ids; `None` to take the data directory's
     /// ([`crate::host_id_for_dir`]).
     pub host: Option<HostId>,
@@ -173,6 +176,7 @@ struct RawRuntime {
     record_reads: Option<bool>,
     backlog_max: Option<u64>,
     backlog_wait_ms: Option<u64>,
+    events_keep: Option<Spanned<i64>>,
     host_id: Option<Spanned<String>>,
 }
 
@@ -266,6 +270,18 @@ impl Manifest {
         let backlog = crate::Backlog {
             max: runtime.backlog_max.map_or(defaults.max, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             wait: runtime.backlog_wait_ms.map_or(defaults.wait, Duration::from_millis),
+        };
+        let events_keep = match runtime.events_keep {
+            None => None,
+            Some(keep) => match u64::try_from(*keep.get_ref()) {
+                Ok(n) if n >= 1 => Some(n),
+                _ => {
+                    return src.error(
+                        Some(keep.span()),
+                        "runtime.events_keep must be at least 1 (leave it out to keep every event)",
+                    )
+                }
+            },
         };
         let delay = Duration::from_millis(runtime.group_commit_delay_ms.unwrap_or(5));
         let sync = match runtime.sync.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
@@ -417,6 +433,7 @@ impl Manifest {
             sync,
             record_reads: runtime.record_reads.unwrap_or(true),
             backlog,
+            events_keep,
             host,
             logs,
             topics,
@@ -455,6 +472,9 @@ impl Manifest {
             RuntimeBuilder::new(ns).concurrency(self.concurrency).record_reads(self.record_reads).backlog(self.backlog);
         if let Some(host) = self.host {
             builder = builder.host(host);
+        }
+        if let Some(keep) = self.events_keep {
+            builder = builder.events_keep(keep);
         }
         for (name, config) in &self.logs {
             builder = builder.log(name, *config);

@@ -31,7 +31,10 @@ impl Inner {
             return Ok(());
         }
         let mut fold = TriggerFold::new();
-        for record in self.ns.scan(EVENTS_LOG, SeqRange { first: from, last: Seq::MAX })? {
+        // Event retention never trims past the mark on disk; a trim by other
+        // means (the Rust API on `_events`) is read from what is kept.
+        let first = from.max(self.ns.earliest(EVENTS_LOG)?);
+        for record in self.ns.scan(EVENTS_LOG, SeqRange { first, last: Seq::MAX })? {
             let record = record?;
             fold.apply(record.seq, &Event::decode(&record.value, record.seq)?);
         }

@@ -193,9 +193,17 @@ impl Runtime {
         self.inner.lock_work().backlog()
     }
 
-    /// Every event of `_events` so far.
+    /// Every event of `_events` kept (all of them, unless event retention
+    /// trimmed the oldest: [`RuntimeOptions::events_keep`](crate::RuntimeOptions::events_keep)).
     pub fn events(&self) -> Result<Vec<StoredEvent>> {
-        read_events(self.inner.ns.as_ref(), self.inner.options.host, SeqRange::ALL)
+        let first = self.inner.ns.earliest(crate::system_logs::EVENTS_LOG)?.max(1);
+        read_events(self.inner.ns.as_ref(), self.inner.options.host, SeqRange { first, last: Seq::MAX })
+    }
+
+    /// What event retention has done: the events kept, the trims made, the
+    /// last failure (a trim that fails is tried again at the next check).
+    pub fn event_retention(&self) -> Result<crate::EventRetention> {
+        self.inner.event_retention()
     }
 
     /// Stop (see [`Runtime::stop_report`]), without the report.
@@ -214,6 +222,11 @@ impl Drop for Runtime {
 const DROP_GRACE: Duration = Duration::from_secs(5);
 
 impl RuntimeHandle {
+    /// See [`Runtime::event_retention`].
+    pub fn event_retention(&self) -> Result<crate::EventRetention> {
+        self.inner.event_retention()
+    }
+
     /// See [`Runtime::append`].
     pub fn append(&self, log: &str, value: &[u8]) -> Result<Seq> {
         Ok(self.inner.append_traced(&[(log, value)], None)?[0])

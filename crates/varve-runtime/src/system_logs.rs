@@ -72,14 +72,22 @@ fn u64_record(bytes: &[u8], log: &str, seq: Seq) -> Result<u64> {
     value.map_err(|_| RuntimeError::InvalidArgument { reason: format!("{log} seq {seq} is not 8 bytes") })
 }
 
-/// Every event of a namespace's `_events` in `range`, labelled with the
-/// namespace's host ([`namespace_host`]; 0 if none). Read-only handles work.
+/// Every event kept of a namespace's `_events` in `range`, labelled with
+/// the namespace's host ([`namespace_host`]; 0 if none): a range that
+/// starts below the earliest event kept (event retention trimmed the
+/// oldest) starts there. Read-only handles work.
 pub fn namespace_events(ns: &dyn Namespace, range: SeqRange) -> Result<Vec<StoredEvent>> {
     let host = namespace_host(ns)?.unwrap_or(0);
-    read_events(ns, host, range)
+    let first = range.first.max(ns.earliest(EVENTS_LOG)?);
+    if first > range.last {
+        return Ok(Vec::new());
+    }
+    read_events(ns, host, SeqRange { first, ..range })
 }
 
-/// Read and decode `_events` in `range` from any namespace handle (read-only is fine).
+/// Read and decode `_events` in `range` from any namespace handle
+/// (read-only is fine). A range starting below the earliest event kept is
+/// `Trimmed` (for a reader that must not miss events: an online repair).
 pub fn read_events(ns: &dyn Namespace, host: HostId, range: SeqRange) -> Result<Vec<StoredEvent>> {
     let mut out = Vec::new();
     for record in ns.scan(EVENTS_LOG, range)? {

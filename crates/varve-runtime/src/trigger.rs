@@ -108,6 +108,12 @@ impl Inner {
         let plan = Plan { batch, logs: &logs, request, reads, trace, parent: parent.as_ref(), expected_latest };
         for _ in 0..REPLANS_MAX {
             if let Some(appended) = self.try_append(&mut writer, &plan)? {
+                drop(writer);
+                if cause.is_none() {
+                    // Runs finishing check too (`worker.rs`); an application
+                    // without handlers has only these appends.
+                    self.retain_events();
+                }
                 return Ok(appended);
             }
             // Shared, and another writer got in first: the fold caught up; plan again.

@@ -226,6 +226,7 @@ impl Inner {
             if total % PROGRESS_EVERY_FINISHED < count as u64 {
                 let _ = self.write_progress(false);
             }
+            self.retain_events();
         }
     }
 

@@ -155,6 +155,7 @@ impl Namespaces {
             // The server serves journal namespaces only: it is their one writer.
             shared: None,
             backlog: manifest.backlog,
+            events_keep: manifest.events_keep,
         };
         let runtime = manifest.builder(ns, builtins)?.options(options).start()?;
         tracing::info!(namespace = %name, host = %format!("{host:016x}"), handlers = manifest.handlers.len(), "runtime started");

@@ -261,6 +261,7 @@ pub fn start_full(
         data_dir: Some(data_dir),
         shared: None,
         backlog: manifest.backlog,
+        events_keep: manifest.events_keep,
     };
     let mut builder = manifest.builder(ns, builtins)?.options(options);
     if let Some(varve_bin) = varve_bin {

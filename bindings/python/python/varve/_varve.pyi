@@ -207,6 +207,7 @@ class Namespace:
         socket: Union[str, os.PathLike[str], None] = None,
         backlog_max: int = 100_000,
         backlog_wait: float = 60.0,
+        events_keep: Optional[int] = None,
     ) -> varve.runtime.Runtime:
         """A :class:`varve.Runtime` over this namespace."""
     def repair_plan(
@@ -660,9 +661,12 @@ class Runtime:
         socket: Union[str, os.PathLike[str], None] = None,
         backlog_max: int = 100_000,
         backlog_wait: float = 60.0,
+        events_keep: Optional[int] = None,
     ) -> _R: ...
     @property
     def namespace(self) -> str: ...
+    @property
+    def event_retention(self) -> Dict[str, Any]: ...
     @property
     def host(self) -> int: ...
     @property

@@ -464,8 +464,11 @@ class RepairError(VarveError):
     traceback), ``"interrupted"`` (an earlier repair was cut short while it
     committed and must be finished first: an offline ``repair`` does it on
     its own, `varve repair resume` too), ``"bad_journal"`` (the namespace's
-    ``_repairs`` log is not readable) or ``"unsupported"`` (something the repair does not do yet,
-    such as an online repair that reaches another namespace). A repair
+    ``_repairs`` log is not readable), ``"beyond_retention"`` (the
+    correction is older than the events the runtime's ``events_keep`` kept:
+    what depended on it is no longer recorded) or ``"unsupported"``
+    (something the repair does not do yet, such as an online repair that
+    reaches another namespace). A repair
     while a runtime of this process runs that cannot pause it (runs still
     in flight after 30 s) raises :class:`VarveError` and changes nothing. Fields (None
     where they do not apply): ``handler``, ``record`` (the corrected record

@@ -82,7 +82,7 @@ impl Runtime {
     #[new]
     #[pyo3(signature = (
         namespace, *, concurrency = 4, record_reads = true, host = None, socket = None, backlog_max = 100_000,
-        backlog_wait = 60.0
+        backlog_wait = 60.0, events_keep = None
     ))]
     #[expect(clippy::too_many_arguments, reason = "the Python constructor's keyword arguments")]
     fn new(
@@ -94,6 +94,7 @@ impl Runtime {
         socket: Option<std::path::PathBuf>,
         backlog_max: usize,
         backlog_wait: f64,
+        events_keep: Option<u64>,
     ) -> PyResult<Self> {
         let backlog_wait = std::time::Duration::try_from_secs_f64(backlog_wait).map_err(|_| {
             invalid_argument(format!("backlog_wait is a number of seconds, 0 or more, not {backlog_wait}"))
@@ -130,6 +131,7 @@ impl Runtime {
             data_dir: Some(dir),
             shared: None,
             backlog: varve_runtime::Backlog { max: backlog_max, wait: backlog_wait },
+            events_keep,
         };
         Ok(Runtime { state: RuntimeState::new(ns, options) })
     }
@@ -392,6 +394,21 @@ impl Runtime {
         }
         let events = py.detach(|| self.state.events(SeqRange { first, last }))?;
         event_list(py, events)
+    }
+
+    /// What event retention (``events_keep``) has done, as a dict ``{keep,
+    /// earliest, latest, trims, last_error}``: the events kept, the trims
+    /// made since start, the last trim's failure (None if it succeeded).
+    #[getter]
+    fn event_retention<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let retention = py.detach(|| -> crate::error::Result<_> { Ok(self.state.handle()?.event_retention()?) })?;
+        let out = PyDict::new(py);
+        out.set_item("keep", retention.keep)?;
+        out.set_item("earliest", retention.earliest)?;
+        out.set_item("latest", retention.latest)?;
+        out.set_item("trims", retention.trims)?;
+        out.set_item("last_error", retention.last_error)?;
+        Ok(out)
     }
 
     /// What caused record `log`/`seq`: the record's APPEND event first, then

@@ -129,6 +129,7 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
         // On NATS other runtimes (other hosts) may serve the namespace too.
         shared: ctx.nats.is_some().then(|| shared_lease(&manifest)),
         backlog: manifest.backlog,
+        events_keep: manifest.events_keep,
     };
     let runtime = manifest.builder(ns, &builtins)?.options(options).start()?;
     if ctx.nats.is_none() {
@@ -394,6 +395,13 @@ pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> a
     let events = all_events(ctx)?;
     let graph = CausalGraph::new(&events);
     if graph.append_of(&ctx.namespace, log, seq).is_none() {
+        let earliest = events.iter().filter(|e| e.id.namespace == ctx.namespace).map(|e| e.id.seq).min();
+        if let Some(earliest) = earliest.filter(|&e| e > 1) {
+            bail!(
+                "no APPEND event for {log}:{seq} in namespace {}: the runtime's event retention (`events_keep`) trimmed _events before seq {earliest}, and records appended before then are no longer traced (nor appended outside a runtime)",
+                ctx.namespace
+            );
+        }
         bail!(
             "no APPEND event for {log}:{seq} in namespace {}: only records appended after a runtime (`varve run`) first served the namespace are traced",
             ctx.namespace

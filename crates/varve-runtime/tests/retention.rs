@@ -1,0 +1,159 @@
+//! Event retention (`events_keep`): the runtime trims its own `_events` so
+//! the event log stays bounded however long the application runs, and it
+//! never trims an event its recovery still needs — an unfinished trigger
+//! survives any amount of later traffic and is run after a restart.
+//! Counted, not timed: the event log's length after every append.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, SeqRange, SyncPolicy};
+use varve_runtime::{Backlog, EventKind, RetryPolicy, Runtime, RuntimeBuilder, RuntimeError, EVENTS_LOG};
+
+const IDLE: Duration = Duration::from_secs(60);
+
+fn journal(dir: &std::path::Path) -> Arc<dyn Namespace> {
+    let options = JournalOptions { segment_bytes_max: 64 << 10, sync: SyncPolicy::Never, ..JournalOptions::default() };
+    Arc::new(JournalNamespace::open(dir, "app", options).expect("namespace"))
+}
+
+fn events_held(ns: &dyn Namespace) -> u64 {
+    let info = ns.log_info(EVENTS_LOG).expect("info");
+    info.len()
+}
+
+#[test]
+fn the_event_log_stays_bounded_and_no_run_is_lost() {
+    const KEEP: u64 = 2_000;
+    const INPUTS: u64 = 20_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = journal(dir.path());
+    let runtime: Runtime = RuntimeBuilder::new(Arc::clone(&ns))
+        .concurrency(2)
+        .events_keep(KEEP)
+        // Handlers stay close behind, so the unfinished triggers that hold
+        // the trim back are few.
+        .backlog(Backlog { max: 50, wait: IDLE })
+        .log("in", LogConfig::unbounded())
+        .log("out", LogConfig::unbounded())
+        .handler("copy", RetryPolicy::default(), |ctx| {
+            let _ = ctx.latest("out")?; // a LATEST event too
+            let record = ctx.record().to_vec();
+            ctx.append("out", &record)?;
+            Ok(())
+        })
+        .subscribe("in", "copy")
+        .start()
+        .expect("runtime");
+    let mut most = 0;
+    for i in 0..INPUTS {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+        most = most.max(events_held(&*ns));
+    }
+    assert!(runtime.wait_idle(IDLE), "idle");
+    let retention = runtime.event_retention().expect("retention");
+    println!("event retention: {retention:?}; at most {most} events held");
+    // Five events per input (APPEND, TRIGGER, FIRING, APPEND with its read, DONE): 100,000 written.
+    assert!(retention.latest > 4 * INPUTS, "{retention:?}");
+    assert!(most < 3 * KEEP, "the event log grew to {most} events, keep {KEEP}");
+    assert!(retention.trims > 10 && retention.last_error.is_none(), "{retention:?}");
+    assert!(retention.earliest > retention.latest - 2 * KEEP, "{retention:?}");
+    // Nothing lost: every input was handled once.
+    let out: Vec<u64> = ns
+        .scan("out", SeqRange::ALL)
+        .expect("scan")
+        .map(|r| u64::from_le_bytes(r.expect("record").value[..].try_into().expect("8 bytes")))
+        .collect();
+    let mut sorted = out.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..INPUTS).collect::<Vec<_>>(), "every input copied once");
+    // Readers see what is kept, from the earliest on.
+    let events = runtime.events().expect("events");
+    assert_eq!(events.first().map(|e| e.id.seq), Some(retention.earliest));
+    runtime.stop(Duration::from_secs(5));
+}
+
+#[test]
+fn an_unfinished_trigger_is_never_trimmed_and_runs_after_a_restart() {
+    const KEEP: u64 = 100;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = journal(dir.path());
+    let open = Arc::new(AtomicBool::new(false));
+    let start = |ns: Arc<dyn Namespace>, open: Arc<AtomicBool>| -> Runtime {
+        RuntimeBuilder::new(ns)
+            .concurrency(1)
+            .events_keep(KEEP)
+            .log("gate", LogConfig::unbounded())
+            .log("noise", LogConfig::unbounded())
+            .log("out", LogConfig::unbounded())
+            .handler("gated", RetryPolicy::default(), move |ctx| {
+                while !open.load(Ordering::SeqCst) && !ctx.is_replay() {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                ctx.append("out", b"through the gate")?;
+                Ok(())
+            })
+            .subscribe("gate", "gated")
+            .start()
+            .expect("runtime")
+    };
+    let runtime = start(Arc::clone(&ns), Arc::clone(&open));
+    runtime.append("gate", b"wait").expect("append");
+    let trigger = loop {
+        let events = runtime.events().expect("events");
+        if let Some(firing) = events.iter().find(|e| e.event.kind == EventKind::Firing) {
+            break firing.event.trigger;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // Traffic without handlers: 3,000 APPEND events, thirty times the keep.
+    for i in 0..3_000u32 {
+        runtime.append("noise", &i.to_le_bytes()).expect("append");
+    }
+    let retention = runtime.event_retention().expect("retention");
+    assert!(retention.earliest <= trigger, "the trigger of the run in flight was trimmed: {retention:?}");
+    assert!(retention.trims == 0 || retention.earliest > 1, "{retention:?}");
+    assert!(ns.get(EVENTS_LOG, trigger).is_ok(), "its TRIGGER is readable");
+    // Stop while the run waits at the gate (cut short, left for the next
+    // start), then start again: recovery finds the trigger and runs it.
+    let report = runtime.stop_report(Duration::from_millis(50));
+    assert_eq!(report.interrupted.len(), 1, "{report:?}");
+    open.store(true, Ordering::SeqCst);
+    let runtime = start(Arc::clone(&ns), Arc::clone(&open));
+    assert!(runtime.wait_idle(IDLE), "idle after the restart");
+    assert_eq!(ns.latest("out").expect("latest"), 1, "the cut-short run ran again after the restart");
+    // Done now, so more traffic trims past it.
+    for i in 0..1_000u32 {
+        runtime.append("noise", &i.to_le_bytes()).expect("append");
+    }
+    let retention = runtime.event_retention().expect("retention");
+    assert!(retention.earliest > trigger, "finished, its events may go: {retention:?}");
+    assert!(events_held(&*ns) < 2 * KEEP + 50, "{retention:?}");
+    runtime.stop(Duration::from_secs(5));
+}
+
+#[test]
+fn retention_is_refused_where_it_cannot_hold_and_the_runtime_keeps_its_own_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = journal(dir.path());
+    let zero = RuntimeBuilder::new(Arc::clone(&ns)).events_keep(0).start().map(drop).expect_err("keep 0");
+    assert!(matches!(zero, RuntimeError::InvalidArgument { .. }) && zero.to_string().contains("at least 1"), "{zero}");
+    let shared = RuntimeBuilder::new(Arc::clone(&ns))
+        .events_keep(10)
+        .shared(Duration::from_secs(5))
+        .start()
+        .map(drop)
+        .expect_err("shared");
+    assert!(shared.to_string().contains("not for shared runtimes"), "{shared}");
+    let runtime = RuntimeBuilder::new(Arc::clone(&ns)).events_keep(10).start().expect("runtime");
+    let own = runtime.trim(EVENTS_LOG, 2).expect_err("its own log");
+    assert!(own.to_string().contains("events_keep"), "{own}");
+    runtime.append("x", b"1").map(drop).expect_err("no such log");
+    runtime.create_log("x", LogConfig::unbounded()).expect("create");
+    for i in 0..5u8 {
+        runtime.append("x", &[i]).expect("append");
+    }
+    assert_eq!(runtime.trim("x", 3).expect("an application log"), 3);
+    runtime.stop(Duration::from_secs(5));
+}
