@@ -233,6 +233,9 @@ pub fn run(options: &RuntimeBenchOptions) -> Result<RuntimeReport> {
     if wanted("workload") {
         workload_rows(&options.dir, &sizes, &mut rows)?;
     }
+    if wanted("retention") {
+        retention_rows(&options.dir, &sizes, &mut rows)?;
+    }
     if wanted("publish") {
         publish_rows(&options.dir, &sizes, &mut rows)?;
     }
@@ -383,6 +386,43 @@ fn workload_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
             .baseline("the same with READ/LATEST off", off),
         );
     }
+    Ok(())
+}
+
+fn retention_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let (with, without, overhead, held, written) = retention_workload(dir, sizes)?;
+    eprintln!(
+        "  retention: {with:.2} µs/record with events_keep, {without:.2} without ({:+.1} %); {held} of {written} events held",
+        overhead * 100.0
+    );
+    rows.push(
+        Row::new(
+            "retention_us_per_record",
+            "the handler-heavy workload with event retention keeping a tenth of its events, wall".into(),
+            with,
+            "µs/record",
+            false,
+        )
+        .baseline("the same keeping every event", without),
+    );
+    rows.push(Row::new(
+        "retention_overhead_pct",
+        "event retention's cost: events_keep on vs off, wall time per record (median of per-rep ratios)".into(),
+        overhead * 100.0,
+        "%",
+        false,
+    ));
+    #[expect(clippy::cast_precision_loss, reason = "counts")]
+    rows.push(
+        Row::new(
+            "retention_events_held",
+            "events _events holds at the end of that run with events_keep".into(),
+            held as f64,
+            "events",
+            false,
+        )
+        .baseline("events written in the run", written as f64),
+    );
     Ok(())
 }
 
@@ -620,7 +660,7 @@ fn recording_workload(base: &Path, sizes: &Sizes) -> Result<Workload> {
         for record_reads in order {
             // One worker: what is measured is the cost of the work and its
             // recording, not how two busy cores share four workers.
-            let run = workload_once(base, 1, record_reads, sizes.workload_records)?;
+            let run = workload_once(base, 1, record_reads, None, sizes.workload_records)?;
             let us = run.elapsed.as_secs_f64() * 1e6 / records;
             #[expect(clippy::cast_precision_loss, reason = "nanoseconds and counts to rates")]
             let cpu_us = run.cpu_ns.map(|ns| ns as f64 / 1e3 / records);
@@ -666,7 +706,7 @@ fn default_workers_events_per_s(base: &Path, sizes: &Sizes) -> Result<(usize, f6
     let workers = RuntimeOptions::default().concurrency;
     let mut rates = Vec::new();
     for _ in 0..sizes.trials {
-        let run = workload_once(base, workers, true, sizes.workload_records)?;
+        let run = workload_once(base, workers, true, None, sizes.workload_records)?;
         #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
         rates.push(run.events as f64 / run.elapsed.as_secs_f64());
     }
@@ -691,15 +731,27 @@ struct WorkloadRun {
     cpu_ns: Option<u64>,
     /// Events written to `_events` during the run.
     events: u64,
+    /// Events `_events` holds at the end (all of them without retention).
+    events_held: u64,
 }
 
 /// `records` appends (batches of [`WORKLOAD_BATCH`]) to a subscribed log,
 /// each handled by `latest` + `get` + one `append` to an unsubscribed log;
 /// timed until idle, with `workers` workers.
-fn workload_once(base: &Path, workers: usize, record_reads: bool, records: usize) -> Result<WorkloadRun> {
+fn workload_once(
+    base: &Path,
+    workers: usize,
+    record_reads: bool,
+    events_keep: Option<u64>,
+    records: usize,
+) -> Result<WorkloadRun> {
     let store = open_store(base, "workload", group())?;
     let ns = store.namespace("workload")?;
-    let rt = RuntimeBuilder::new(Arc::clone(&ns))
+    let mut builder = RuntimeBuilder::new(Arc::clone(&ns));
+    if let Some(keep) = events_keep {
+        builder = builder.events_keep(keep);
+    }
+    let rt = builder
         .concurrency(workers)
         .record_reads(record_reads)
         .log("in", LogConfig::unbounded())
@@ -729,9 +781,49 @@ fn workload_once(base: &Path, workers: usize, record_reads: bool, records: usize
     let elapsed = started.elapsed();
     let cpu_ns = cpu_before.zip(cpu_ns()).map(|(before, after)| after.saturating_sub(before));
     let events = ns.latest(EVENTS_LOG)? - events_before;
+    let events_held = ns.log_info(EVENTS_LOG)?.len();
     check_handled(ns.as_ref(), "out", records)?;
     rt.stop(IDLE_TIMEOUT);
-    Ok(WorkloadRun { elapsed, cpu_ns, events })
+    Ok(WorkloadRun { elapsed, cpu_ns, events, events_held })
+}
+
+/// The workload (READ/LATEST on, one worker) with event retention keeping
+/// a tenth of its events, and without, alternately: (median wall µs/record
+/// with, without, median of per-rep ratios − 1, events held at the end with).
+fn retention_workload(base: &Path, sizes: &Sizes) -> Result<(f64, f64, f64, u64, u64)> {
+    let (mut with, mut without, mut ratios, mut held, mut written) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+    let records = sizes.workload_records as f64;
+    // About four events per record: keep a tenth of what the run writes.
+    let keep = (sizes.workload_records as u64 * 4 / 10).max(100);
+    for rep in 0..sizes.overhead_reps {
+        let order = if rep % 2 == 0 { [None, Some(keep)] } else { [Some(keep), None] };
+        let mut pair = [0.0; 2];
+        for events_keep in order {
+            let run = workload_once(base, 1, true, events_keep, sizes.workload_records)?;
+            let us = run.elapsed.as_secs_f64() * 1e6 / records;
+            eprintln!(
+                "    retention rep {rep}, events_keep {}: {us:.2} µs/record wall, {} of {} events held",
+                events_keep.map_or_else(|| "off".to_owned(), |k| k.to_string()),
+                run.events_held,
+                run.events
+            );
+            pair[usize::from(events_keep.is_some())] = us;
+            if events_keep.is_some() {
+                with.push(us);
+                #[expect(clippy::cast_precision_loss, reason = "counts")]
+                held.push(run.events_held as f64);
+                #[expect(clippy::cast_precision_loss, reason = "counts")]
+                written.push(run.events as f64);
+            } else {
+                without.push(us);
+            }
+        }
+        ratios.push(pair[1] / pair[0] - 1.0);
+    }
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "medians of counts")]
+    Ok((median(with), median(without), median(ratios), median(held) as u64, median(written) as u64))
 }
 
 /// Every trigger ran its handler: `log` got one record per input record.
