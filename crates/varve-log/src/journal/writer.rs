@@ -421,9 +421,7 @@ impl Shared {
         self.notifier.notify();
         self.acknowledge(written)
     }
-}
 
-impl Shared {
     /// One `TrimLog` frame; checked first against the state under the
     /// writer's lock (`rules::check_trim`), so a refused trim writes nothing.
     /// The records trimmed are dead from then on: the compactor reclaims
@@ -438,16 +436,15 @@ impl Shared {
             return Err(LogError::ReadOnly { namespace: self.name.clone(), operation: "trim a log" });
         }
         let mut writer = self.writer("trim a log")?;
-        let (id, earliest) = {
+        let id = {
             let state = self.read_state();
             let existing = state.log_by_name(log).ok_or_else(|| self.not_found(log))?;
             let retention = existing.descriptor.config.retention;
-            match rules::check_trim(log, retention, before, existing.earliest(), existing.latest())? {
-                Some(_) => (existing.descriptor.id, existing.earliest()),
-                None => return Ok(existing.earliest()),
+            if rules::check_trim(log, retention, before, existing.earliest(), existing.latest())?.is_none() {
+                return Ok(existing.earliest()); // at or below it: nothing to write
             }
+            existing.descriptor.id
         };
-        debug_assert!(before > earliest);
         writer.frame.clear();
         format::encode_trim(&mut writer.frame, id, before);
         self.write_catalog_frame(&mut writer)?;
