@@ -811,6 +811,12 @@ fn trim_log(ns: &NsState, name: &str, before: u64) -> Result<u64> {
              its event log itself"
         )));
     }
+    if name.starts_with('_') {
+        return Err(invalid_argument(format!(
+            "{name} is a system log (names beginning with `_` are Varve's own): it is not trimmed by hand; an old \
+             repair generation `_gen.LOG.N` can be deleted whole with delete_log"
+        )));
+    }
     ns.with(|ns| Ok(ns.trim(name, before)?))
 }
 

@@ -172,6 +172,8 @@ def test_trim_removes_records_below_a_seq(ns):
         ns.log("r", keep=3).trim(1)
     with pytest.raises(varve.InvalidArgument, match="runtime's own log"):
         ns.trim("_events", 2)
+    with pytest.raises(varve.InvalidArgument, match="is a system log"):
+        ns.trim("_repairs", 2)
     with pytest.raises(varve.NotFound):
         ns.trim("missing", 2)
 

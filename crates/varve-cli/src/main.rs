@@ -1233,8 +1233,8 @@ enum LogCommand {
         name: String,
     },
     /// Remove a log's records below a seq, for good (the newest record always
-    /// stays; seqs are never reused). The runtime trims its own `_events`
-    /// (manifest `events_keep`).
+    /// stays; seqs are never reused). System logs (`_…`) are refused: the
+    /// runtime trims its own `_events` (manifest `events_keep`).
     Trim {
         /// The log.
         name: String,

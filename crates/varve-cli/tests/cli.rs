@@ -294,6 +294,8 @@ fn trim_removes_the_records_below_a_seq() {
     assert!(past.contains("newest record always stays"), "{past}");
     let own = env.error(&["log", "trim", "_events", "--before", "2"]);
     assert!(own.contains("runtime's own log") && own.contains("events_keep"), "{own}");
+    let system = env.error(&["log", "trim", "_repairs", "--before", "2"]);
+    assert!(system.contains("system log") && system.contains("not trimmed by hand"), "{system}");
     assert!(env.error(&["log", "trim", "missing", "--before", "2"]).contains("not found"));
 }
 

@@ -174,6 +174,14 @@ pub fn trim(ctx: &Context<'_>, name: &str, before: Seq) -> anyhow::Result<()> {
              the runtime trims its event log itself"
         );
     }
+    if name.starts_with('_') {
+        // `_repairs` (an open repair's intent), `_schema`, `_gen.*`: what
+        // reads them needs them whole.
+        bail!(
+            "{name} is a system log (names beginning with `_` are Varve's own): it is not trimmed by hand; an old \
+             repair generation `_gen.LOG.N` can be deleted whole with `varve log rm`"
+        );
+    }
     let earliest = super::write::trim_log(ctx, name, before)?;
     ctx.out.answer(&TrimAnswer { log: name, earliest }, || format!("log {name}: earliest seq now {earliest}"))?;
     Ok(())
