@@ -624,3 +624,32 @@ def test_an_append_with_no_room_in_the_backlog_raises_backlogged_and_writes_noth
         assert rt.wait_idle(timeout=WAIT)
     with pytest.raises(varve.InvalidArgument, match="backlog_wait"):
         varve.Runtime(ns, backlog_wait=-1.0)
+
+
+def test_events_keep_for_trims_events_older_than_the_age_and_keeps_younger_ones(ns):
+    with pytest.raises(varve.InvalidArgument, match="events_keep_for is in seconds, at least 0"):
+        varve.Runtime(ns, events_keep_for=-1.0)
+    with pytest.raises(varve.InvalidArgument, match="events_keep_for must be longer than 0"):
+        varve.Runtime(ns, events_keep_for=0.0).start()
+    rt = varve.Runtime(ns, concurrency=1, events_keep_for=0.5)
+    rt.create_log("in")
+    rt.add_handler("noop", lambda ctx: None, log="in")
+    with rt:
+        for i in range(20):
+            rt.append("in", b"%d" % i)
+        assert rt.wait_idle(timeout=WAIT)
+        first = rt.events()
+        old_last = first[-1].event_seq
+        # Older than 0.5 s + an eighth + the second's margin: then trimmed at the next append.
+        deadline = time.monotonic() + 60
+        while rt.event_retention["earliest"] <= old_last:
+            assert time.monotonic() < deadline, rt.event_retention
+            time.sleep(0.05)
+            rt.append("in", b"later")
+            assert rt.wait_idle(timeout=WAIT)
+        retention = rt.event_retention
+        assert retention["keep_for"] == 0.5 and retention["keep"] is None and retention["trims"] >= 1
+        now_ns = time.time_ns()
+        # Every event trimmed was older than the age when it went.
+        assert all(now_ns - e.timestamp_ns > 500_000_000 for e in first if e.event_seq < retention["earliest"])
+        assert rt.events()[0].event_seq == retention["earliest"]

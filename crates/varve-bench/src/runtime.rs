@@ -390,25 +390,45 @@ fn workload_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
 }
 
 fn retention_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
-    let (with, without, overhead, held, written) = retention_workload(dir, sizes)?;
+    let RetentionFigures { count, age, all, count_overhead, age_overhead, held, written } =
+        retention_workload(dir, sizes)?;
     eprintln!(
-        "  retention: {with:.2} µs/record with events_keep, {without:.2} without ({:+.1} %); {held} of {written} events held",
-        overhead * 100.0
+        "  retention: {count:.2} µs/record with events_keep ({:+.1} %), {age:.2} with events_keep_for ({:+.1} %), \
+         {all:.2} keeping all; {held} of {written} events held",
+        count_overhead * 100.0,
+        age_overhead * 100.0
     );
     rows.push(
         Row::new(
             "retention_us_per_record",
             "the handler-heavy workload with event retention keeping a tenth of its events, wall".into(),
-            with,
+            count,
             "µs/record",
             false,
         )
-        .baseline("the same keeping every event", without),
+        .baseline("the same keeping every event", all),
     );
     rows.push(Row::new(
         "retention_overhead_pct",
         "event retention's cost: events_keep on vs off, wall time per record (median of per-rep ratios)".into(),
-        overhead * 100.0,
+        count_overhead * 100.0,
+        "%",
+        false,
+    ));
+    rows.push(
+        Row::new(
+            "retention_age_us_per_record",
+            "the same with events_keep_for = 1 h: the age rule checked (nothing that young is trimmed), wall".into(),
+            age,
+            "µs/record",
+            false,
+        )
+        .baseline("the same keeping every event", all),
+    );
+    rows.push(Row::new(
+        "retention_age_overhead_pct",
+        "the age rule's checks: events_keep_for on vs off, wall time per record (median of per-rep ratios)".into(),
+        age_overhead * 100.0,
         "%",
         false,
     ));
@@ -660,7 +680,7 @@ fn recording_workload(base: &Path, sizes: &Sizes) -> Result<Workload> {
         for record_reads in order {
             // One worker: what is measured is the cost of the work and its
             // recording, not how two busy cores share four workers.
-            let run = workload_once(base, 1, record_reads, None, sizes.workload_records)?;
+            let run = workload_once(base, 1, record_reads, Retention::All, sizes.workload_records)?;
             let us = run.elapsed.as_secs_f64() * 1e6 / records;
             #[expect(clippy::cast_precision_loss, reason = "nanoseconds and counts to rates")]
             let cpu_us = run.cpu_ns.map(|ns| ns as f64 / 1e3 / records);
@@ -706,7 +726,7 @@ fn default_workers_events_per_s(base: &Path, sizes: &Sizes) -> Result<(usize, f6
     let workers = RuntimeOptions::default().concurrency;
     let mut rates = Vec::new();
     for _ in 0..sizes.trials {
-        let run = workload_once(base, workers, true, None, sizes.workload_records)?;
+        let run = workload_once(base, workers, true, Retention::All, sizes.workload_records)?;
         #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
         rates.push(run.events as f64 / run.elapsed.as_secs_f64());
     }
@@ -735,6 +755,17 @@ struct WorkloadRun {
     events_held: u64,
 }
 
+/// Event retention for a workload run.
+#[derive(Clone, Copy, Debug)]
+enum Retention {
+    /// Every event kept.
+    All,
+    /// `events_keep`.
+    Count(u64),
+    /// `events_keep_for`.
+    Age(Duration),
+}
+
 /// `records` appends (batches of [`WORKLOAD_BATCH`]) to a subscribed log,
 /// each handled by `latest` + `get` + one `append` to an unsubscribed log;
 /// timed until idle, with `workers` workers.
@@ -742,14 +773,16 @@ fn workload_once(
     base: &Path,
     workers: usize,
     record_reads: bool,
-    events_keep: Option<u64>,
+    retention: Retention,
     records: usize,
 ) -> Result<WorkloadRun> {
     let store = open_store(base, "workload", group())?;
     let ns = store.namespace("workload")?;
     let mut builder = RuntimeBuilder::new(Arc::clone(&ns));
-    if let Some(keep) = events_keep {
-        builder = builder.events_keep(keep);
+    match retention {
+        Retention::All => {}
+        Retention::Count(keep) => builder = builder.events_keep(keep),
+        Retention::Age(age) => builder = builder.events_keep_for(age),
     }
     let rt = builder
         .concurrency(workers)
@@ -787,43 +820,65 @@ fn workload_once(
     Ok(WorkloadRun { elapsed, cpu_ns, events, events_held })
 }
 
-/// The workload (READ/LATEST on, one worker) with event retention keeping
-/// a tenth of its events, and without, alternately: (median wall µs/record
-/// with, without, median of per-rep ratios − 1, events held at the end with).
-fn retention_workload(base: &Path, sizes: &Sizes) -> Result<(f64, f64, f64, u64, u64)> {
-    let (mut with, mut without, mut ratios, mut held, mut written) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+/// Wall µs per record of the workload with each retention (medians), the
+/// medians of the per-rep ratios − 1, and the events held at the end of the
+/// count rule's runs (medians).
+struct RetentionFigures {
+    count: f64,
+    age: f64,
+    all: f64,
+    count_overhead: f64,
+    age_overhead: f64,
+    held: u64,
+    written: u64,
+}
+
+/// The workload (READ/LATEST on, one worker) keeping a tenth of its events
+/// (`events_keep`), with an age rule of an hour (`events_keep_for`: checked
+/// all along, never due), and keeping all, in rotating order.
+fn retention_workload(base: &Path, sizes: &Sizes) -> Result<RetentionFigures> {
+    let (mut us, mut ratios) = ([Vec::new(), Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let (mut held, mut written) = (Vec::new(), Vec::new());
     #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
     let records = sizes.workload_records as f64;
     // About four events per record: keep a tenth of what the run writes.
     let keep = (sizes.workload_records as u64 * 4 / 10).max(100);
+    let kinds = [Retention::All, Retention::Count(keep), Retention::Age(Duration::from_secs(3600))];
     for rep in 0..sizes.overhead_reps {
-        let order = if rep % 2 == 0 { [None, Some(keep)] } else { [Some(keep), None] };
-        let mut pair = [0.0; 2];
-        for events_keep in order {
-            let run = workload_once(base, 1, true, events_keep, sizes.workload_records)?;
-            let us = run.elapsed.as_secs_f64() * 1e6 / records;
+        let mut this = [0.0; 3];
+        for k in 0..3 {
+            let i = (k + rep) % 3;
+            let run = workload_once(base, 1, true, kinds[i], sizes.workload_records)?;
+            this[i] = run.elapsed.as_secs_f64() * 1e6 / records;
             eprintln!(
-                "    retention rep {rep}, events_keep {}: {us:.2} µs/record wall, {} of {} events held",
-                events_keep.map_or_else(|| "off".to_owned(), |k| k.to_string()),
-                run.events_held,
-                run.events
+                "    retention rep {rep}, {:?}: {:.2} µs/record wall, {} of {} events held",
+                kinds[i], this[i], run.events_held, run.events
             );
-            pair[usize::from(events_keep.is_some())] = us;
-            if events_keep.is_some() {
-                with.push(us);
+            if i == 1 {
                 #[expect(clippy::cast_precision_loss, reason = "counts")]
                 held.push(run.events_held as f64);
                 #[expect(clippy::cast_precision_loss, reason = "counts")]
                 written.push(run.events as f64);
-            } else {
-                without.push(us);
             }
         }
-        ratios.push(pair[1] / pair[0] - 1.0);
+        for i in 0..3 {
+            us[i].push(this[i]);
+        }
+        ratios[0].push(this[1] / this[0] - 1.0);
+        ratios[1].push(this[2] / this[0] - 1.0);
     }
+    let [all, count, age] = us.map(median);
+    let [count_overhead, age_overhead] = ratios.map(median);
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "medians of counts")]
-    Ok((median(with), median(without), median(ratios), median(held) as u64, median(written) as u64))
+    Ok(RetentionFigures {
+        count,
+        age,
+        all,
+        count_overhead,
+        age_overhead,
+        held: median(held) as u64,
+        written: median(written) as u64,
+    })
 }
 
 /// Every trigger ran its handler: `log` got one record per input record.

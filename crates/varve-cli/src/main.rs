@@ -1234,7 +1234,7 @@ enum LogCommand {
     },
     /// Remove a log's records below a seq, for good (the newest record always
     /// stays; seqs are never reused). System logs (`_…`) are refused: the
-    /// runtime trims its own `_events` (manifest `events_keep`).
+    /// runtime trims its own `_events` (manifest `events_keep`, `events_keep_for`).
     Trim {
         /// The log.
         name: String,

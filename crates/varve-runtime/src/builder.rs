@@ -52,8 +52,13 @@ pub struct RuntimeOptions {
     pub backlog: Backlog,
     /// Event retention: keep at least the last this many events of
     /// `_events` and trim older ones (never one recovery still needs; see
-    /// [`crate::EventRetention`]). `None`: keep every event.
+    /// [`crate::EventRetention`]). `None`: no count rule.
     pub events_keep: Option<u64>,
+    /// Event retention by age: keep at least the events of this last
+    /// while and trim older ones (with `events_keep` too, an event goes
+    /// only when both rules let it). `None`: no age rule; with neither
+    /// rule every event is kept.
+    pub events_keep_for: Option<Duration>,
 }
 
 impl Default for RuntimeOptions {
@@ -67,6 +72,7 @@ impl Default for RuntimeOptions {
             shared: None,
             backlog: Backlog::default(),
             events_keep: None,
+            events_keep_for: None,
         }
     }
 }
@@ -155,6 +161,14 @@ impl RuntimeBuilder {
     #[must_use]
     pub fn events_keep(mut self, keep: u64) -> Self {
         self.options.events_keep = Some(keep);
+        self
+    }
+
+    /// Set [`RuntimeOptions::events_keep_for`]: keep at least the events
+    /// of the last `age` and trim older ones.
+    #[must_use]
+    pub fn events_keep_for(mut self, age: Duration) -> Self {
+        self.options.events_keep_for = Some(age);
         self
     }
 
@@ -250,9 +264,7 @@ impl RuntimeBuilder {
         if options.shared.is_some() {
             options.host = Inner::adopt_host(ns.as_ref(), options.host)?;
         }
-        if let Some(keep) = options.events_keep {
-            crate::retention::check_trims(ns.as_ref(), keep, options.shared.is_some())?;
-        }
+        crate::retention::check_options(ns.as_ref(), &options)?;
         match namespace_host(ns.as_ref())? {
             None => {
                 ns.append(HOST_LOG, &options.host.to_le_bytes())?;

@@ -122,7 +122,8 @@
 //! request ids, [`KILLED_WAIT_MAX`] waited for killed commands at a stop.
 //! Rust handlers cannot be interrupted safely, so their timeout is not
 //! enforced (external commands' is) and a stop abandons them after the grace.
-//! `_events` keeps every event (unbounded retention) for now.
+//! `_events` keeps every event unless [`RuntimeOptions::events_keep`] or
+//! [`RuntimeOptions::events_keep_for`] bounds it (the rule: `retention.rs`).
 //!
 //! **Causal queries** ([`trace`]) are pure functions over events:
 //! ancestors, descendants, traces, the O(n log n) deterministic causal merge

@@ -10,6 +10,7 @@
 //! backlog_max = 100000       # triggers queued or running before outside appends wait; 0: no limit
 //! backlog_wait_ms = 60000    # how long such an append waits before it is refused (nothing written)
 //! events_keep = 10000000     # keep at least the last N events of `_events`, trim older ones; default: keep all
+//! events_keep_for = "7d"     # keep at least the events of the last 7 days ("90s", "12h", "2w"…); default: any age
 //! host_id = "00000000000000a1"  # 16 hex digits; default: generated once per data dir
 //!
 //! [[log]]
@@ -46,7 +47,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use varve_log::{LogConfig, Namespace, OnFull, SyncPolicy};
 
-use crate::builder::RuntimeBuilder;
+use crate::builder::{RuntimeBuilder, RuntimeOptions};
 use crate::context::HandlerContext;
 use crate::error::{Result, RuntimeError};
 use crate::event::HostId;
@@ -71,6 +72,9 @@ pub struct Manifest {
     pub backlog: crate::Backlog,
     /// `runtime.events_keep`: event retention ([`crate::RuntimeOptions::events_keep`]; default: keep every event).
     pub events_keep: Option<u64>,
+    /// `runtime.events_keep_for`: event retention by age ([`crate::RuntimeOptions::events_keep_for`]; default:
+    /// events of any age are kept).
+    pub events_keep_for: Option<Duration>,
     /// `runtime.host_id`: the host id for event ids; `None` to take the data directory's
     /// ([`crate::host_id_for_dir`]).
     pub host: Option<HostId>,
@@ -177,6 +181,7 @@ struct RawRuntime {
     backlog_max: Option<u64>,
     backlog_wait_ms: Option<u64>,
     events_keep: Option<Spanned<i64>>,
+    events_keep_for: Option<Spanned<String>>,
     host_id: Option<Spanned<String>>,
 }
 
@@ -279,6 +284,27 @@ impl Manifest {
                     return src.error(
                         Some(keep.span()),
                         "runtime.events_keep must be at least 1 (leave it out to keep every event)",
+                    )
+                }
+            },
+        };
+        let events_keep_for = match runtime.events_keep_for {
+            None => None,
+            Some(age) => match humantime::parse_duration(age.get_ref()) {
+                Ok(d) if !d.is_zero() => Some(d),
+                Ok(_) => {
+                    return src.error(
+                        Some(age.span()),
+                        "runtime.events_keep_for must be longer than 0 (leave it out to keep events of any age)",
+                    )
+                }
+                Err(e) => {
+                    return src.error(
+                        Some(age.span()),
+                        format!(
+                            "runtime.events_keep_for is {:?}, not a duration ({e}); write one such as \"90s\", \"12h\" or \"7d\"",
+                            age.get_ref()
+                        ),
                     )
                 }
             },
@@ -434,6 +460,7 @@ impl Manifest {
             record_reads: runtime.record_reads.unwrap_or(true),
             backlog,
             events_keep,
+            events_keep_for,
             host,
             logs,
             topics,
@@ -463,19 +490,30 @@ impl Manifest {
         Ok(())
     }
 
-    /// A builder over `ns` with everything the manifest declares: logs,
-    /// topics, handlers (builtins looked up in `builtins`) and their
-    /// subscriptions. Set host, socket and data dir on the builder after.
+    /// The runtime options the manifest sets (`[runtime]`); what it cannot
+    /// know — the host id when it names none, the socket, the data
+    /// directory, sharing — keeps [`RuntimeOptions::default`]'s value, for
+    /// the host to set: `RuntimeOptions { socket, ..manifest.options() }`.
+    #[must_use]
+    pub fn options(&self) -> RuntimeOptions {
+        RuntimeOptions {
+            host: self.host.unwrap_or_default(),
+            concurrency: self.concurrency,
+            record_reads: self.record_reads,
+            backlog: self.backlog,
+            events_keep: self.events_keep,
+            events_keep_for: self.events_keep_for,
+            ..RuntimeOptions::default()
+        }
+    }
+
+    /// A builder over `ns` with everything the manifest declares: its
+    /// [`options`](Manifest::options), logs, topics, handlers (builtins
+    /// looked up in `builtins`) and their subscriptions. Set host, socket
+    /// and data dir on the builder after.
     pub fn builder(&self, ns: Arc<dyn Namespace>, builtins: &Builtins) -> Result<RuntimeBuilder> {
         self.check_builtins(builtins)?;
-        let mut builder =
-            RuntimeBuilder::new(ns).concurrency(self.concurrency).record_reads(self.record_reads).backlog(self.backlog);
-        if let Some(host) = self.host {
-            builder = builder.host(host);
-        }
-        if let Some(keep) = self.events_keep {
-            builder = builder.events_keep(keep);
-        }
+        let mut builder = RuntimeBuilder::new(ns).options(self.options());
         for (name, config) in &self.logs {
             builder = builder.log(name, *config);
         }

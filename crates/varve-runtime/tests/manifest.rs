@@ -13,6 +13,8 @@ namespace = "app"
 concurrency = 2
 sync = "group"
 group_commit_delay_ms = 3
+events_keep = 5000
+events_keep_for = "7d 12h"
 
 [[log]]
 name = "readings"
@@ -44,6 +46,9 @@ fn a_good_manifest_builds_a_runtime() {
     assert_eq!(manifest.namespace, "app");
     assert_eq!(manifest.sync, SyncPolicy::Group(std::time::Duration::from_millis(3)));
     assert_eq!(manifest.handlers[1].retry.timeout, None);
+    let options = manifest.options();
+    assert_eq!((options.concurrency, options.events_keep), (2, Some(5000)));
+    assert_eq!(options.events_keep_for, Some(std::time::Duration::from_secs(7 * 86_400 + 12 * 3_600)));
     let builtins = Builtins::new().with("copy", |ctx| {
         ctx.append("copies", ctx.record())?;
         Ok(())
@@ -72,6 +77,11 @@ fn malformed_manifests_are_rejected_with_the_line() {
         ("[runtime]\nnamspace = \"x\"\n", "APP.toml:2: unknown field `namspace`"),
         ("[runtime]\nconcurrency = 0\n", "APP.toml:2: runtime.concurrency must be between 1"),
         ("[runtime]\nsync = \"sometimes\"\n", "APP.toml:2: runtime.sync is \"sometimes\""),
+        (
+            "[runtime]\nevents_keep_for = \"a week\"\n",
+            "APP.toml:2: runtime.events_keep_for is \"a week\", not a duration",
+        ),
+        ("[runtime]\nevents_keep_for = \"0s\"\n", "APP.toml:2: runtime.events_keep_for must be longer than 0"),
         ("[[log]]\nname = \"_x\"\n", "APP.toml:2: log name: invalid name"),
         ("[[log]]\nname = \"a\"\n[[log]]\nname = \"a\"\n", "APP.toml:4: log \"a\" is declared twice"),
         ("[[log]]\nname = \"a\"\nkeep = 0\n", "APP.toml:3: keep must be at least 1"),

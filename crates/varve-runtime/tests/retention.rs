@@ -1,15 +1,19 @@
-//! Event retention (`events_keep`): the runtime trims its own `_events` so
-//! the event log stays bounded however long the application runs, and it
-//! never trims an event its recovery still needs — an unfinished trigger
-//! survives any amount of later traffic and is run after a restart.
-//! Counted, not timed: the event log's length after every append.
+//! Event retention (`events_keep`, `events_keep_for`): the runtime trims
+//! its own `_events` so the event log stays bounded however long the
+//! application runs, and it never trims an event its recovery still needs —
+//! an unfinished trigger survives any amount of later traffic and is run
+//! after a restart. Counted, not timed: the event log's length after every
+//! append; the age rule is checked against the events' own timestamps.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, SeqRange, SyncPolicy};
-use varve_runtime::{Backlog, EventKind, RetryPolicy, Runtime, RuntimeBuilder, RuntimeError, EVENTS_LOG};
+use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, Seq, SeqRange, SyncPolicy};
+use varve_runtime::{
+    event::now_ns, Backlog, EventKind, RetryPolicy, Runtime, RuntimeBuilder, RuntimeError, EVENTS_LOG,
+};
 
 const IDLE: Duration = Duration::from_secs(60);
 
@@ -133,12 +137,98 @@ fn an_unfinished_trigger_is_never_trimmed_and_runs_after_a_restart() {
     runtime.stop(Duration::from_secs(5));
 }
 
+/// A runtime copying `in` to `out` (a LATEST, a get of nothing, an append per input).
+fn copier(ns: &Arc<dyn Namespace>, builder: impl FnOnce(RuntimeBuilder) -> RuntimeBuilder) -> Runtime {
+    builder(RuntimeBuilder::new(Arc::clone(ns)))
+        .concurrency(1)
+        .log("in", LogConfig::unbounded())
+        .log("out", LogConfig::unbounded())
+        .handler("copy", RetryPolicy::default(), |ctx| {
+            let _ = ctx.latest("out")?;
+            let record = ctx.record().to_vec();
+            ctx.append("out", &record)?;
+            Ok(())
+        })
+        .subscribe("in", "copy")
+        .start()
+        .expect("runtime")
+}
+
+/// `events_keep_for`: events older than the age go (once the earliest is
+/// an eighth past it, plus the margin), younger ones stay — checked against
+/// the timestamps of every event seen while they were kept.
+#[test]
+fn events_older_than_keep_for_are_trimmed_and_younger_ones_never() {
+    const AGE: Duration = Duration::from_secs(2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = journal(dir.path());
+    let runtime = copier(&ns, |b| b.events_keep_for(AGE));
+    let mut seen: BTreeMap<Seq, u64> = BTreeMap::new();
+    let mut look = |runtime: &Runtime| {
+        for e in runtime.events().expect("events") {
+            seen.insert(e.id.seq, e.event.timestamp_ns);
+        }
+    };
+    for i in 0..200u64 {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+    }
+    assert!(runtime.wait_idle(IDLE), "idle");
+    look(&runtime);
+    let old_last = runtime.event_retention().expect("retention").latest;
+    // Then an input every 50 ms until the old events are trimmed.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut i = 200u64;
+    let retention = loop {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+        i += 1;
+        assert!(runtime.wait_idle(IDLE), "idle");
+        let retention = runtime.event_retention().expect("retention");
+        if retention.earliest > old_last {
+            break retention;
+        }
+        assert!(Instant::now() < deadline, "events older than {AGE:?} not trimmed in two minutes: {retention:?}");
+        look(&runtime);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let now = now_ns();
+    println!("event retention: {retention:?} after {i} inputs");
+    assert!(retention.keep_for == Some(AGE) && retention.last_error.is_none(), "{retention:?}");
+    let age_ns = u64::try_from(AGE.as_nanos()).expect("ns");
+    let trimmed: Vec<(&Seq, &u64)> = seen.range(..retention.earliest).collect();
+    assert!(trimmed.len() >= 1_000, "the 200 first inputs' events were trimmed: {}", trimmed.len());
+    for (seq, ts) in trimmed {
+        assert!(now - ts > age_ns, "event {seq} was trimmed {} ms after it was written", (now - ts) / 1_000_000);
+    }
+    // Nothing lost: every input was copied.
+    assert_eq!(ns.latest("out").expect("latest"), i);
+    runtime.stop(Duration::from_secs(5));
+}
+
+/// With both rules, the count rule alone would have trimmed (10 events
+/// kept of 1,500); the age rule (an hour) keeps them all.
+#[test]
+fn with_both_rules_an_event_goes_only_when_both_let_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = journal(dir.path());
+    let runtime = copier(&ns, |b| b.events_keep(10).events_keep_for(Duration::from_secs(3600)));
+    for i in 0..300u64 {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+    }
+    assert!(runtime.wait_idle(IDLE), "idle");
+    let retention = runtime.event_retention().expect("retention");
+    assert!(retention.latest >= 1_500 && retention.earliest == 1 && retention.trims == 0, "{retention:?}");
+    runtime.stop(Duration::from_secs(5));
+}
+
 #[test]
 fn retention_is_refused_where_it_cannot_hold_and_the_runtime_keeps_its_own_logs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ns = journal(dir.path());
     let zero = RuntimeBuilder::new(Arc::clone(&ns)).events_keep(0).start().map(drop).expect_err("keep 0");
     assert!(matches!(zero, RuntimeError::InvalidArgument { .. }) && zero.to_string().contains("at least 1"), "{zero}");
+    let no_age =
+        RuntimeBuilder::new(Arc::clone(&ns)).events_keep_for(Duration::ZERO).start().map(drop).expect_err("age 0");
+    assert!(no_age.to_string().contains("events_keep_for must be longer than 0"), "{no_age}");
     let shared = RuntimeBuilder::new(Arc::clone(&ns))
         .events_keep(10)
         .shared(Duration::from_secs(5))

@@ -148,14 +148,11 @@ impl Namespaces {
         };
         let options = RuntimeOptions {
             host,
-            concurrency: manifest.concurrency,
-            record_reads: manifest.record_reads,
             socket: Some(data_dir.join(name).join(varve_runtime::socket::SOCKET_FILE)),
             data_dir: Some(data_dir),
             // The server serves journal namespaces only: it is their one writer.
             shared: None,
-            backlog: manifest.backlog,
-            events_keep: manifest.events_keep,
+            ..manifest.options()
         };
         let runtime = manifest.builder(ns, builtins)?.options(options).start()?;
         tracing::info!(namespace = %name, host = %format!("{host:016x}"), handlers = manifest.handlers.len(), "runtime started");

@@ -255,13 +255,9 @@ pub fn start_full(
     let data_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
     let options = RuntimeOptions {
         host: varve_runtime::host_id_for_dir(dir)?,
-        concurrency: manifest.concurrency,
-        record_reads: manifest.record_reads,
         socket: varve_bin.map(|_| data_dir.join(NAMESPACE).join("runtime.sock")),
         data_dir: Some(data_dir),
-        shared: None,
-        backlog: manifest.backlog,
-        events_keep: manifest.events_keep,
+        ..manifest.options()
     };
     let mut builder = manifest.builder(ns, builtins)?.options(options);
     if let Some(varve_bin) = varve_bin {

@@ -208,6 +208,7 @@ class Namespace:
         backlog_max: int = 100_000,
         backlog_wait: float = 60.0,
         events_keep: Optional[int] = None,
+        events_keep_for: Optional[float] = None,
     ) -> varve.runtime.Runtime:
         """A :class:`varve.Runtime` over this namespace."""
     def repair_plan(
@@ -662,6 +663,7 @@ class Runtime:
         backlog_max: int = 100_000,
         backlog_wait: float = 60.0,
         events_keep: Optional[int] = None,
+        events_keep_for: Optional[float] = None,
     ) -> _R: ...
     @property
     def namespace(self) -> str: ...

@@ -82,7 +82,7 @@ impl Runtime {
     #[new]
     #[pyo3(signature = (
         namespace, *, concurrency = 4, record_reads = true, host = None, socket = None, backlog_max = 100_000,
-        backlog_wait = 60.0, events_keep = None
+        backlog_wait = 60.0, events_keep = None, events_keep_for = None
     ))]
     #[expect(clippy::too_many_arguments, reason = "the Python constructor's keyword arguments")]
     fn new(
@@ -95,10 +95,13 @@ impl Runtime {
         backlog_max: usize,
         backlog_wait: f64,
         events_keep: Option<u64>,
+        events_keep_for: Option<f64>,
     ) -> PyResult<Self> {
         let backlog_wait = std::time::Duration::try_from_secs_f64(backlog_wait).map_err(|_| {
             invalid_argument(format!("backlog_wait is a number of seconds, 0 or more, not {backlog_wait}"))
         })?;
+        // Zero passes here and is refused at start with the Rust runtime's message.
+        let events_keep_for = seconds_or_none("events_keep_for", events_keep_for)?;
         let ns = Arc::clone(&namespace.state);
         let dir = match &ns.location {
             Location::Embedded(dir) => dir.clone(),
@@ -132,6 +135,7 @@ impl Runtime {
             shared: None,
             backlog: varve_runtime::Backlog { max: backlog_max, wait: backlog_wait },
             events_keep,
+            events_keep_for,
         };
         Ok(Runtime { state: RuntimeState::new(ns, options) })
     }
@@ -396,14 +400,17 @@ impl Runtime {
         event_list(py, events)
     }
 
-    /// What event retention (``events_keep``) has done, as a dict ``{keep,
-    /// earliest, latest, trims, last_error}``: the events kept, the trims
-    /// made since start, the last trim's failure (None if it succeeded).
+    /// What event retention (``events_keep``, ``events_keep_for``) has done,
+    /// as a dict ``{keep, keep_for, earliest, latest, trims, last_error}``:
+    /// the rules (``keep_for`` in seconds; None where unset), the events
+    /// kept, the trims made since start, the last trim's failure (None if
+    /// it succeeded).
     #[getter]
     fn event_retention<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let retention = py.detach(|| -> crate::error::Result<_> { Ok(self.state.handle()?.event_retention()?) })?;
         let out = PyDict::new(py);
         out.set_item("keep", retention.keep)?;
+        out.set_item("keep_for", retention.keep_for.map(|d| d.as_secs_f64()))?;
         out.set_item("earliest", retention.earliest)?;
         out.set_item("latest", retention.latest)?;
         out.set_item("trims", retention.trims)?;

@@ -122,14 +122,11 @@ pub fn run(ctx: &Context<'_>, manifest_path: &Path, until_idle: bool, grace: Dur
     let socket_path = namespace_dir(&data_dir, &manifest.namespace).join(write::SOCKET_FILE);
     let options = varve_runtime::RuntimeOptions {
         host,
-        concurrency: manifest.concurrency,
-        record_reads: manifest.record_reads,
         socket: Some(socket_path.clone()),
         data_dir: Some(data_dir),
         // On NATS other runtimes (other hosts) may serve the namespace too.
         shared: ctx.nats.is_some().then(|| shared_lease(&manifest)),
-        backlog: manifest.backlog,
-        events_keep: manifest.events_keep,
+        ..manifest.options()
     };
     let runtime = manifest.builder(ns, &builtins)?.options(options).start()?;
     if ctx.nats.is_none() {
