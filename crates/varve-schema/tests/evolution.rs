@@ -5,6 +5,12 @@
 //! original values in a plain model; nothing stored is rewritten; a record
 //! projected to the first version and written back keeps the fields that
 //! version does not know. Seeded: proptest prints the failing case.
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    reason = "small generated test values"
+)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,11 +73,14 @@ fn row_of(record: &Record) -> Row {
     record.version().fields.iter().filter_map(|f| record.get(&f.name).map(|v| (f.name.clone(), v))).collect()
 }
 
+/// An INIT of the model: its salt and the fields it sets (name, type).
+type Init = (i64, Vec<(String, FieldType)>);
+
 struct Evolution {
     versions: Vec<Vec<Field>>,
     /// Per version: the INIT's salt and the fields it sets, or the
     /// replaced (old name, new type) pair.
-    inits: Vec<Option<(i64, Vec<(String, FieldType)>)>>,
+    inits: Vec<Option<Init>>,
 }
 
 /// Apply one version's step to a row in the previous version's shape.
@@ -120,8 +129,7 @@ fn build(first: &[FieldType], steps: &[Step]) -> Evolution {
                 let wider = match fields[k].ty {
                     FieldType::I32 => FieldType::I64,
                     FieldType::U32 => FieldType::U64,
-                    FieldType::F32 => FieldType::F64,
-                    FieldType::I64 | FieldType::U64 => FieldType::F64,
+                    FieldType::F32 | FieldType::I64 | FieldType::U64 => FieldType::F64,
                     other => other,
                 };
                 fields[k].ty = wider;
@@ -144,10 +152,10 @@ fn build(first: &[FieldType], steps: &[Step]) -> Evolution {
     Evolution { versions, inits }
 }
 
-fn run(first: Vec<FieldType>, steps: Vec<Step>, per_version: Vec<u8>) -> Result<(), TestCaseError> {
+fn run(first: &[FieldType], steps: &[Step], per_version: &[u8]) -> Result<(), TestCaseError> {
     let ns: Arc<dyn Namespace> = MemoryStore::new().namespace("p").expect("ns");
     let schemas = Schemas::open(ns.clone()).expect("open");
-    let evolution = build(&first, &steps);
+    let evolution = build(first, steps);
     let mut written: Vec<(u64, usize, Row, bytes::Bytes)> = Vec::new();
     let mut seed = 1i64;
     for (v, fields) in evolution.versions.iter().enumerate() {
@@ -233,6 +241,6 @@ proptest! {
         steps in prop::collection::vec(step(), 0..6),
         per_version in prop::collection::vec(0u8..6, 1..7),
     ) {
-        run(first, steps, per_version)?;
+        run(&first, &steps, &per_version)?;
     }
 }

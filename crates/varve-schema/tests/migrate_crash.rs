@@ -4,6 +4,7 @@
 //! subject is entirely in its old generation, after it entirely in the new.
 //!
 //! `VARVE_CRASH_KILLS=N` runs a longer soak; `VARVE_SEED=S` replays a run.
+#![allow(clippy::cast_precision_loss, reason = "small test values as floats")]
 
 use std::process::Command;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! The three retention models end to end on real logs (memory and the
 //! embedded journal), and the bad inputs each must refuse with a typed
 //! error that names what was wrong.
+#![allow(clippy::cast_precision_loss, reason = "small test values as floats")]
 
 use std::sync::Arc;
 
@@ -73,7 +74,7 @@ fn automatic_upgrade_is_lazy_and_rewrites_nothing() {
     let seq = log.append(&upgraded).expect("append");
     let again = log.get(seq).expect("get");
     assert!(again.is_current());
-    assert_eq!(again.original().get("fahrenheit"), Some(Value::Float(98.60000000000001)));
+    assert_eq!(again.original().get("fahrenheit"), Some(Value::Float(98.600_000_000_000_01)));
     // A new record written with v3 needs the INIT'd field set by the program.
     let fresh = log.record().expect("record").with("sensor", "n").expect("s").with("celsius", 1).expect("c");
     let err = log.append(&fresh).expect_err("fahrenheit unset");

@@ -3,6 +3,8 @@
 //! values; after the type gains a version, every past version of the
 //! structure reads in the newest shape (upgraded lazily on read), and the
 //! stored bytes of old versions are never rewritten.
+#![allow(clippy::doc_markdown, reason = "the papers' terms and file names in prose")]
+#![allow(clippy::cast_precision_loss, reason = "small test values as floats")]
 
 use std::sync::Arc;
 
@@ -31,8 +33,8 @@ fn evolve(schemas: &Schemas) {
     schemas.register(SUBJECT, &Spec::new(fields)).expect("v3");
 }
 
-fn encode(schemas: &Schemas, json: serde_json::Value) -> Vec<u8> {
-    schemas.encode(&schemas.record_from_json(SUBJECT, &json).expect("record")).expect("encode")
+fn encode(schemas: &Schemas, json: &serde_json::Value) -> Vec<u8> {
+    schemas.encode(&schemas.record_from_json(SUBJECT, json).expect("record")).expect("encode")
 }
 
 fn read(schemas: &Schemas, bytes: &[u8]) -> serde_json::Value {
@@ -46,12 +48,12 @@ fn a_pedals_sorted_map_reads_every_past_version_in_the_new_shape() {
     schemas.register(SUBJECT, &v1()).expect("v1");
     let mut map = SortedMap::<u64, Vec<u8>>::open(ns.clone(), "prices", Options::default()).expect("map");
     let old_versions: Vec<_> = (1..=4u64)
-        .map(|k| map.insert(&k, &encode(&schemas, serde_json::json!({"cents": k * 150}))).expect("insert"))
+        .map(|k| map.insert(&k, &encode(&schemas, &serde_json::json!({"cents": k * 150}))).expect("insert"))
         .collect();
     let stored_before = map.get(&2, Some(old_versions[1])).expect("get").expect("present");
     evolve(&schemas);
     let after = map
-        .insert(&2, &encode(&schemas, serde_json::json!({"cents": 999, "euros": 9.0, "currency": "USD"})))
+        .insert(&2, &encode(&schemas, &serde_json::json!({"cents": 999, "euros": 9.0, "currency": "USD"})))
         .expect("v3 value");
     // Key 2 as of the version that first wrote it: the old record, new shape.
     let at = map.get(&2, Some(old_versions[1])).expect("get").expect("present");
@@ -82,12 +84,12 @@ fn a_part_durable_map_reads_old_snapshots_and_reopened_values_in_the_new_shape()
     schemas.register(SUBJECT, &v1()).expect("v1");
     let mut map = DurableMap::<Vec<u8>>::open(ns.clone(), "prices", DurableOptions::default()).expect("map");
     for k in 0..50u32 {
-        map.insert(format!("k{k:02}").as_bytes(), encode(&schemas, serde_json::json!({"cents": k}))).expect("insert");
+        map.insert(format!("k{k:02}").as_bytes(), encode(&schemas, &serde_json::json!({"cents": k}))).expect("insert");
     }
     map.checkpoint().expect("checkpoint");
     let before = map.snapshot();
     evolve(&schemas);
-    map.insert(b"k07", encode(&schemas, serde_json::json!({"cents": 7, "euros": 0.5}))).expect("v3 value");
+    map.insert(b"k07", encode(&schemas, &serde_json::json!({"cents": 7, "euros": 0.5}))).expect("v3 value");
     let old = before.get(b"k07").expect("present");
     assert_eq!(read(&schemas, old), serde_json::json!({"cents": 7, "euros": 0.07, "currency": "EUR"}));
     assert_eq!(read(&schemas, map.get(b"k07").expect("present"))["euros"], serde_json::json!(0.5));
@@ -111,15 +113,15 @@ fn ustore_object_history_reads_in_the_new_shape() {
     let schemas = Schemas::open(ns.clone()).expect("schemas");
     schemas.register(SUBJECT, &v1()).expect("v1");
     let objects = ObjectStore::open(ns, "prices").expect("objects");
-    let first = objects.put("apple", None, &encode(&schemas, serde_json::json!({"cents": 120}))).expect("put");
+    let first = objects.put("apple", None, &encode(&schemas, &serde_json::json!({"cents": 120}))).expect("put");
     let second =
-        objects.put("apple", Some(&first.id), &encode(&schemas, serde_json::json!({"cents": 130}))).expect("put");
+        objects.put("apple", Some(&first.id), &encode(&schemas, &serde_json::json!({"cents": 130}))).expect("put");
     evolve(&schemas);
     let third = objects
         .put(
             "apple",
             Some(&second.id),
-            &encode(&schemas, serde_json::json!({"cents": 140, "euros": 1.4, "currency": "EUR"})),
+            &encode(&schemas, &serde_json::json!({"cents": 140, "euros": 1.4, "currency": "EUR"})),
         )
         .expect("put");
     let history = objects.history_values("apple", &third.id, 8).expect("history");

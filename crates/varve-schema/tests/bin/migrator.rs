@@ -5,6 +5,8 @@
 //! batch it appends and `done` when writers have switched; then waits to
 //! be killed. The migration is slowed (`SLOW_US` per record) so that kills
 //! land inside it. Usage: `migrator DIR`.
+#![allow(clippy::doc_markdown, reason = "the papers' terms and file names in prose")]
+#![allow(clippy::cast_precision_loss, reason = "small test values as floats")]
 
 use std::io::Write;
 use std::sync::Arc;
