@@ -159,3 +159,49 @@ fn a_handler_appending_to_another_server_continues_its_trace_there() {
     stop(served);
     stop(sink_server);
 }
+
+/// The value of the sample named `series` (name and labels, as exposed) in
+/// Prometheus text.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// `/metrics` reports each hosted runtime's backlog and event log: the
+/// events held, the trims its event retention made, whether the last failed.
+#[test]
+fn metrics_report_the_hosted_runtime_and_its_event_retention() {
+    let env = Env::new();
+    let manifest = env.manifest(
+        r#"
+[runtime]
+namespace = "app"
+events_keep = 20
+
+[[log]]
+name = "in"
+
+[[handler]]
+name = "nothing"
+log = "in"
+builtin = "noop"
+"#,
+    );
+    let served = env.serve(&["--manifest", manifest.to_str().expect("utf-8")]);
+    // 15 inputs of 4 events each (APPEND, TRIGGER, FIRING, DONE): 60 events, keep 20.
+    for i in 0..15 {
+        remote_ok(&env, &served, &["--ns", "app", "log", "append", "in", &format!("r{i}")]);
+    }
+    let mut text = String::new();
+    wait_until("an idle runtime whose retention trimmed", || {
+        text = common::http_get(served.authority(), "/metrics").unwrap_or_default();
+        sample(&text, "varve_runtime_backlog{namespace=\"app\"}") == Some(0.0)
+            && sample(&text, "varve_runtime_event_trims_total{namespace=\"app\"}").is_some_and(|n| n >= 1.0)
+    });
+    let held = sample(&text, "varve_runtime_events{namespace=\"app\"}").expect("events held");
+    assert!((20.0..=40.0).contains(&held), "keep 20, held {held}:\n{text}");
+    assert_eq!(sample(&text, "varve_runtime_event_trim_failing{namespace=\"app\"}"), Some(0.0), "{text}");
+    let info = remote_ok(&env, &served, &["--ns", "app", "--json", "log", "info", "_events"]);
+    let info: Value = serde_json::from_str(&info).expect("json");
+    assert_eq!(info["latest"], 61, "the handler's SUBSCRIBE and 60 more: {info}");
+    stop(served);
+}

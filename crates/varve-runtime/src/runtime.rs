@@ -222,6 +222,12 @@ impl Drop for Runtime {
 const DROP_GRACE: Duration = Duration::from_secs(5);
 
 impl RuntimeHandle {
+    /// See [`Runtime::backlog`].
+    #[must_use]
+    pub fn backlog(&self) -> usize {
+        self.inner.lock_work().backlog()
+    }
+
     /// See [`Runtime::event_retention`].
     pub fn event_retention(&self) -> Result<crate::EventRetention> {
         self.inner.event_retention()

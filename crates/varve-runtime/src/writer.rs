@@ -83,6 +83,12 @@ impl NamespaceWriter {
         self.read_state().runtime.is_some()
     }
 
+    /// The runtime writes go through, if there is one (for its state: backlog, event retention).
+    #[must_use]
+    pub fn runtime(&self) -> Option<crate::RuntimeHandle> {
+        self.read_state().runtime.as_ref().map(Runtime::handle)
+    }
+
     /// Append `batch` atomically: once per `request` id when one is given,
     /// caused by `cause` when one is given. Blocks on the log (fsync).
     pub fn append(

@@ -92,6 +92,9 @@ pub fn router(state: Shared) -> Router {
 }
 
 async fn metrics_text(State(state): State<Shared>) -> Response {
+    for (namespace, runtime) in state.namespaces.runtimes() {
+        state.metrics.observe_runtime(&namespace, &runtime);
+    }
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
         .into_response()
 }

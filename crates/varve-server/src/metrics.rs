@@ -1,5 +1,7 @@
 //! Prometheus metrics at `/metrics`: requests and their latency per
-//! operation and status, records and bytes appended, open watches.
+//! operation and status, records and bytes appended, open watches; and per
+//! namespace with a runtime, read at each scrape: its backlog and its event
+//! log (events held, trims by event retention, whether the last trim failed).
 //! (An append's latency under `--sync always` is the fsync's, which the
 //! journal shares between concurrent appends.)
 
@@ -29,6 +31,21 @@ pub struct OpLabels {
     pub op: &'static str,
 }
 
+/// The labels of a runtime's metrics: its namespace.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NamespaceLabels {
+    /// The namespace the runtime serves.
+    pub namespace: String,
+}
+
+/// A runtime's metrics, set at each scrape from its state.
+struct RuntimeMetrics {
+    backlog: Family<NamespaceLabels, Gauge>,
+    events: Family<NamespaceLabels, Gauge>,
+    trims: Family<NamespaceLabels, Counter>,
+    trim_failing: Family<NamespaceLabels, Gauge>,
+}
+
 /// Every metric the server keeps.
 pub struct Metrics {
     registry: Registry,
@@ -42,6 +59,7 @@ pub struct Metrics {
     pub open_watches: Gauge<i64, std::sync::atomic::AtomicI64>,
     /// Connections open now.
     pub open_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
+    runtimes: RuntimeMetrics,
 }
 
 impl Default for Metrics {
@@ -73,7 +91,53 @@ impl Metrics {
         registry.register("open_watches", "Watches (SSE streams) open now", open_watches.clone());
         let open_connections = Gauge::default();
         registry.register("open_connections", "Client connections open now", open_connections.clone());
-        Metrics { registry, requests, latency, appended_records, appended_bytes, open_watches, open_connections }
+        let runtimes = RuntimeMetrics {
+            backlog: Family::default(),
+            events: Family::default(),
+            trims: Family::default(),
+            trim_failing: Family::default(),
+        };
+        registry.register(
+            "runtime_backlog",
+            "Triggers a namespace's runtime has not finished (queued, waiting for a retry, or running)",
+            runtimes.backlog.clone(),
+        );
+        registry.register("runtime_events", "Events the runtime's _events log holds now", runtimes.events.clone());
+        registry.register(
+            "runtime_event_trims",
+            "Trims of _events by event retention (events_keep, events_keep_for) since the runtime started",
+            runtimes.trims.clone(),
+        );
+        registry.register(
+            "runtime_event_trim_failing",
+            "1 when the runtime's last trim of _events failed (the server log has no more; the next check retries)",
+            runtimes.trim_failing.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            appended_records,
+            appended_bytes,
+            open_watches,
+            open_connections,
+            runtimes,
+        }
+    }
+
+    /// Set the metrics of the runtime serving `namespace` from its state
+    /// now (a runtime whose state cannot be read keeps its last values).
+    pub fn observe_runtime(&self, namespace: &str, runtime: &varve_runtime::RuntimeHandle) {
+        let labels = NamespaceLabels { namespace: namespace.to_owned() };
+        let m = &self.runtimes;
+        m.backlog.get_or_create(&labels).set(i64::try_from(runtime.backlog()).unwrap_or(i64::MAX));
+        let Ok(retention) = runtime.event_retention() else { return };
+        let held = if retention.latest >= retention.earliest { retention.latest - retention.earliest + 1 } else { 0 };
+        m.events.get_or_create(&labels).set(i64::try_from(held).unwrap_or(i64::MAX));
+        // The runtime counts its trims since it started, as a counter does.
+        let trims = m.trims.get_or_create(&labels);
+        trims.inc_by(retention.trims.saturating_sub(trims.get()));
+        m.trim_failing.get_or_create(&labels).set(i64::from(retention.last_error.is_some()));
     }
 
     /// Count one answered request.

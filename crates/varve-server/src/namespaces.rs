@@ -87,6 +87,16 @@ impl Namespaces {
         self.store.list_namespaces()
     }
 
+    /// The runtimes of the namespaces open now (hosted, or writer-only),
+    /// by namespace name, for `/metrics`.
+    pub fn runtimes(&self) -> Vec<(String, varve_runtime::RuntimeHandle)> {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut runtimes: Vec<_> =
+            open.iter().filter_map(|(name, served)| Some((name.clone(), served.writer.runtime()?))).collect();
+        runtimes.sort_by(|a, b| a.0.cmp(&b.0));
+        runtimes
+    }
+
     /// Stop the runtimes and close every namespace (releasing their locks
     /// once no request holds them).
     pub fn close_all(&self) {

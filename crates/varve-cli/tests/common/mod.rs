@@ -243,6 +243,22 @@ impl Env {
     }
 }
 
+/// The body of `GET path` from a plain `varve serve` at `authority`
+/// (`HOST:PORT`), if it answers 200 within a few seconds.
+pub fn http_get(authority: &str, path: &str) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let addr = authority.parse::<std::net::SocketAddr>().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8(answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
 /// Whether a plain `varve serve` at `authority` (`HOST:PORT`) answers
 /// `GET /healthz` with 200 within a second or two.
 pub fn healthz_ok(authority: &str) -> bool {
