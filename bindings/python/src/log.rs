@@ -807,8 +807,8 @@ impl Log {
 fn trim_log(ns: &NsState, name: &str, before: u64) -> Result<u64> {
     if varve_runtime::is_runtime_log(name) {
         return Err(invalid_argument(format!(
-            "{name} is the runtime's own log: it is not trimmed by hand; give the runtime events_keep and it trims \
-             its event log itself"
+            "{name} is the runtime's own log: it is not trimmed by hand; give the runtime events_keep or \
+             events_keep_for and it trims its event log itself"
         )));
     }
     if name.starts_with('_') {

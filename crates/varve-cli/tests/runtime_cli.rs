@@ -308,7 +308,7 @@ builtin = "noop"
     let old = env.run(&["--ns", "app", "trace", "causes", "in", "1"]);
     assert_eq!(old.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&old.stderr);
-    assert!(stderr.contains("event retention (`events_keep`) trimmed _events"), "{stderr}");
+    assert!(stderr.contains("event retention (`events_keep`, `events_keep_for`) trimmed _events"), "{stderr}");
     let recent = env.json(&["--ns", "app", "trace", "causes", "in", "60"]);
     assert!(recent["events"].as_array().is_some_and(|e| !e.is_empty()), "{recent}");
     let own = env.run(&["--ns", "app", "log", "trim", "_events", "--before", "5"]);

@@ -133,11 +133,11 @@ pub enum RepairError {
         reason: String,
     },
     /// The correction starts before the events the runtime's event
-    /// retention kept (`events_keep`): what depended on it is not known.
+    /// retention kept (`events_keep`, `events_keep_for`): what depended on it is not known.
     #[error(
         "{what} is older than the events kept in namespace {namespace:?} (event retention trimmed its _events \
          before seq {earliest}): what depended on it is no longer recorded, so it cannot be repaired; repair from \
-         a later point, or keep more events (events_keep)"
+         a later point, or keep more events (events_keep, events_keep_for)"
     )]
     BeyondRetention {
         /// The namespace whose events were trimmed.

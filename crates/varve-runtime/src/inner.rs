@@ -154,8 +154,8 @@ pub(crate) fn refuse_trimming_runtime_logs(log: &str) -> Result<()> {
     if is_runtime_log(log) {
         return Err(RuntimeError::InvalidArgument {
             reason: format!(
-                "{log} is the runtime's own log: it is not trimmed by hand; set the runtime's events_keep (manifest \
-                 `events_keep`) and the runtime trims its event log itself"
+                "{log} is the runtime's own log: it is not trimmed by hand; set the runtime's event retention \
+                 (manifest `events_keep` or `events_keep_for`) and the runtime trims its event log itself"
             ),
         });
     }

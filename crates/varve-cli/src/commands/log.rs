@@ -170,8 +170,8 @@ pub fn trim(ctx: &Context<'_>, name: &str, before: Seq) -> anyhow::Result<()> {
     validate_name(name, true)?;
     if varve_runtime::is_runtime_log(name) {
         bail!(
-            "{name} is the runtime's own log: it is not trimmed by hand; set `events_keep` in the app's manifest and \
-             the runtime trims its event log itself"
+            "{name} is the runtime's own log: it is not trimmed by hand; set `events_keep` or `events_keep_for` in the \
+             app's manifest and the runtime trims its event log itself"
         );
     }
     if name.starts_with('_') {

@@ -395,7 +395,7 @@ pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> a
         let earliest = events.iter().filter(|e| e.id.namespace == ctx.namespace).map(|e| e.id.seq).min();
         if let Some(earliest) = earliest.filter(|&e| e > 1) {
             bail!(
-                "no APPEND event for {log}:{seq} in namespace {}: the runtime's event retention (`events_keep`) trimmed _events before seq {earliest}, and records appended before then are no longer traced (nor appended outside a runtime)",
+                "no APPEND event for {log}:{seq} in namespace {}: the runtime's event retention (`events_keep`, `events_keep_for`) trimmed _events before seq {earliest}, and records appended before then are no longer traced (nor appended outside a runtime)",
                 ctx.namespace
             );
         }
