@@ -644,7 +644,7 @@ impl Namespace {
     /// trimmed from then on; seqs are never reused; the newest record always
     /// stays); returns the log's new earliest seq. Durable, and final. The
     /// runtime's own logs (``_events``, ``_runtime.*``, ``_dead_letters``)
-    /// are refused: set ``events_keep`` and the runtime trims its events.
+    /// are refused: set ``events_keep`` or ``events_keep_for`` and the runtime trims its events.
     fn trim(&self, py: Python<'_>, name: &str, before: u64) -> PyResult<u64> {
         py.detach(|| trim_log(&self.state, name, before)).map_err(Into::into)
     }

@@ -652,4 +652,5 @@ def test_events_keep_for_trims_events_older_than_the_age_and_keeps_younger_ones(
         now_ns = time.time_ns()
         # Every event trimmed was older than the age when it went.
         assert all(now_ns - e.timestamp_ns > 500_000_000 for e in first if e.event_seq < retention["earliest"])
-        assert rt.events()[0].event_seq == retention["earliest"]
+        # A worker may trim again after wait_idle returned: never below what was read.
+        assert rt.events()[0].event_seq >= retention["earliest"]

@@ -10,11 +10,17 @@
 //! yet finished — recovery folds `_events` from there after a crash). So
 //! an unfinished trigger's events stay, however long a handler runs.
 //!
-//! **Finding `now - D`.** Binary search on the events' timestamps between
-//! the earliest and the latest event: O(log n) reads. Timestamps are taken
-//! when an event is built, just before its batch is appended, so they
-//! follow append order only to within that gap; the search looks for
-//! `now - D -` [`AGE_MARGIN`], which covers it.
+//! **Finding `now - D`.** Binary search between the earliest and the
+//! latest event: O(log n) probes. A probe at seq `i` takes the timestamp of
+//! the first APPEND or TRIGGER event at or after `i`: those are built under
+//! the writer lock in the batch that appends them, so their timestamps are
+//! their append times, while a DONE or FAILED is built when its run ends
+//! and may be appended much later (a worker writes a claim's outcomes
+//! together). Event `i` was appended no later than that APPEND, so when the
+//! APPEND is older than `now - D -` [`AGE_MARGIN`] (the margin covers the
+//! time between building a batch and its append, an fsync included),
+//! everything up to `i` is too, whatever order other timestamps are in.
+//! The search only trims below a probe it found old that way.
 //!
 //! **When.** After an outside append and after runs finish, once every
 //! rule set is an eighth past its bound (`K + K/8` events held; the
@@ -40,7 +46,7 @@ use varve_log::{LogError, Namespace, Seq};
 
 use crate::builder::RuntimeOptions;
 use crate::error::{Result, RuntimeError};
-use crate::event::{now_ns, Event};
+use crate::event::{now_ns, Event, EventKind};
 use crate::inner::Inner;
 use crate::system_logs::EVENTS_LOG;
 
@@ -115,18 +121,32 @@ pub(crate) fn check_options(ns: &dyn Namespace, options: &RuntimeOptions) -> Res
     }
 }
 
-/// The timestamp of event `seq`.
-fn timestamp_of(ns: &dyn Namespace, seq: Seq) -> Result<u64> {
-    Ok(Event::decode(&ns.get(EVENTS_LOG, seq)?, seq)?.timestamp_ns)
+/// Events a probe looks through for an APPEND or TRIGGER before it counts
+/// as young (bounds a probe's reads where runs write no records).
+const PROBE_EVENTS_MAX: u64 = 4096;
+
+/// When the events up to `seq` were appended at the latest: the timestamp
+/// of the first APPEND or TRIGGER event in `seq..=last` (see the module
+/// docs), `None` if there is none within [`PROBE_EVENTS_MAX`] events.
+fn appended_by(ns: &dyn Namespace, seq: Seq, last: Seq) -> Result<Option<u64>> {
+    let last = last.min(seq.saturating_add(PROBE_EVENTS_MAX - 1));
+    for s in seq..=last {
+        let event = Event::decode(&ns.get(EVENTS_LOG, s)?, s)?;
+        if matches!(event.kind, EventKind::Append | EventKind::Trigger) {
+            return Ok(Some(event.timestamp_ns));
+        }
+    }
+    Ok(None)
 }
 
-/// The first event in `earliest..=latest` whose timestamp is at or after
-/// `cutoff_ns` (`latest + 1` if none is), by binary search: O(log n) reads.
-fn first_at_or_after(ns: &dyn Namespace, earliest: Seq, latest: Seq, cutoff_ns: u64) -> Result<Seq> {
-    let (mut low, mut high) = (earliest, latest + 1);
+/// The seq below which every event in `earliest..=latest` was appended
+/// before `cutoff_ns` (`earliest` when none is known to be): a binary
+/// search that only moves past a probe [`appended_by`] found old.
+fn appended_before(ns: &dyn Namespace, earliest: Seq, latest: Seq, cutoff_ns: u64) -> Result<Seq> {
+    let (mut low, mut high) = (earliest, latest.saturating_add(1));
     while low < high {
         let mid = low + (high - low) / 2;
-        if timestamp_of(ns, mid)? < cutoff_ns {
+        if appended_by(ns, mid, latest)?.is_some_and(|t| t < cutoff_ns) {
             low = mid + 1;
         } else {
             high = mid;
@@ -155,7 +175,7 @@ impl Inner {
         }
         let bounds = self.ns.earliest(EVENTS_LOG).and_then(|e| Ok((e, self.ns.latest(EVENTS_LOG)?)));
         let Ok((earliest, latest)) = bounds else { return };
-        if keep.is_some_and(|k| latest.saturating_sub(earliest) < k + slack(k)) {
+        if keep.is_some_and(|k| latest.saturating_sub(earliest) < k.saturating_add(slack(k))) {
             return;
         }
         if keep_for.is_some_and(|age| !self.age_rule_due(age, earliest)) {
@@ -163,7 +183,7 @@ impl Inner {
         }
         // One trim at a time; a thread that finds one under way leaves it.
         let Ok(_trimming) = self.trimming.try_lock() else { return };
-        let result = self.trim_events(earliest, latest);
+        let result = self.trim_events(latest);
         let mut state = self.lock_retention();
         match result {
             Ok(trimmed) => {
@@ -174,8 +194,9 @@ impl Inner {
         }
     }
 
-    /// Whether the earliest event is older than `age + age/8` (looked at
-    /// most every [`AGE_CHECK_EVERY`]; `false` in between).
+    /// Whether the earliest event was appended more than `age + age/8`
+    /// (and the margin) ago. Looked at most every [`AGE_CHECK_EVERY`]
+    /// (`false` in between); a failed read is kept as the last error.
     fn age_rule_due(&self, age: Duration, earliest: Seq) -> bool {
         let now = Instant::now();
         {
@@ -185,22 +206,43 @@ impl Inner {
             }
             state.next_age_check = Some(now + AGE_CHECK_EVERY);
         }
-        let Ok(oldest) = timestamp_of(self.ns.as_ref(), earliest) else { return false };
-        now_ns().saturating_sub(oldest) > duration_ns(age.saturating_add(age / 8).saturating_add(AGE_MARGIN))
+        let latest = match self.ns.latest(EVENTS_LOG) {
+            Ok(latest) => latest,
+            Err(e) => return self.keep_error(&e.into()),
+        };
+        match appended_by(self.ns.as_ref(), earliest, latest) {
+            Ok(Some(appended)) => {
+                now_ns().saturating_sub(appended) > duration_ns(age.saturating_add(age / 8).saturating_add(AGE_MARGIN))
+            }
+            // No APPEND to judge by yet; or trimmed meanwhile by another
+            // thread: the next check looks again.
+            Ok(None) | Err(RuntimeError::Log(LogError::Trimmed { .. })) => false,
+            Err(e) => self.keep_error(&e),
+        }
+    }
+
+    /// Keep `e` as the retention's last error; `false` (no trim now).
+    fn keep_error(&self, e: &RuntimeError) -> bool {
+        self.lock_retention().last_error = Some(e.to_string());
+        false
     }
 
     /// Write the progress mark if it moved, then trim `_events` below the
-    /// lowest of the points the rules and the mark allow. `true` if it trimmed.
-    fn trim_events(&self, earliest: Seq, latest: Seq) -> Result<bool> {
+    /// lowest of the points the rules and the mark allow. `true` if it
+    /// trimmed. Called under the `trimming` lock: nothing else trims
+    /// meanwhile, so the earliest event read here stays readable.
+    fn trim_events(&self, latest: Seq) -> Result<bool> {
         self.write_progress(false)?;
+        let earliest = self.ns.earliest(EVENTS_LOG)?;
         let mut before = self.lock_work().last_progress;
         if let Some(keep) = self.options.events_keep {
             before = before.min((latest + 1).saturating_sub(keep));
         }
         if let Some(age) = self.options.events_keep_for {
             let cutoff = now_ns().saturating_sub(duration_ns(age.saturating_add(AGE_MARGIN)));
-            let young = first_at_or_after(self.ns.as_ref(), earliest, latest.min(before), cutoff)?;
-            before = before.min(young);
+            // Only events below `before` can go: search no further.
+            let last = latest.min(before.saturating_sub(1));
+            before = before.min(appended_before(self.ns.as_ref(), earliest, last, cutoff)?);
         }
         // The newest event always stays (the Log's trim keeps it anyway).
         before = before.min(latest);
@@ -222,5 +264,90 @@ impl Inner {
             trims: state.trims,
             last_error: state.last_error.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use varve_log::{LogConfig, MemoryStore, Store};
+
+    use super::*;
+
+    /// `_events` of a memory namespace holding events of these kinds and timestamps.
+    fn events(kinds_and_times: &[(EventKind, u64)]) -> std::sync::Arc<dyn Namespace> {
+        let ns = MemoryStore::new().namespace("t").expect("namespace");
+        ns.create_log(EVENTS_LOG, LogConfig::unbounded().system()).expect("create");
+        for &(kind, timestamp_ns) in kinds_and_times {
+            let mut event = Event::new(kind, 1, None);
+            event.timestamp_ns = timestamp_ns;
+            ns.append(EVENTS_LOG, &event.encode()).expect("append");
+        }
+        ns
+    }
+
+    /// A DONE built long before it was appended (a worker writes a claim's
+    /// outcomes together) does not make younger events look old: the search
+    /// goes by the APPENDs and TRIGGERs after a probe. By the DONEs' own
+    /// timestamps it would have trimmed below seq 8, taking the APPEND at 6.
+    #[test]
+    fn a_late_written_outcome_does_not_make_younger_events_look_old() {
+        use EventKind::{Append, Done, Trigger};
+        let ns = events(&[
+            (Append, 100),
+            (Trigger, 100),
+            (Append, 200),
+            (Trigger, 200),
+            (Done, 50),
+            (Append, 300),
+            (Done, 60),
+            (Append, 400),
+        ]);
+        assert_eq!(appended_before(ns.as_ref(), 1, 8, 250).expect("search"), 5);
+        assert_eq!(appended_before(ns.as_ref(), 1, 8, 100).expect("search"), 1, "nothing appended before 100");
+        assert_eq!(appended_before(ns.as_ref(), 1, 8, 1_000).expect("search"), 9, "all (the trim keeps the newest)");
+        assert_eq!(appended_before(ns.as_ref(), 1, 7, 1_000).expect("search"), 7, "not the DONE after the last APPEND");
+    }
+
+    /// Random event logs: APPEND/TRIGGER timestamps rise with their seqs,
+    /// other events carry any earlier timestamp. The search returns exactly
+    /// the first seq not known to be appended before the cutoff, and no
+    /// APPEND or TRIGGER at or after the cutoff lies below it.
+    #[test]
+    fn the_search_finds_exactly_what_is_known_old() {
+        let seed: u64 = std::env::var("VARVE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_261_126);
+        println!("seed {seed} (VARVE_TEST_SEED)");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for _ in 0..50 {
+            let n = rng.gen_range(1..120u64);
+            let mut clock = 1_000u64;
+            let mut log = Vec::new();
+            for _ in 0..n {
+                if rng.gen_bool(0.4) {
+                    clock += rng.gen_range(0..20);
+                    log.push((if rng.gen_bool(0.5) { EventKind::Append } else { EventKind::Trigger }, clock));
+                } else {
+                    log.push((EventKind::Done, rng.gen_range(0..=clock)));
+                }
+            }
+            let ns = events(&log);
+            let cutoff = rng.gen_range(900..clock + 20);
+            let found = appended_before(ns.as_ref(), 1, n, cutoff).expect("search");
+            let old = |i: usize| {
+                log[i..]
+                    .iter()
+                    .find(|(k, _)| matches!(k, EventKind::Append | EventKind::Trigger))
+                    .is_some_and(|e| e.1 < cutoff)
+            };
+            let expected = (0..log.len()).rev().find(|&i| old(i)).map_or(1, |i| i as u64 + 2);
+            assert_eq!(found, expected, "cutoff {cutoff} in {log:?}");
+            for (i, (kind, t)) in log.iter().enumerate().take(usize::try_from(found - 1).expect("small")) {
+                assert!(
+                    !matches!(kind, EventKind::Append | EventKind::Trigger) || *t < cutoff,
+                    "seq {} trimmed",
+                    i + 1
+                );
+            }
+        }
     }
 }

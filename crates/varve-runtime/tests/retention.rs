@@ -72,9 +72,11 @@ fn the_event_log_stays_bounded_and_no_run_is_lost() {
     let mut sorted = out.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, (0..INPUTS).collect::<Vec<_>>(), "every input copied once");
-    // Readers see what is kept, from the earliest on.
+    // Readers see what is kept, from the earliest on (a worker may trim
+    // again after wait_idle returned, so at or past what was read).
     let events = runtime.events().expect("events");
-    assert_eq!(events.first().map(|e| e.id.seq), Some(retention.earliest));
+    let first = events.first().map(|e| e.id.seq).expect("events kept");
+    assert!(first >= retention.earliest, "events() from {first}, earliest read before it {}", retention.earliest);
     runtime.stop(Duration::from_secs(5));
 }
 

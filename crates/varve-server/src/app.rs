@@ -92,11 +92,17 @@ pub fn router(state: Shared) -> Router {
 }
 
 async fn metrics_text(State(state): State<Shared>) -> Response {
-    for (namespace, runtime) in state.namespaces.runtimes() {
-        state.metrics.observe_runtime(&namespace, &runtime);
+    // Reading a runtime's state takes locks and reads the journal: off the async workers.
+    let text = routes::blocking(move || {
+        state.metrics.observe_runtimes(&state.namespaces.runtimes());
+        Ok(state.metrics.encode())
+    })
+    .await;
+    match text {
+        Ok(text) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
+            .into_response(),
+        Err(e) => e.into_response(),
     }
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
-        .into_response()
 }
 
 async fn no_route(method: Method, uri: axum::http::Uri) -> ApiError {

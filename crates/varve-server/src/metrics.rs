@@ -44,6 +44,8 @@ struct RuntimeMetrics {
     events: Family<NamespaceLabels, Gauge>,
     trims: Family<NamespaceLabels, Counter>,
     trim_failing: Family<NamespaceLabels, Gauge>,
+    /// Held while a scrape sets them (see [`Metrics::observe_runtimes`]).
+    observing: std::sync::Mutex<()>,
 }
 
 /// Every metric the server keeps.
@@ -96,6 +98,7 @@ impl Metrics {
             events: Family::default(),
             trims: Family::default(),
             trim_failing: Family::default(),
+            observing: std::sync::Mutex::default(),
         };
         registry.register(
             "runtime_backlog",
@@ -125,16 +128,25 @@ impl Metrics {
         }
     }
 
-    /// Set the metrics of the runtime serving `namespace` from its state
-    /// now (a runtime whose state cannot be read keeps its last values).
-    pub fn observe_runtime(&self, namespace: &str, runtime: &varve_runtime::RuntimeHandle) {
+    /// Set the runtimes' metrics from their state now (a runtime whose
+    /// state cannot be read keeps its last values). One scrape at a time:
+    /// the trims counter is moved up by what the runtime counted since.
+    pub fn observe_runtimes(&self, runtimes: &[(String, varve_runtime::RuntimeHandle)]) {
+        let _one_at_a_time = self.runtimes.observing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (namespace, runtime) in runtimes {
+            self.observe_runtime(namespace, runtime);
+        }
+    }
+
+    fn observe_runtime(&self, namespace: &str, runtime: &varve_runtime::RuntimeHandle) {
         let labels = NamespaceLabels { namespace: namespace.to_owned() };
         let m = &self.runtimes;
         m.backlog.get_or_create(&labels).set(i64::try_from(runtime.backlog()).unwrap_or(i64::MAX));
         let Ok(retention) = runtime.event_retention() else { return };
         let held = if retention.latest >= retention.earliest { retention.latest - retention.earliest + 1 } else { 0 };
         m.events.get_or_create(&labels).set(i64::try_from(held).unwrap_or(i64::MAX));
-        // The runtime counts its trims since it started, as a counter does.
+        // A namespace's runtime lives as long as the server holds it open,
+        // so its count only grows.
         let trims = m.trims.get_or_create(&labels);
         trims.inc_by(retention.trims.saturating_sub(trims.get()));
         m.trim_failing.get_or_create(&labels).set(i64::from(retention.last_error.is_some()));

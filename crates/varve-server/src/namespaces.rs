@@ -88,11 +88,15 @@ impl Namespaces {
     }
 
     /// The runtimes of the namespaces open now (hosted, or writer-only),
-    /// by namespace name, for `/metrics`.
+    /// by namespace name, for `/metrics`. Blocks while a writer of one of
+    /// them changes its path (not while holding the table of namespaces).
     pub fn runtimes(&self) -> Vec<(String, varve_runtime::RuntimeHandle)> {
-        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let open: Vec<(String, Arc<Served>)> = {
+            let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+            open.iter().map(|(name, served)| (name.clone(), Arc::clone(served))).collect()
+        };
         let mut runtimes: Vec<_> =
-            open.iter().filter_map(|(name, served)| Some((name.clone(), served.writer.runtime()?))).collect();
+            open.into_iter().filter_map(|(name, served)| Some((name, served.writer.runtime()?))).collect();
         runtimes.sort_by(|a, b| a.0.cmp(&b.0));
         runtimes
     }

@@ -465,7 +465,7 @@ class RepairError(VarveError):
     committed and must be finished first: an offline ``repair`` does it on
     its own, `varve repair resume` too), ``"bad_journal"`` (the namespace's
     ``_repairs`` log is not readable), ``"beyond_retention"`` (the
-    correction is older than the events the runtime's ``events_keep`` kept:
+    correction is older than the events the runtime's retention (``events_keep``, ``events_keep_for``) kept:
     what depended on it is no longer recorded) or ``"unsupported"``
     (something the repair does not do yet, such as an online repair that
     reaches another namespace). A repair
