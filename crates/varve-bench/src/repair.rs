@@ -19,6 +19,11 @@
 //! 100,000 events for the whole (read + merge + plan); Sans-Souci reports
 //! 2.6 s to parse 79,316 events (Table 7.3, their hardware — a figure from
 //! the paper, not measured here; no other system builds such a graph).
+//!
+//! Then what caused one record (the last prediction), as `varve trace
+//! causes` answers it: from every event (read, merge, graph, walk: how it
+//! was answered before the index) and by the index beside `_events`
+//! (`varve_runtime::causes`), the two answers checked equal.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -27,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SeqRange, SyncPolicy};
 use varve_repair::{Correction, RepairPlan};
-use varve_runtime::trace::{merge_owned, RecordRef};
+use varve_runtime::causes::Causes;
+use varve_runtime::trace::{merge_owned, CausalGraph, RecordRef};
 use varve_runtime::{namespace_events, HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder, RuntimeHandle};
 
 use crate::stats::median;
@@ -76,6 +82,15 @@ pub struct RepairRow {
     pub reruns: usize,
     /// Records the plan changes.
     pub changed: usize,
+    /// `varve trace causes` of the last prediction from every event: read,
+    /// merge, `CausalGraph::new`, `ancestors`.
+    pub causes_full: Duration,
+    /// The same answer by index (`varve_runtime::causes`).
+    pub causes_indexed: Duration,
+    /// Records the indexed answer read (events and index entries).
+    pub causes_records_read: u64,
+    /// Events in the answer.
+    pub causes_events: usize,
 }
 
 impl RepairRow {
@@ -129,6 +144,30 @@ impl RepairReport {
         }
         table.to_markdown()
     }
+
+    /// The second table: what caused one record, from every event vs by index.
+    #[must_use]
+    pub fn causes_markdown(&self) -> String {
+        let mut table = Table::new(&[
+            ("events", Align::Right),
+            ("causes from every event, ms", Align::Right),
+            ("causes by index, ms", Align::Right),
+            ("ratio", Align::Right),
+            ("records read by index", Align::Right),
+            ("events in the answer", Align::Right),
+        ]);
+        for row in &self.rows {
+            table.row(vec![
+                row.events.to_string(),
+                format!("{:.1}", row.causes_full.as_secs_f64() * 1e3),
+                format!("{:.3}", row.causes_indexed.as_secs_f64() * 1e3),
+                format!("{:.0}×", row.causes_full.as_secs_f64() / row.causes_indexed.as_secs_f64().max(1e-9)),
+                row.causes_records_read.to_string(),
+                row.causes_events.to_string(),
+            ]);
+        }
+        table.to_markdown()
+    }
 }
 
 /// Build each size's event log with a real runtime, then time the plan.
@@ -138,7 +177,7 @@ pub fn run(options: &RepairBenchOptions) -> Result<RepairReport> {
         let dir = fresh_dir(&options.dir, &format!("repair-{events}"))?;
         eprintln!("  building an event log of ~{events} events in {}", dir.display());
         let ns = build_app(&dir, events / EVENTS_PER_READING)?;
-        let row = measure(&*ns)?;
+        let row = measure(&ns)?;
         eprintln!(
             "  {} events: read {:.1} ms, merge {:.1} ms, plan {:.1} ms ({} reruns)",
             row.events,
@@ -146,6 +185,12 @@ pub fn run(options: &RepairBenchOptions) -> Result<RepairReport> {
             row.merge.as_secs_f64() * 1e3,
             row.plan.as_secs_f64() * 1e3,
             row.reruns
+        );
+        eprintln!(
+            "  causes of one record: {:.1} ms from every event, {:.3} ms by index ({} records read)",
+            row.causes_full.as_secs_f64() * 1e3,
+            row.causes_indexed.as_secs_f64() * 1e3,
+            row.causes_records_read
         );
         rows.push(row);
     }
@@ -216,7 +261,9 @@ pub(crate) fn feed_history(runtime: &Runtime, readings: usize) -> Result<usize> 
     Ok(done)
 }
 
-fn measure(ns: &dyn Namespace) -> Result<RepairRow> {
+fn measure(ns: &Arc<dyn Namespace>) -> Result<RepairRow> {
+    let causes = measure_causes(ns)?;
+    let ns = ns.as_ref();
     let models = ns.latest("model")?;
     let correction = vec![Correction::Record(RecordRef {
         namespace: ns.name().to_owned(),
@@ -249,6 +296,51 @@ fn measure(ns: &dyn Namespace) -> Result<RepairRow> {
         plan: median_duration(&plan_t),
         reruns: plan.reruns.len(),
         changed: plan.changed.iter().map(|c| c.seqs.len() + c.may_change.len()).sum(),
+        causes_full: causes.full,
+        causes_indexed: causes.indexed,
+        causes_records_read: causes.records_read,
+        causes_events: causes.events,
+    })
+}
+
+struct CausesFigures {
+    full: Duration,
+    indexed: Duration,
+    records_read: u64,
+    events: usize,
+}
+
+/// What caused the last prediction: from every event (as `varve trace
+/// causes` did before the index) and by index; the answers must agree.
+fn measure_causes(ns: &Arc<dyn Namespace>) -> Result<CausesFigures> {
+    let (name, seq) = (ns.name().to_owned(), ns.latest("pred")?);
+    let (mut full, mut indexed) = (Vec::new(), Vec::new());
+    let (mut expected, mut found, mut records_read) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..REPS {
+        let start = Instant::now();
+        let merged = merge_owned(vec![namespace_events(ns.as_ref(), SeqRange::ALL)?]);
+        let graph = CausalGraph::new(&merged);
+        expected = graph.ancestors(&name, "pred", seq).iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+        full.push(start.elapsed());
+        let start = Instant::now();
+        let open = |n: &str| Ok((n == name).then(|| Arc::clone(ns)));
+        let mut causes = Causes::new(&open);
+        found = causes.ancestors(&name, "pred", seq)?.into_iter().map(|e| e.id).collect();
+        indexed.push(start.elapsed());
+        records_read = causes.records_read();
+    }
+    if found != expected || found.len() < 4 {
+        return Err(BenchError::Check(format!(
+            "causes by index ({} events) differ from the full graph's ({} events)",
+            found.len(),
+            expected.len()
+        )));
+    }
+    Ok(CausesFigures {
+        full: median_duration(&full),
+        indexed: median_duration(&indexed),
+        records_read,
+        events: found.len(),
     })
 }
 

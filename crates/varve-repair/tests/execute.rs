@@ -17,6 +17,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
 use varve_repair::{execute, Correction, Inputs, NotReplayable, Planner, RepairError, RepairPlan};
+use varve_runtime::causes::Causes;
 use varve_runtime::trace::{CausalGraph, RecordRef};
 use varve_runtime::{EventKind, HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder};
 
@@ -147,7 +148,7 @@ fn check(seed: u64) -> usize {
     }
     assert_eq!(outcome.replayed, plan.reruns.len(), "seed {seed}");
     assert!(outcome.changed >= 1, "seed {seed}: at least the corrected record changes");
-    check_repair_event(seed, &*ns, &before, &outcome, target as u64 + 1);
+    check_repair_event(seed, &ns, &before, &outcome, target as u64 + 1);
     outcome.replayed
 }
 
@@ -189,10 +190,11 @@ fn check_planner(seed: u64, rng: &mut StdRng, events: &[varve_runtime::StoredEve
 
 /// The REPAIR event names exactly the records whose values differ from the
 /// replaced history, and the causes of each of them include the repair and
-/// the corrected record.
+/// the corrected record; the causes found by index are the full graph's,
+/// for every record.
 fn check_repair_event(
     seed: u64,
-    ns: &dyn Namespace,
+    ns: &Arc<dyn Namespace>,
     before: &HashMap<&str, Vec<Vec<u8>>>,
     outcome: &varve_repair::RepairOutcome,
     corrected_seq: u64,
@@ -200,12 +202,12 @@ fn check_repair_event(
     let differing: BTreeSet<(String, u64)> = LOGS
         .iter()
         .flat_map(|log| {
-            let now = contents(ns, log);
+            let now = contents(ns.as_ref(), log);
             (0..now.len()).filter(move |&i| now[i] != before[log][i]).map(move |i| ((*log).to_owned(), i as u64 + 1))
         })
         .collect();
     assert_eq!(outcome.event_error, None, "seed {seed}");
-    let events = varve_runtime::namespace_events(ns, SeqRange::ALL).expect("events");
+    let events = varve_runtime::namespace_events(ns.as_ref(), SeqRange::ALL).expect("events");
     let repair_seq = outcome.repair_events["app"];
     let repair = events.iter().find(|e| e.id.seq == repair_seq).expect("the REPAIR event");
     assert_eq!(repair.event.kind, EventKind::Repair, "seed {seed}");
@@ -224,6 +226,16 @@ fn check_repair_event(
                     .any(|e| e.event.kind == EventKind::Append && e.event.log == "in" && e.event.seq == corrected_seq),
                 "seed {seed}: {log}:{seq}'s causes lack the corrected record"
             );
+        }
+    }
+    let open = |name: &str| Ok((name == "app").then(|| Arc::clone(ns)));
+    let mut by_index = Causes::new(&open);
+    for log in LOGS {
+        for seq in 1..=ns.latest(log).expect("latest") {
+            let expected: Vec<_> = graph.ancestors("app", log, seq).iter().map(|e| e.id.clone()).collect();
+            let found: Vec<_> =
+                by_index.ancestors("app", log, seq).expect("causes").into_iter().map(|e| e.id).collect();
+            assert_eq!(found, expected, "seed {seed}: causes by index of the repaired {log}:{seq}");
         }
     }
 }

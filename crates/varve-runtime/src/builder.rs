@@ -261,6 +261,7 @@ impl RuntimeBuilder {
         ns.create_log(DEAD_LETTERS_LOG, LogConfig::unbounded().system())?;
         ns.create_log(HOST_LOG, LogConfig::unbounded().system())?;
         ns.create_log(REQUESTS_LOG, requests_log_config())?;
+        crate::append_index::mark_index_start(ns.as_ref())?;
         if options.shared.is_some() {
             options.host = Inner::adopt_host(ns.as_ref(), options.host)?;
         }

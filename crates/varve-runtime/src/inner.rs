@@ -35,6 +35,8 @@ pub(crate) struct WriterState {
     pub requests: RequestMemory,
     /// What this runtime folded of `_events`, when it shares the namespace (`shared.rs`).
     pub fold: Option<SharedFold>,
+    /// The last index entry written per log (`append_index.rs`).
+    pub index: crate::append_index::IndexWriter,
 }
 
 pub(crate) struct Inner {
@@ -112,9 +114,11 @@ impl Inner {
     /// name: a log created again under it fires them again.
     pub(crate) fn delete_log(&self, name: &str) -> Result<()> {
         varve_log::validate_name(name, false)?;
-        let _writer = self.lock_writer();
+        let mut writer = self.lock_writer();
         self.check_running()?;
-        Ok(self.ns.delete_log(name)?)
+        self.ns.delete_log(name)?;
+        writer.index.forget(name);
+        crate::append_index::delete_index(self.ns.as_ref(), name)
     }
 
     /// Rename logs through the runtime, all at once (`Namespace::rename_logs`).

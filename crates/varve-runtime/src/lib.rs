@@ -134,7 +134,9 @@
 //! before [`Runtime::append`]; use `SyncPolicy::Group` or `Never` so fsync is
 //! not what you measure, and [`Runtime::wait_idle`] between rounds.
 
+pub mod append_index;
 mod builder;
+pub mod causes;
 pub mod command;
 pub mod command_context;
 mod context;

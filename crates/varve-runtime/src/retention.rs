@@ -250,6 +250,7 @@ impl Inner {
             return Ok(false);
         }
         self.ns.trim(EVENTS_LOG, before)?;
+        crate::append_index::trim_indexes(self.ns.as_ref(), before)?;
         Ok(true)
     }
 

@@ -178,7 +178,7 @@ pub fn trace_events(events: &[StoredEvent], trace: TraceId) -> Vec<&StoredEvent>
 /// The merge key: timestamp, then host, namespace, seq. Unique per event.
 type OrderKey<'a> = (u64, u64, &'a str, Seq);
 
-fn order_key(e: &StoredEvent) -> OrderKey<'_> {
+pub(crate) fn order_key(e: &StoredEvent) -> OrderKey<'_> {
     (e.event.timestamp_ns, e.id.host, e.id.namespace.as_str(), e.id.seq)
 }
 

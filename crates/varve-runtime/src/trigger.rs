@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use varve_log::{LogError, Seq};
 
+use crate::append_index::create_index_logs;
 use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventId, EventKind, ReadDep, TraceId};
 use crate::inner::{Cause, Inner, WriterState};
@@ -174,6 +175,17 @@ impl Inner {
                 }
             }
         }
+        // The APPEND of batch record i is the i-th APPEND written above.
+        let mut append_events = Vec::with_capacity(batch.len());
+        let mut at = first_event;
+        for (log, _) in batch {
+            append_events.push(at);
+            at += 1 + writer.subscriptions.handlers_of(log).map_or(0, |h| h.len() as u64);
+        }
+        let index = writer.index.entries(
+            batch.iter().zip(&predicted).zip(&append_events).map(|(((log, _), &seq), &event)| (*log, seq, event)),
+        );
+        create_index_logs(self.ns.as_ref(), &index)?;
         let record = request.map(|id| RequestRecord {
             id: id.to_string(),
             logs: logs.iter().map(|l| (*l).to_owned()).collect(),
@@ -187,6 +199,7 @@ impl Inner {
             // In the same batch as the data: on disk exactly when the data is.
             full.push((REQUESTS_LOG, bytes));
         }
+        full.extend(index.iter().map(|(name, entry, _)| (name.as_str(), entry.as_slice())));
         if writer.fold.is_some() {
             // The fold enqueues the TRIGGERs as it takes in the batch's events.
             match self.append_extending(writer, &full, &expected)? {
@@ -212,6 +225,7 @@ impl Inner {
         if let Some(record) = record {
             writer.requests.remember(record);
         }
+        writer.index.landed(&index);
         Ok(Some(Appended { seqs: predicted, repeated: false }))
     }
 

@@ -161,7 +161,8 @@ impl NamespaceWriter {
         if let Some(runtime) = &state.runtime {
             return runtime.delete_log(name);
         }
-        Ok(self.ns.delete_log(name)?)
+        self.ns.delete_log(name)?;
+        crate::append_index::delete_index(self.ns.as_ref(), name)
     }
 
     /// Rename logs, all at once (see `Namespace::rename_logs`); through the

@@ -92,11 +92,14 @@ pub fn object(dir: &Path, quick: bool, only: Option<&str>) -> anyhow::Result<()>
     print(&object::run(&options)?.to_markdown())
 }
 
-/// `varve bench repair`: repair-graph construction at 100k and 1M events,
-/// then the pause of online repairs while readings arrive.
+/// `varve bench repair`: repair-graph construction at 100k and 1M events
+/// (and what caused one record, from every event and by index), then the
+/// pause of online repairs while readings arrive.
 pub fn repair(dir: &Path, quick: bool) -> anyhow::Result<()> {
     let options = varve_bench::repair::RepairBenchOptions::new(dir.to_owned(), quick);
-    print(&varve_bench::repair::run(&options)?.to_markdown())?;
+    let report = varve_bench::repair::run(&options)?;
+    print(&report.to_markdown())?;
+    print(&report.causes_markdown())?;
     print(&varve_bench::repair_online::run(dir, quick)?.to_markdown())
 }
 

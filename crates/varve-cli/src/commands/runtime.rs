@@ -17,6 +17,8 @@ use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Seq, SeqRange};
+use varve_runtime::append_index::EventIndex;
+use varve_runtime::causes::Causes;
 use varve_runtime::event::{parse_trace, trace_hex, EventJson, TraceId};
 use varve_runtime::pending::{HandlerCounts, TriggerFold};
 use varve_runtime::socket::{self, Request};
@@ -387,28 +389,57 @@ fn print_events(ctx: &Context<'_>, records: &[RecordRef], events: &[&StoredEvent
     Ok(())
 }
 
-/// `varve trace causes|effects LOG SEQ`.
+/// `varve trace causes|effects LOG SEQ`. Causes are found by the event
+/// logs' index, reading the answer's events (`varve_runtime::causes`);
+/// effects from every event kept, in one causal graph.
 pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> anyhow::Result<()> {
+    if !effects {
+        return trace_causes(ctx, log, seq);
+    }
     let events = all_events(ctx)?;
     let graph = CausalGraph::new(&events);
     if graph.append_of(&ctx.namespace, log, seq).is_none() {
         let earliest = events.iter().filter(|e| e.id.namespace == ctx.namespace).map(|e| e.id.seq).min();
-        if let Some(earliest) = earliest.filter(|&e| e > 1) {
-            bail!(
-                "no APPEND event for {log}:{seq} in namespace {}: the runtime's event retention (`events_keep`, `events_keep_for`) trimmed _events before seq {earliest}, and records appended before then are no longer traced (nor appended outside a runtime)",
-                ctx.namespace
-            );
+        bail!(no_append(ctx, log, seq, earliest));
+    }
+    let found = graph.descendants(&ctx.namespace, log, seq);
+    let records = CausalGraph::records(&found);
+    print_events(ctx, &records, &found, &format!("what depends on {log}:{seq}"))
+}
+
+/// `varve trace causes LOG SEQ`: namespaces opened read-only as the walk reaches them.
+fn trace_causes(ctx: &Context<'_>, log: &str, seq: Seq) -> anyhow::Result<()> {
+    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
+    let names: BTreeSet<String> = varve_log::Store::list_namespaces(&store)?.into_iter().collect();
+    let open = |name: &str| -> varve_runtime::Result<Option<Arc<dyn Namespace>>> {
+        if !names.contains(name) {
+            return Ok(None);
         }
-        bail!(
-            "no APPEND event for {log}:{seq} in namespace {}: only records appended after a runtime (`varve run`) first served the namespace are traced",
+        Ok(Some(Arc::new(store.journal_namespace(name)?)))
+    };
+    let mut causes = Causes::new(&open);
+    let found = causes.ancestors(&ctx.namespace, log, seq)?;
+    if found.is_empty() {
+        let earliest = causes.index(&ctx.namespace)?.map(EventIndex::earliest);
+        bail!(no_append(ctx, log, seq, earliest));
+    }
+    let found: Vec<&StoredEvent> = found.iter().collect();
+    let records = CausalGraph::records(&found);
+    print_events(ctx, &records, &found, &format!("what caused {log}:{seq}"))
+}
+
+/// Why a record has no APPEND event to trace from (`earliest`: the namespace's earliest event kept).
+fn no_append(ctx: &Context<'_>, log: &str, seq: Seq, earliest: Option<Seq>) -> String {
+    if let Some(earliest) = earliest.filter(|&e| e > 1) {
+        return format!(
+            "no APPEND event for {log}:{seq} in namespace {}: the runtime's event retention (`events_keep`, `events_keep_for`) trimmed _events before seq {earliest}, and records appended before then are no longer traced (nor appended outside a runtime)",
             ctx.namespace
         );
     }
-    let found =
-        if effects { graph.descendants(&ctx.namespace, log, seq) } else { graph.ancestors(&ctx.namespace, log, seq) };
-    let records = CausalGraph::records(&found);
-    let title = if effects { format!("what depends on {log}:{seq}") } else { format!("what caused {log}:{seq}") };
-    print_events(ctx, &records, &found, &title)
+    format!(
+        "no APPEND event for {log}:{seq} in namespace {}: only records appended after a runtime (`varve run`) first served the namespace are traced",
+        ctx.namespace
+    )
 }
 
 /// `varve trace show TRACE_ID [--dot FILE] [--otel FILE]`.
