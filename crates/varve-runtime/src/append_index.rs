@@ -34,7 +34,7 @@ use varve_log::codec::ByteReader;
 use varve_log::{LogConfig, LogError, Namespace, Seq, SeqRange, NAME_BYTES_MAX};
 
 use crate::error::{Result, RuntimeError};
-use crate::event::{Event, EventId, EventKind, HostId, StoredEvent};
+use crate::event::{peek_header, Event, EventId, EventKind, HostId, StoredEvent};
 use crate::system_logs::{namespace_host, EVENTS_LOG};
 
 /// Prefix of a log's index (a runtime log: see `system_logs::is_runtime_log`).
@@ -80,15 +80,32 @@ impl IndexWriter {
     /// at the given event seqs (in batch order).
     pub(crate) fn entries<'a>(&self, appends: impl Iterator<Item = (&'a str, Seq, Seq)>) -> Entries {
         let mut out: Entries = Vec::new();
+        // This batch's entries so far, by log (a batch has few): a batch may
+        // span more than STRIDE events, and each record must be within
+        // STRIDE of an entry at or before it.
+        let mut written: Vec<(&str, Seq)> = Vec::new();
+        // The previous record's log and its last entry: records of one log
+        // usually come together, and then no lookup is needed.
+        let mut previous: Option<(&str, Option<Seq>)> = None;
         for (log, seq, event) in appends {
+            let last = match previous {
+                Some((p, last)) if p == log => last,
+                _ => written
+                    .iter()
+                    .rev()
+                    .find(|(l, _)| *l == log)
+                    .map(|&(_, e)| e)
+                    .or_else(|| self.last_entry.get(log).copied()),
+            };
+            previous = Some((log, last));
+            if last.is_some_and(|last| event.saturating_sub(last) < STRIDE) {
+                continue;
+            }
             let Some(name) = appends_log(log) else { continue };
-            if out.iter().any(|(n, _, _)| *n == name) {
-                continue; // the batch's first record of this log covers the rest
-            }
-            let last = self.last_entry.get(log).copied();
-            if last.is_none_or(|last| event.saturating_sub(last) >= STRIDE) {
-                out.push((name, encode_entry(seq, event), last.is_none()));
-            }
+            let new = !self.last_entry.contains_key(log) && !written.iter().any(|(l, _)| *l == log);
+            out.push((name, encode_entry(seq, event), new));
+            written.push((log, event));
+            previous = Some((log, Some(event)));
         }
         out
     }
@@ -302,6 +319,10 @@ impl EventIndex {
         }
         for record in self.ns.scan(EVENTS_LOG, SeqRange { first: from, last })? {
             let record = record?;
+            if kind_byte(&record.value).is_some_and(|kind| kind != EventKind::Append as u8) {
+                self.count();
+                continue; // not an APPEND: no need to decode it
+            }
             let event = self.stored(record.seq, &record.value)?;
             if event.event.kind == EventKind::Append && event.event.log == log {
                 if event.event.seq == seq {
@@ -324,8 +345,17 @@ impl EventIndex {
         if firing >= self.latest {
             return Ok(out);
         }
+        let here = self.ns.name().as_bytes();
         for record in self.ns.scan(EVENTS_LOG, SeqRange { first: firing + 1, last: self.latest })? {
             let record = record?;
+            // Most events between a FIRING and its DONE belong to other runs:
+            // judged by their header, without decoding them.
+            if let Some((_, parent)) = peek_header(&record.value) {
+                self.count();
+                if parent.is_none_or(|(namespace, seq)| seq != firing || namespace != here) {
+                    continue;
+                }
+            }
             let event = self.stored(record.seq, &record.value)?;
             let child = event.event.parent.as_ref().is_some_and(|p| p.seq == firing && p.namespace == self.ns.name());
             if !child {
@@ -349,8 +379,8 @@ impl EventIndex {
         }
         for record in self.ns.scan(EVENTS_LOG, SeqRange { first: append + 1, last: self.latest })? {
             let record = record?;
-            self.count();
-            if Event::decode(&record.value, record.seq)?.kind != EventKind::Repair {
+            if kind_byte(&record.value).is_some_and(|kind| kind != EventKind::Repair as u8) {
+                self.count();
                 continue;
             }
             let event = self.stored(record.seq, &record.value)?;
@@ -360,6 +390,13 @@ impl EventIndex {
         }
         Ok(out)
     }
+}
+
+/// An event's kind byte without decoding it (every format version puts it
+/// second, after the version); `None` for bytes too short, which the
+/// decoder then reports.
+fn kind_byte(bytes: &[u8]) -> Option<u8> {
+    bytes.get(1).copied()
 }
 
 fn is_append_of(e: &StoredEvent, log: &str, seq: Seq) -> bool {

@@ -35,13 +35,17 @@ pub type OpenNamespace<'a> = dyn Fn(&str) -> Result<Option<Arc<dyn Namespace>>> 
 pub struct Causes<'a> {
     open: &'a OpenNamespace<'a>,
     indexes: HashMap<String, Option<EventIndex>>,
+    /// APPENDs looked up already: many runs read the same records.
+    appends: HashMap<(String, String, Seq), Option<StoredEvent>>,
+    /// The reads each FIRING's run recorded, as parents of the FIRING, by (namespace, seq).
+    runs: HashMap<(String, Seq), Vec<StoredEvent>>,
 }
 
 impl<'a> Causes<'a> {
     /// A walker over the namespaces `open` gives.
     #[must_use]
     pub fn new(open: &'a OpenNamespace<'a>) -> Causes<'a> {
-        Causes { open, indexes: HashMap::new() }
+        Causes { open, indexes: HashMap::new(), appends: HashMap::new(), runs: HashMap::new() }
     }
 
     /// The index of `namespace`, opened on first use (`None`: no such
@@ -59,10 +63,16 @@ impl<'a> Causes<'a> {
 
     /// The APPEND event of a record, if one is kept.
     pub fn append_of(&mut self, namespace: &str, log: &str, seq: Seq) -> Result<Option<StoredEvent>> {
-        match self.index(namespace)? {
-            Some(index) => index.append_of(log, seq),
-            None => Ok(None),
+        let key = (namespace.to_owned(), log.to_owned(), seq);
+        if let Some(found) = self.appends.get(&key) {
+            return Ok(found.clone());
         }
+        let found = match self.index(namespace)? {
+            Some(index) => index.append_of(log, seq)?,
+            None => None,
+        };
+        self.appends.insert(key, found.clone());
+        Ok(found)
     }
 
     /// Every event the record's APPEND transitively depends on, the APPEND
@@ -105,19 +115,7 @@ impl<'a> Causes<'a> {
         let namespace = event.id.namespace.clone();
         self.reads_of(event, &namespace, &mut out)?;
         match event.event.kind {
-            EventKind::Firing => {
-                let run = match self.index(&namespace)? {
-                    Some(index) => index.run_of(event.id.seq)?,
-                    None => Vec::new(),
-                };
-                for child in run {
-                    if matches!(child.event.kind, EventKind::Read | EventKind::Latest) {
-                        out.push(child);
-                    } else {
-                        self.reads_of(&child, &namespace, &mut out)?;
-                    }
-                }
-            }
+            EventKind::Firing => out.extend(self.run_reads(&namespace, event.id.seq)?),
             EventKind::Append => {
                 if let Some(index) = self.index(&namespace)? {
                     out.extend(index.repairs_of(&event.event.log, event.event.seq, event.id.seq)?);
@@ -125,6 +123,30 @@ impl<'a> Causes<'a> {
             }
             _ => {}
         }
+        Ok(out)
+    }
+
+    /// What the run of the FIRING at `firing` read, as parents of the
+    /// FIRING: its READ/LATEST events and the APPENDs of the records its
+    /// events' folded reads name. Kept for later walks.
+    fn run_reads(&mut self, namespace: &str, firing: Seq) -> Result<Vec<StoredEvent>> {
+        let key = (namespace.to_owned(), firing);
+        if let Some(found) = self.runs.get(&key) {
+            return Ok(found.clone());
+        }
+        let run = match self.index(namespace)? {
+            Some(index) => index.run_of(firing)?,
+            None => Vec::new(),
+        };
+        let mut out = Vec::new();
+        for child in run {
+            if matches!(child.event.kind, EventKind::Read | EventKind::Latest) {
+                out.push(child);
+            } else {
+                self.reads_of(&child, namespace, &mut out)?;
+            }
+        }
+        self.runs.insert(key, out.clone());
         Ok(out)
     }
 

@@ -408,6 +408,34 @@ impl Event {
     }
 }
 
+/// A parent as [`peek_header`] reads it: the namespace's bytes and the seq.
+pub type ParentRef<'a> = (&'a [u8], Seq);
+
+/// What a scan needs of an event before deciding to decode it: its kind and
+/// its parent's `(namespace, seq)`. `None` for bytes that do not read as an
+/// event header ([`Event::decode`] then says what is wrong).
+#[must_use]
+pub fn peek_header(bytes: &[u8]) -> Option<(u8, Option<ParentRef<'_>>)> {
+    let mut r = ByteReader::new(bytes);
+    let version = r.u8().ok()?;
+    let kind = r.u8().ok()?;
+    r.u64().ok()?; // timestamp
+    r.u128().ok()?; // trace
+    let parent = match r.u8().ok()? {
+        0 => None,
+        1 => {
+            r.u64().ok()?; // host
+            match version {
+                1 => Some((r.bytes_u16().ok()?, r.u64().ok()?)),
+                2 => Some((r.bytes_varint().ok()?, r.varint().ok()?)),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    Some((kind, parent))
+}
+
 /// Why bytes are not an event; [`Event::decode`] turns it into
 /// [`RuntimeError::BadEvent`] naming the event's seq.
 enum Malformed {

@@ -157,8 +157,11 @@ impl Inner {
         };
         let mut events: Vec<Vec<u8>> = Vec::with_capacity(batch.len() * 2);
         let mut jobs = Vec::new();
+        // The APPEND event of each record, for the index.
+        let mut append_events = Vec::with_capacity(batch.len());
         for (i, ((log, _), &seq)) in batch.iter().zip(&predicted).enumerate() {
             let append_seq = first_event + events.len() as u64;
+            append_events.push(append_seq);
             let mut append = Event::new(EventKind::Append, trace, parent.cloned()).at(log, seq);
             if i == 0 {
                 reads.clone_into(&mut append.reads);
@@ -174,13 +177,6 @@ impl Inner {
                     jobs.push(PendingTrigger::new(trigger_seq, log, seq, handler, trace));
                 }
             }
-        }
-        // The APPEND of batch record i is the i-th APPEND written above.
-        let mut append_events = Vec::with_capacity(batch.len());
-        let mut at = first_event;
-        for (log, _) in batch {
-            append_events.push(at);
-            at += 1 + writer.subscriptions.handlers_of(log).map_or(0, |h| h.len() as u64);
         }
         let index = writer.index.entries(
             batch.iter().zip(&predicted).zip(&append_events).map(|(((log, _), &seq), &event)| (*log, seq, event)),
