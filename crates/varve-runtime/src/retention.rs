@@ -166,8 +166,10 @@ impl Inner {
 
     /// Trim `_events` if it holds more than its retention allows (see the
     /// module docs). Cheap when there is nothing to do: two reads of the
-    /// event log's bounds (and, at most every [`AGE_CHECK_EVERY`], one
-    /// event's timestamp). Errors are kept, not returned.
+    /// event log's bounds (and, at most every [`AGE_CHECK_EVERY`], the
+    /// events from the earliest to the first APPEND or TRIGGER, usually one
+    /// or a few, for its timestamp). A trim also trims the index entries of
+    /// the events it trimmed (`append_index.rs`). Errors are kept, not returned.
     pub(crate) fn retain_events(&self) {
         let (keep, keep_for) = (self.options.events_keep, self.options.events_keep_for);
         if keep.is_none() && keep_for.is_none() || self.stopped.load(Ordering::SeqCst) {
