@@ -19,13 +19,16 @@
 //! than [`STRIDE`] events before. So the last entry at or below `s`, `(sᵢ,
 //! eᵢ)`, has `eᵢ <= e < eᵢ + STRIDE` (and `e` is below the next entry's
 //! event). Several runtimes sharing a namespace each keep the invariant for
-//! their own appends, so it holds for all.
+//! their own appends, so it holds for all — as long as none deletes a log
+//! the others append to (their memory of its entries outlives the index).
 //!
 //! Records appended straight to the log (no runtime) have no APPEND event
 //! and no entry: a lookup says so after its bounded scan. A log deleted
-//! through the runtime or a [`crate::NamespaceWriter`] loses its index with
-//! it (a log created again under the name starts a new one). Event retention
-//! trims the entries whose events it trimmed, keeping the last one below.
+//! through the runtime, a [`crate::NamespaceWriter`] or `varve log rm`
+//! loses its index first. An index left by an earlier log of the same name
+//! anyway is started afresh at the next entry (`prepare_index_logs`), so a
+//! lookup never lands on the old log's APPENDs. Event retention trims the
+//! entries whose events it trimmed, keeping the last one below.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -72,8 +75,8 @@ pub(crate) struct IndexWriter {
     last_entry: HashMap<String, Seq>,
 }
 
-/// Entries one batch adds: `(index log, entry, whether the index log may not exist yet)`.
-pub(crate) type Entries = Vec<(String, [u8; 16], bool)>;
+/// Entries one batch adds: `(index log, entry)`.
+pub(crate) type Entries = Vec<(String, [u8; 16])>;
 
 impl IndexWriter {
     /// The entries for a batch whose records `(log, seq)` have their APPENDs
@@ -102,8 +105,7 @@ impl IndexWriter {
                 continue;
             }
             let Some(name) = appends_log(log) else { continue };
-            let new = !self.last_entry.contains_key(log) && !written.iter().any(|(l, _)| *l == log);
-            out.push((name, encode_entry(seq, event), new));
+            out.push((name, encode_entry(seq, event)));
             written.push((log, event));
             previous = Some((log, Some(event)));
         }
@@ -112,7 +114,7 @@ impl IndexWriter {
 
     /// Note the entries of a batch that landed.
     pub(crate) fn landed(&mut self, entries: &Entries) {
-        for (name, entry, _) in entries {
+        for (name, entry) in entries {
             let event = u64::from_le_bytes(entry[8..].try_into().expect("16-byte entry"));
             self.last_entry.insert(name[APPENDS_PREFIX.len()..].to_owned(), event);
         }
@@ -124,11 +126,32 @@ impl IndexWriter {
     }
 }
 
-/// Create the index logs a batch's entries need (before the batch).
-pub(crate) fn create_index_logs(ns: &dyn Namespace, entries: &Entries) -> Result<()> {
-    for (name, _, new) in entries {
-        if *new {
-            ns.create_log(name, LogConfig::unbounded().system())?;
+/// Make ready the index logs a batch's entries go to (before the batch;
+/// about one call per 128 events of a log): create a missing one, and start
+/// afresh one whose last entry is not below the new entry's seq — an index
+/// left by an earlier log of the same name (deleted or renamed without its
+/// index, or by another runtime sharing the namespace), whose entries would
+/// send lookups to that log's APPENDs.
+pub(crate) fn prepare_index_logs(ns: &dyn Namespace, entries: &Entries) -> Result<()> {
+    for (i, (name, entry)) in entries.iter().enumerate() {
+        if entries[..i].iter().any(|(n, _)| n == name) {
+            continue; // a later entry of this batch, above the first
+        }
+        let seq = u64::from_le_bytes(entry[..8].try_into().expect("16-byte entry"));
+        match ns.log_info(name) {
+            Err(LogError::LogNotFound { .. }) => ns.create_log(name, LogConfig::unbounded().system())?,
+            Err(e) => return Err(e.into()),
+            Ok(info) if info.latest > 0 => {
+                let stale = match decode_entry(&ns.get(name, info.latest)?, name, info.latest) {
+                    Ok((last, _)) => last >= seq,
+                    Err(_) => true, // damaged: start afresh rather than mislead lookups
+                };
+                if stale {
+                    ns.delete_log(name)?;
+                    ns.create_log(name, LogConfig::unbounded().system())?;
+                }
+            }
+            Ok(_) => {}
         }
     }
     Ok(())
@@ -144,8 +167,8 @@ pub(crate) fn mark_index_start(ns: &dyn Namespace) -> Result<()> {
     Ok(())
 }
 
-/// Delete `log`'s index, if it has one (with the log).
-pub(crate) fn delete_index(ns: &dyn Namespace, log: &str) -> Result<()> {
+/// Delete `log`'s index, if it has one (before the log itself: see the module docs).
+pub fn delete_index(ns: &dyn Namespace, log: &str) -> Result<()> {
     let Some(name) = appends_log(log) else { return Ok(()) };
     match ns.delete_log(&name) {
         Ok(()) | Err(LogError::LogNotFound { .. }) => Ok(()),
@@ -168,7 +191,13 @@ pub(crate) fn trim_indexes(ns: &dyn Namespace, earliest: Seq) -> Result<u64> {
         let (mut lo, mut hi, mut keep_from) = (first, last, first);
         while lo <= hi {
             let mid = lo + (hi - lo) / 2;
-            let (_, event) = decode_entry(&ns.get(name, mid)?, name, mid)?;
+            let bytes = match ns.get(name, mid) {
+                Ok(bytes) => bytes,
+                // Deleted or trimmed meanwhile (its log was deleted): the others still get trimmed.
+                Err(LogError::LogNotFound { .. } | LogError::Trimmed { .. } | LogError::SeqNotFound { .. }) => break,
+                Err(e) => return Err(e.into()),
+            };
+            let (_, event) = decode_entry(&bytes, name, mid)?;
             if event < earliest {
                 keep_from = mid;
                 lo = mid + 1;
@@ -177,8 +206,11 @@ pub(crate) fn trim_indexes(ns: &dyn Namespace, earliest: Seq) -> Result<u64> {
             }
         }
         if keep_from > first {
-            ns.trim(name, keep_from)?;
-            trimmed += keep_from - first;
+            match ns.trim(name, keep_from) {
+                Ok(_) => trimmed += keep_from - first,
+                Err(LogError::LogNotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
     }
     Ok(trimmed)
@@ -200,6 +232,8 @@ pub struct EventIndex {
     repaired: bool,
     /// Records read from `_events` and the indexes (what a lookup costs).
     reads: std::cell::Cell<u64>,
+    /// The namespace's REPAIR events, once looked for (`repairs_of`).
+    repairs: std::cell::OnceCell<Vec<StoredEvent>>,
 }
 
 impl EventIndex {
@@ -223,7 +257,16 @@ impl EventIndex {
         };
         let repaired = ns.log_info("_repairs").is_ok();
         let host = namespace_host(ns.as_ref())?.unwrap_or(0);
-        Ok(Some(EventIndex { ns, host, since, earliest, latest, repaired, reads: std::cell::Cell::new(0) }))
+        Ok(Some(EventIndex {
+            ns,
+            host,
+            since,
+            earliest,
+            latest,
+            repaired,
+            reads: std::cell::Cell::new(0),
+            repairs: std::cell::OnceCell::new(),
+        }))
     }
 
     /// Records read from `_events` and the index logs so far.
@@ -371,24 +414,44 @@ impl EventIndex {
     }
 
     /// The REPAIR events that replaced `(log, seq)`, looked for after its
-    /// APPEND at `append` (none, without reading, in a namespace never repaired).
+    /// APPEND at `append` (none, without reading, in a namespace never
+    /// repaired). The namespace's REPAIR events are found once per index
+    /// (a scan of every event, by kind byte) and kept.
     pub fn repairs_of(&self, log: &str, seq: Seq, append: Seq) -> Result<Vec<StoredEvent>> {
-        let mut out = Vec::new();
-        if !self.repaired || append >= self.latest {
-            return Ok(out);
+        if !self.repaired {
+            return Ok(Vec::new());
         }
-        for record in self.ns.scan(EVENTS_LOG, SeqRange { first: append + 1, last: self.latest })? {
-            let record = record?;
-            if kind_byte(&record.value).is_some_and(|kind| kind != EventKind::Repair as u8) {
-                self.count();
-                continue;
+        if self.repairs.get().is_none() {
+            let mut found = Vec::new();
+            if self.earliest <= self.latest {
+                for record in self.ns.scan(EVENTS_LOG, SeqRange { first: self.earliest, last: self.latest })? {
+                    let record = record?;
+                    if kind_byte(&record.value).is_some_and(|kind| kind != EventKind::Repair as u8) {
+                        self.count();
+                        continue;
+                    }
+                    found.push(self.stored(record.seq, &record.value)?);
+                }
             }
-            let event = self.stored(record.seq, &record.value)?;
-            if event.event.replaced().any(|(l, first, last)| l == log && (first..=last).contains(&seq)) {
-                out.push(event);
-            }
+            let _ = self.repairs.set(found);
         }
-        Ok(out)
+        let repairs = self.repairs.get().map_or(&[][..], Vec::as_slice);
+        Ok(repairs
+            .iter()
+            .filter(|e| e.id.seq > append)
+            .filter(|e| e.event.replaced().any(|(l, first, last)| l == log && (first..=last).contains(&seq)))
+            .cloned()
+            .collect())
+    }
+
+    /// The latest seq of `log` now (0 if there is no such log): bounds a
+    /// ranged read's lookups to records that exist.
+    pub fn log_latest(&self, log: &str) -> Result<Seq> {
+        match self.ns.latest(log) {
+            Ok(latest) => Ok(latest),
+            Err(LogError::LogNotFound { .. }) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -11,12 +11,13 @@
 //! replaced its record (a scan after it, only in a namespace a repair has
 //! written to). Namespaces are opened as the walk reaches them.
 //!
-//! **One difference from the full graph**: a read recorded in *another*
+//! **Differences from the full graph**: a read recorded in *another*
 //! namespace's `_events` with a FIRING here as its cause (an external
 //! command reading another namespace through that namespace's runtime
-//! socket) is not found from the FIRING: finding it would mean reading all
-//! of that namespace's events. `varve trace effects` and repair plans read
-//! every event and see it.
+//! socket) is not found from the FIRING, nor a read whose cause is not a
+//! FIRING (a socket read given an APPEND as its cause by hand): finding
+//! them would mean reading every event. `varve trace effects` and repair
+//! plans read every event and see them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -153,7 +154,12 @@ impl<'a> Causes<'a> {
     /// The APPENDs of the records `event` read (in its namespace).
     fn reads_of(&mut self, event: &StoredEvent, namespace: &str, out: &mut Vec<StoredEvent>) -> Result<()> {
         for read in event.event.read_views() {
-            for seq in read.seq..=read.seq_last {
+            // A ranged read may name seqs past the log's end (a scan asks for a range).
+            let last = match self.index(namespace)? {
+                Some(index) => read.seq_last.min(index.log_latest(read.log)?),
+                None => continue,
+            };
+            for seq in read.seq..=last {
                 if let Some(append) = self.append_of(namespace, read.log, seq)? {
                     out.push(append);
                 }

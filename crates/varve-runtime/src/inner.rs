@@ -116,9 +116,11 @@ impl Inner {
         varve_log::validate_name(name, false)?;
         let mut writer = self.lock_writer();
         self.check_running()?;
-        self.ns.delete_log(name)?;
+        // The index first: a crash between leaves a log without an index
+        // (found by scan), never an index describing a log that is gone.
         writer.index.forget(name);
-        crate::append_index::delete_index(self.ns.as_ref(), name)
+        crate::append_index::delete_index(self.ns.as_ref(), name)?;
+        Ok(self.ns.delete_log(name)?)
     }
 
     /// Rename logs through the runtime, all at once (`Namespace::rename_logs`).
@@ -128,8 +130,13 @@ impl Inner {
     /// `a` when they land.
     pub(crate) fn rename_logs(&self, renames: &[(&str, &str)]) -> Result<()> {
         refuse_renaming_runtime_logs(renames)?;
-        let _writer = self.lock_writer();
+        let mut writer = self.lock_writer();
         self.check_running()?;
+        for (from, to) in renames {
+            // The next entry of either name checks its index afresh (`append_index.rs`).
+            writer.index.forget(from);
+            writer.index.forget(to);
+        }
         Ok(self.ns.rename_logs(renames)?)
     }
 

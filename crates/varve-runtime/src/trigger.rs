@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use varve_log::{LogError, Seq};
 
-use crate::append_index::create_index_logs;
+use crate::append_index::prepare_index_logs;
 use crate::error::{Result, RuntimeError};
 use crate::event::{Event, EventId, EventKind, ReadDep, TraceId};
 use crate::inner::{Cause, Inner, WriterState};
@@ -181,7 +181,7 @@ impl Inner {
         let index = writer.index.entries(
             batch.iter().zip(&predicted).zip(&append_events).map(|(((log, _), &seq), &event)| (*log, seq, event)),
         );
-        create_index_logs(self.ns.as_ref(), &index)?;
+        prepare_index_logs(self.ns.as_ref(), &index)?;
         let record = request.map(|id| RequestRecord {
             id: id.to_string(),
             logs: logs.iter().map(|l| (*l).to_owned()).collect(),
@@ -195,7 +195,7 @@ impl Inner {
             // In the same batch as the data: on disk exactly when the data is.
             full.push((REQUESTS_LOG, bytes));
         }
-        full.extend(index.iter().map(|(name, entry, _)| (name.as_str(), entry.as_slice())));
+        full.extend(index.iter().map(|(name, entry)| (name.as_str(), entry.as_slice())));
         if writer.fold.is_some() {
             // The fold enqueues the TRIGGERs as it takes in the batch's events.
             match self.append_extending(writer, &full, &expected)? {

@@ -161,8 +161,8 @@ impl NamespaceWriter {
         if let Some(runtime) = &state.runtime {
             return runtime.delete_log(name);
         }
-        self.ns.delete_log(name)?;
-        crate::append_index::delete_index(self.ns.as_ref(), name)
+        crate::append_index::delete_index(self.ns.as_ref(), name)?;
+        Ok(self.ns.delete_log(name)?)
     }
 
     /// Rename logs, all at once (see `Namespace::rename_logs`); through the

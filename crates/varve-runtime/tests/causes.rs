@@ -319,4 +319,33 @@ fn a_log_created_again_after_a_delete_starts_a_new_index() {
     let found = causes.append_of("app", "x", seq).expect("lookup").expect("found");
     assert_eq!(found.id, last_append, "the new incarnation's APPEND");
     rt.stop(IDLE);
+
+    // Deleted behind the runtime's back (straight on the namespace, as a
+    // tool without the index would): the stale index is started afresh at
+    // the next entry, and lookups find the new log's APPENDs, not the old's.
+    for _ in 0..40 {
+        ns.append("x", &[3]).expect("straight append");
+    }
+    let rt = RuntimeBuilder::new(Arc::clone(&ns)).start().expect("runtime again");
+    for _ in 0..40 {
+        rt.append("x", &[4]).expect("append");
+    }
+    rt.stop(IDLE);
+    ns.delete_log("x").expect("delete straight");
+    ns.create_log("x", LogConfig::unbounded()).expect("create straight");
+    let rt = RuntimeBuilder::new(Arc::clone(&ns)).start().expect("runtime a third time");
+    for _ in 0..10 {
+        rt.append("x", &[5]).expect("append to the new x");
+    }
+    let all = rt.events().expect("events");
+    let graph = CausalGraph::new(&all);
+    let mut causes = Causes::new(&open);
+    for seq in 1..=10 {
+        let expected = graph.ancestors("app", "x", seq).iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+        let found = causes.ancestors("app", "x", seq).expect("causes").into_iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(found, expected, "x:{seq} after a delete the index did not see");
+        assert_eq!(found.len(), 1, "an outside append has only its APPEND");
+        assert!(found[0].seq > all.len() as u64 - 30, "the new log's APPEND, not the old one's: {found:?}");
+    }
+    rt.stop(IDLE);
 }

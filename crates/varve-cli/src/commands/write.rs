@@ -405,6 +405,9 @@ impl WriteOp for DeleteLog<'_> {
     }
 
     fn direct(&self, _ctx: &Context<'_>, ns: varve_log::JournalNamespace) -> anyhow::Result<()> {
+        // The index first: a crash between leaves a log without an index
+        // (found by scan), never an index describing a log that is gone.
+        varve_runtime::append_index::delete_index(&ns, self.name)?;
         ns.delete_log(self.name)?;
         ns.close()?;
         Ok(())
@@ -415,6 +418,7 @@ impl WriteOp for DeleteLog<'_> {
     }
 
     fn shared(&self, ns: &Arc<dyn varve_log::Namespace>) -> anyhow::Result<()> {
+        varve_runtime::append_index::delete_index(ns.as_ref(), self.name)?;
         Ok(ns.delete_log(self.name)?)
     }
 
