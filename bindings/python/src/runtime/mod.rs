@@ -421,10 +421,11 @@ impl Runtime {
     /// What caused record `log`/`seq`: the record's APPEND event first, then
     /// its ancestors in the causal graph (appends, triggers, runs, and the
     /// appends the runs read), in event order. Empty for an unknown record.
+    /// Found by the index beside ``_events``: it reads the answer's events,
+    /// not every event (docs/runtime.md).
     fn causes(&self, py: Python<'_>, log: &str, seq: u64) -> PyResult<Vec<Py<Event>>> {
-        let events = py.detach(|| self.state.events(SeqRange::ALL))?;
-        let graph = CausalGraph::new(&events);
-        event_list(py, graph.ancestors(&self.state.ns.name, log, seq).into_iter().cloned())
+        let found = py.detach(|| self.state.causes(log, seq))?;
+        event_list(py, found)
     }
 
     /// What depends on record `log`/`seq`, transitively: the record's APPEND

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use varve_log::SeqRange;
+use varve_log::{Namespace as RustNamespace, Seq, SeqRange};
+use varve_runtime::causes::Causes;
 use varve_runtime::{HandlerSpec, Runtime as RustRuntime, RuntimeBuilder, RuntimeHandle, RuntimeOptions, StoredEvent};
 
 use crate::error::{Error, Result};
@@ -163,6 +164,17 @@ impl RuntimeState {
 
     pub(super) fn events(&self, range: SeqRange) -> Result<Vec<StoredEvent>> {
         self.ns.with(|ns| Ok(varve_runtime::namespace_events(ns.as_ref(), range)?))
+    }
+
+    /// What caused `log`/`seq`, by the event index (`varve_runtime::causes`).
+    /// The walk stays in this namespace, as the events `events` reads do.
+    pub(super) fn causes(&self, log: &str, seq: Seq) -> Result<Vec<StoredEvent>> {
+        self.ns.with(|ns| {
+            let open = |name: &str| -> varve_runtime::Result<Option<Arc<dyn RustNamespace>>> {
+                Ok((name == self.ns.name).then(|| Arc::clone(ns)))
+            };
+            Ok(Causes::new(&open).ancestors(&self.ns.name, log, seq)?)
+        })
     }
 }
 
