@@ -189,9 +189,11 @@ def test_context_reads_are_recorded_with_their_cause(ns):
     assert {("APPEND", "table", 1), ("APPEND", "table", 2), ("APPEND", "table", 3), ("APPEND", "in", 1)} <= causes
 
 
-def test_causes_by_index_agree_with_effects_from_every_event(ns):
-    # causes() walks the index beside _events; effects() builds the causal
-    # graph from every event. For every pair of records X, Y of an app with
+def test_causes_by_index_agree_with_effects_walked_forward(ns):
+    # causes() walks back by the index beside _events; effects() walks the
+    # events after the record forward: two different searches of one causal
+    # graph (each checked against the whole graph in the Rust tests,
+    # crates/varve-runtime/tests/causes.rs). For every pair of records X, Y of an app with
     # fan-out, fan-in, latest and fixed-seq reads, and batches past the
     # index's stride (128 events): X is among Y's causes exactly when Y is
     # among X's effects.

@@ -30,9 +30,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, SeqRange, SyncPolicy};
+use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, Seq, SeqRange, SyncPolicy};
 use varve_repair::{Correction, RepairPlan};
 use varve_runtime::causes::Causes;
+use varve_runtime::effects::Effects;
 use varve_runtime::trace::{merge_owned, CausalGraph, RecordRef};
 use varve_runtime::{namespace_events, HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder, RuntimeHandle};
 
@@ -91,6 +92,24 @@ pub struct RepairRow {
     pub causes_records_read: u64,
     /// Events in the answer.
     pub causes_events: usize,
+    /// What depends on the middle model, then on the last one: from every
+    /// event, and walked from the model's APPEND (`varve_runtime::effects`).
+    pub effects: [EffectsFigures; 2],
+}
+
+/// "What depends on this record", both ways.
+#[derive(Clone, Debug)]
+pub struct EffectsFigures {
+    /// The model's seq.
+    pub model: Seq,
+    /// Read, merge, `CausalGraph::new`, `descendants` (as `varve trace effects` did).
+    pub full: Duration,
+    /// The walk from the record's APPEND.
+    pub walked: Duration,
+    /// Records the walk read (events and index entries).
+    pub records_read: u64,
+    /// Events in the answer.
+    pub events: usize,
 }
 
 impl RepairRow {
@@ -168,6 +187,34 @@ impl RepairReport {
         }
         table.to_markdown()
     }
+
+    /// The third table: what depends on a model, from every event vs walked forward.
+    #[must_use]
+    pub fn effects_markdown(&self) -> String {
+        let mut table = Table::new(&[
+            ("events", Align::Right),
+            ("effects of", Align::Left),
+            ("from every event, ms", Align::Right),
+            ("walked from the record, ms", Align::Right),
+            ("ratio", Align::Right),
+            ("records read by the walk", Align::Right),
+            ("events in the answer", Align::Right),
+        ]);
+        for row in &self.rows {
+            for (which, figures) in ["the middle model", "the last model"].iter().zip(&row.effects) {
+                table.row(vec![
+                    row.events.to_string(),
+                    format!("{which} (model:{})", figures.model),
+                    format!("{:.1}", figures.full.as_secs_f64() * 1e3),
+                    format!("{:.1}", figures.walked.as_secs_f64() * 1e3),
+                    format!("{:.1}×", figures.full.as_secs_f64() / figures.walked.as_secs_f64().max(1e-9)),
+                    figures.records_read.to_string(),
+                    figures.events.to_string(),
+                ]);
+            }
+        }
+        table.to_markdown()
+    }
 }
 
 /// Build each size's event log with a real runtime, then time the plan.
@@ -192,6 +239,16 @@ pub fn run(options: &RepairBenchOptions) -> Result<RepairReport> {
             row.causes_indexed.as_secs_f64() * 1e3,
             row.causes_records_read
         );
+        for figures in &row.effects {
+            eprintln!(
+                "  effects of model:{}: {:.1} ms from every event, {:.1} ms walked ({} records read, {} events)",
+                figures.model,
+                figures.full.as_secs_f64() * 1e3,
+                figures.walked.as_secs_f64() * 1e3,
+                figures.records_read,
+                figures.events
+            );
+        }
         rows.push(row);
     }
     Ok(RepairReport { rows })
@@ -261,10 +318,11 @@ pub(crate) fn feed_history(runtime: &Runtime, readings: usize) -> Result<usize> 
     Ok(done)
 }
 
-fn measure(ns: &Arc<dyn Namespace>) -> Result<RepairRow> {
-    let causes = measure_causes(ns)?;
-    let ns = ns.as_ref();
+fn measure(ns_arc: &Arc<dyn Namespace>) -> Result<RepairRow> {
+    let causes = measure_causes(ns_arc)?;
+    let ns = ns_arc.as_ref();
     let models = ns.latest("model")?;
+    let effects = [measure_effects(ns_arc, models.div_ceil(2).max(1))?, measure_effects(ns_arc, models)?];
     let correction = vec![Correction::Record(RecordRef {
         namespace: ns.name().to_owned(),
         log: "model".into(),
@@ -300,6 +358,43 @@ fn measure(ns: &Arc<dyn Namespace>) -> Result<RepairRow> {
         causes_indexed: causes.indexed,
         causes_records_read: causes.records_read,
         causes_events: causes.events,
+        effects,
+    })
+}
+
+/// What depends on `model:seq`: from every event (as `varve trace effects`
+/// did before the walk) and walked from its APPEND; the answers must agree.
+fn measure_effects(ns: &Arc<dyn Namespace>, model: Seq) -> Result<EffectsFigures> {
+    let name = ns.name().to_owned();
+    let (mut full, mut walked) = (Vec::new(), Vec::new());
+    let (mut expected, mut found, mut records_read) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..REPS {
+        let start = Instant::now();
+        let merged = merge_owned(vec![namespace_events(ns.as_ref(), SeqRange::ALL)?]);
+        let graph = CausalGraph::new(&merged);
+        expected = graph.descendants(&name, "model", model).iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+        full.push(start.elapsed());
+        let start = Instant::now();
+        let open = |n: &str| Ok((n == name).then(|| Arc::clone(ns)));
+        let namespaces = [name.clone()];
+        let mut effects = Effects::new(&open, &namespaces);
+        found = effects.descendants(&name, "model", model)?.into_iter().map(|e| e.id).collect();
+        walked.push(start.elapsed());
+        records_read = effects.records_read();
+    }
+    if found != expected || found.len() < 4 {
+        return Err(BenchError::Check(format!(
+            "effects of model:{model} walked ({} events) differ from the full graph's ({} events)",
+            found.len(),
+            expected.len()
+        )));
+    }
+    Ok(EffectsFigures {
+        model,
+        full: median_duration(&full),
+        walked: median_duration(&walked),
+        records_read,
+        events: found.len(),
     })
 }
 

@@ -303,6 +303,38 @@ impl EventIndex {
         }
     }
 
+    /// The host id that labels this namespace's events.
+    #[must_use]
+    pub fn host(&self) -> HostId {
+        self.host
+    }
+
+    /// The latest event (when this index was opened).
+    #[must_use]
+    pub fn latest(&self) -> Seq {
+        self.latest
+    }
+
+    /// Call `visit` with each event kept from `first` to [`EventIndex::latest`], in order.
+    pub fn for_each_from(&self, first: Seq, mut visit: impl FnMut(StoredEvent) -> Result<()>) -> Result<()> {
+        let first = first.max(self.earliest);
+        if first > self.latest {
+            return Ok(());
+        }
+        let records = match self.ns.scan(EVENTS_LOG, SeqRange { first, last: self.latest }) {
+            Ok(records) => records,
+            Err(LogError::Trimmed { .. }) => {
+                self.ns.scan(EVENTS_LOG, SeqRange { first: self.ns.earliest(EVENTS_LOG)?, last: self.latest })?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for record in records {
+            let record = record?;
+            visit(self.stored(record.seq, &record.value)?)?;
+        }
+        Ok(())
+    }
+
     fn stored(&self, seq: Seq, bytes: &[u8]) -> Result<StoredEvent> {
         self.count();
         let event = Event::decode(bytes, seq)?;

@@ -16,8 +16,8 @@
 //! command reading another namespace through that namespace's runtime
 //! socket) is not found from the FIRING, nor a read whose cause is not a
 //! FIRING (a socket read given an APPEND as its cause by hand): finding
-//! them would mean reading every event. `varve trace effects` and repair
-//! plans read every event and see them.
+//! them would mean reading every event. Effects (`crate::effects`) and
+//! repair plans read events in order and see them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;

@@ -140,6 +140,7 @@ pub mod causes;
 pub mod command;
 pub mod command_context;
 mod context;
+pub mod effects;
 mod error;
 pub mod event;
 mod handler;

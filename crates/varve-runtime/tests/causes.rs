@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use common::IDLE;
 use rand::rngs::StdRng;
@@ -20,11 +20,14 @@ use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
 use varve_runtime::append_index::{APPENDS_PREFIX, INDEX_SINCE_LOG, STRIDE};
 use varve_runtime::causes::Causes;
+use varve_runtime::effects::Effects;
 use varve_runtime::trace::{merge, CausalGraph};
 use varve_runtime::{EventId, HandlerContext, RetryPolicy, Runtime, RuntimeBuilder, RuntimeHandle, StoredEvent};
 
 /// Logs in causal order: a handler reads any log of its namespace and writes a later one.
-const LOGS: [(&str, &str); 5] = [("edge", "in"), ("edge", "a1"), ("edge", "a2"), ("cloud", "b1"), ("cloud", "b2")];
+/// `c1` takes appends from the cloud back to the edge.
+const LOGS: [(&str, &str); 6] =
+    [("edge", "in"), ("edge", "a1"), ("edge", "a2"), ("cloud", "b1"), ("cloud", "b2"), ("edge", "c1")];
 /// A busy log without handlers: most events are its APPENDs.
 const HOT: &str = "hot";
 /// [`STRIDE`] as a count of records.
@@ -37,6 +40,9 @@ struct HandlerDef {
     output: usize,
     latest_of: Option<usize>,
     first_of: Option<usize>,
+    /// Append a first record before reading: the reads then count as inputs
+    /// of an APPEND written before them (a run's reads are inputs of all its appends).
+    append_first: bool,
 }
 
 fn fnv(parts: &[u64]) -> u64 {
@@ -59,6 +65,16 @@ fn run(
     remote: Option<&RuntimeHandle>,
 ) -> varve_runtime::HandlerResult {
     let mut parts = vec![index as u64, value(ctx.record())];
+    let (ns, log) = LOGS[def.output];
+    let local = LOGS[def.source].0 == ns;
+    if def.append_first {
+        let first = fnv(&parts).to_le_bytes();
+        if local {
+            ctx.append(log, &first)?;
+        } else {
+            ctx.append_via(remote.expect("the other runtime"), &[(log, &first)])?;
+        }
+    }
     if let Some(log) = def.latest_of {
         let latest = ctx.latest(LOGS[log].1)?;
         if latest > 0 {
@@ -72,8 +88,7 @@ fn run(
         }
     }
     let out = fnv(&parts).to_le_bytes();
-    let (ns, log) = LOGS[def.output];
-    if LOGS[def.source].0 == ns {
+    if local {
         ctx.append(log, &out)?;
     } else {
         ctx.append_via(remote.expect("the other runtime"), &[(log, &out)])?;
@@ -96,7 +111,11 @@ fn start(rng: &mut StdRng, retention: bool) -> Case {
             let same_ns: Vec<usize> = (0..LOGS.len()).filter(|&l| LOGS[l].0 == *source_ns).collect();
             let mut pick = || rng.gen_bool(0.6).then(|| same_ns[rng.gen_range(0..same_ns.len())]);
             let (latest_of, first_of) = (pick(), pick());
-            defs.push(HandlerDef { source, output, latest_of, first_of });
+            // Only within a namespace: an APPEND in another namespace written
+            // before its run read an effect is where effects differ from the
+            // full graph (varve_runtime::effects, module docs).
+            let append_first = LOGS[output].0 == *source_ns && rng.gen_bool(0.3);
+            defs.push(HandlerDef { source, output, latest_of, first_of, append_first });
         }
     }
     let edge_ns = MemoryStore::new().namespace("edge").expect("edge");
@@ -113,10 +132,13 @@ fn start(rng: &mut StdRng, retention: bool) -> Case {
             cloud = cloud.log(log, LogConfig::unbounded());
         }
     }
+    // The cloud's handlers append to the edge through its handle, set once the edge runs.
+    let edge_handle: Arc<OnceLock<RuntimeHandle>> = Arc::new(OnceLock::new());
     for (i, def) in defs.iter().enumerate().filter(|(_, d)| LOGS[d.source].0 == "cloud") {
-        let (def, name, source) = (def.clone(), format!("h{i}"), LOGS[def.source].1);
-        cloud =
-            cloud.handler(&name, RetryPolicy::default(), move |ctx| run(ctx, i, &def, None)).subscribe(source, &name);
+        let (def, name, source, remote) = (def.clone(), format!("h{i}"), LOGS[def.source].1, Arc::clone(&edge_handle));
+        cloud = cloud
+            .handler(&name, RetryPolicy::default(), move |ctx| run(ctx, i, &def, remote.get()))
+            .subscribe(source, &name);
     }
     let cloud = cloud.start().expect("cloud runtime");
     for (i, def) in defs.iter().enumerate().filter(|(_, d)| LOGS[d.source].0 == "edge") {
@@ -127,6 +149,7 @@ fn start(rng: &mut StdRng, retention: bool) -> Case {
             .subscribe(source, &name);
     }
     let edge = edge.start().expect("edge runtime");
+    assert!(edge_handle.set(edge.handle()).is_ok(), "the edge handle is set once");
     Case { edge, cloud, edge_ns, cloud_ns }
 }
 
@@ -145,12 +168,8 @@ fn ids(events: &[&StoredEvent]) -> Vec<EventId> {
     events.iter().map(|e| e.id.clone()).collect()
 }
 
-fn check(seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let retention = rng.gen_bool(0.3);
-    let before_index = rng.gen_bool(0.2);
-    let case = start(&mut rng, retention);
-    let inputs: usize = rng.gen_range(20..60);
+/// The app's history: `inputs` inputs among hot appends and batches, then idle.
+fn feed(case: &Case, rng: &mut StdRng, inputs: usize, seed: u64) {
     for i in 0..inputs {
         // Bursts: several appends before the handlers catch up, so runs interleave.
         case.edge.append("in", &rng.gen::<u64>().to_le_bytes()).expect("input");
@@ -177,6 +196,16 @@ fn check(seed: u64) {
     for _ in 0..3 {
         assert!(case.edge.wait_idle(IDLE) && case.cloud.wait_idle(IDLE), "seed {seed}: not idle");
     }
+}
+
+/// Returns how many effects were compared, and how many of them held more than a record's own run.
+fn check(seed: u64) -> (usize, usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let retention = rng.gen_bool(0.3);
+    let before_index = rng.gen_bool(0.2);
+    let case = start(&mut rng, retention);
+    let inputs: usize = rng.gen_range(20..60);
+    feed(&case, &mut rng, inputs, seed);
     if before_index {
         // As a store written before the index existed: no index at all.
         for ns in [&case.edge_ns, &case.cloud_ns] {
@@ -192,8 +221,11 @@ fn check(seed: u64) {
     let graph = CausalGraph::new(&all);
     let opener = open(&case);
     let mut causes = Causes::new(&opener);
-    let mut compared = 0;
-    let (mut graph_time, mut index_time) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let namespaces = ["edge".to_owned(), "cloud".to_owned()];
+    let mut effects = Effects::new(&opener, &namespaces);
+    let (mut compared, mut effects_compared, mut effects_nontrivial) = (0, 0, 0);
+    let (mut graph_time, mut index_time, mut walk_time) =
+        (std::time::Duration::ZERO, std::time::Duration::ZERO, std::time::Duration::ZERO);
     for (ns_name, log) in LOGS.iter().copied().chain([("edge", HOT)]) {
         let ns = if ns_name == "edge" { &case.edge_ns } else { &case.cloud_ns };
         for record in ns.scan(log, SeqRange::ALL).expect("scan") {
@@ -225,19 +257,38 @@ fn check(seed: u64) {
                 "seed {seed} (retention {retention}, before the index {before_index}): causes of {ns_name}/{log}:{seq}"
             );
             compared += 1;
+            // Effects walk every event after the record: a smaller sample.
+            if effects_compared < 150 && rng.gen_bool(if log == HOT { 0.02 } else { 0.1 }) {
+                let t = std::time::Instant::now();
+                let expected = ids(&graph.descendants(ns_name, log, seq));
+                graph_time += t.elapsed();
+                let t = std::time::Instant::now();
+                let found = effects.descendants(ns_name, log, seq).expect("effects");
+                walk_time += t.elapsed();
+                let found: Vec<EventId> = found.iter().map(|e| e.id.clone()).collect();
+                assert_eq!(
+                    found, expected,
+                    "seed {seed} (retention {retention}, before the index {before_index}): effects of {ns_name}/{log}:{seq}"
+                );
+                effects_compared += 1;
+                effects_nontrivial += usize::from(expected.len() > 3);
+            }
         }
     }
     assert!(compared >= inputs / 10, "seed {seed}: compared only {compared} records");
     println!(
-        "  {} events, {compared} records compared in {:.1} s (full graph {:.1} s, by index {:.1} s; retention {retention}, before the index {before_index})",
+        "  {} events, {compared} causes and {effects_compared} effects compared in {:.1} s (full graph {:.1} s, causes by index {:.1} s, effects walked {:.1} s; retention {retention}, before the index {before_index})",
         all.len(),
         started.elapsed().as_secs_f64(),
         graph_time.as_secs_f64(),
-        index_time.as_secs_f64()
+        index_time.as_secs_f64(),
+        walk_time.as_secs_f64()
     );
     drop(causes);
+    drop(effects);
     case.edge.stop(IDLE);
     case.cloud.stop(IDLE);
+    (effects_compared, effects_nontrivial)
 }
 
 #[test]
@@ -249,11 +300,16 @@ fn causes_by_index_equal_the_full_graph_for_every_record() {
         return;
     }
     let base: u64 = rand::random();
+    let (mut effects, mut nontrivial) = (0, 0);
     for i in 0..cases {
         let seed = base.wrapping_add(i);
         println!("seed {seed} (VARVE_TEST_SEED={seed} replays it)");
-        check(seed);
+        let (compared, large) = check(seed);
+        effects += compared;
+        nontrivial += large;
     }
+    println!("{effects} effects compared, {nontrivial} of them larger than a record's own run");
+    assert!(nontrivial * 4 >= effects, "too few effects beyond a record's own run: {nontrivial} of {effects}");
 }
 
 /// The trend: finding what caused a record reads O(answer) records —
@@ -277,7 +333,12 @@ fn a_lookup_reads_as_much_after_a_long_history_as_after_a_short_one() {
         for i in 0..history {
             rt.append(HOT, &[1]).expect("hot");
             if i % 500 == 0 {
+                // Each run alone, as the last one is: runs lagging behind (a
+                // loaded machine) would write their APPENDs in bursts, and a
+                // lookup's scan from the index entry before it would vary
+                // with the timing (up to STRIDE events), not with the history.
                 rt.append("in", &[2]).expect("in");
+                assert!(rt.wait_idle(IDLE));
             }
         }
         rt.append("in", &[3]).expect("last input");
@@ -297,6 +358,52 @@ fn a_lookup_reads_as_much_after_a_long_history_as_after_a_short_one() {
     // A full read would be 16x; binary searches add a few reads per doubling.
     assert!(long <= short * 2, "a lookup must not grow with the history: {short} records read, then {long}");
     assert!(long < 2_000, "far fewer than the 16,000 events: {long}");
+}
+
+/// Effects walk the events after the record, not the history before it:
+/// what depends on the last input reads as much after 16,000 events as
+/// after 1,000.
+#[test]
+fn effects_read_the_events_after_the_record_not_the_history() {
+    let reads_after = |history: usize| {
+        let ns = MemoryStore::new().namespace("app").expect("ns");
+        let rt = RuntimeBuilder::new(Arc::clone(&ns))
+            .log("in", LogConfig::unbounded())
+            .log("out", LogConfig::unbounded())
+            .log(HOT, LogConfig::unbounded())
+            .handler("copy", RetryPolicy::default(), |ctx| {
+                let seen = ctx.latest("in")?;
+                ctx.append("out", &seen.to_le_bytes())?;
+                Ok(())
+            })
+            .subscribe("in", "copy")
+            .start()
+            .expect("runtime");
+        for i in 0..history {
+            rt.append(HOT, &[1]).expect("hot");
+            if i % 500 == 0 {
+                rt.append("in", &[2]).expect("in");
+            }
+        }
+        assert!(rt.wait_idle(IDLE));
+        let last = rt.append("in", &[3]).expect("last input");
+        assert!(rt.wait_idle(IDLE));
+        let namespaces = ["app".to_owned()];
+        let open = |name: &str| Ok((name == "app").then(|| Arc::clone(&ns)));
+        let mut effects = Effects::new(&open, &namespaces);
+        let found = effects.descendants("app", "in", last).expect("effects");
+        let events = rt.events().expect("events");
+        let expected = ids(&CausalGraph::new(&events).descendants("app", "in", last));
+        assert_eq!(found.iter().map(|e| e.id.clone()).collect::<Vec<_>>(), expected);
+        rt.stop(IDLE);
+        (effects.records_read(), found.len())
+    };
+    let (short, short_found) = reads_after(1_000);
+    let (long, long_found) = reads_after(16_000);
+    println!("records read: {short} after 1,000 events, {long} after 16,000 (answers of {short_found} and {long_found} events)");
+    assert!(short_found >= 5, "APPEND, TRIGGER, FIRING, the output's APPEND, DONE at least");
+    assert_eq!(short_found, long_found, "the same shape of answer");
+    assert!(long <= short * 2, "effects must not grow with the history before the record: {short}, then {long}");
 }
 
 /// A log deleted through the runtime takes its index with it: the records

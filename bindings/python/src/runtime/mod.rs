@@ -44,7 +44,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 use varve_log::{LogError, Seq, SeqRange};
 use varve_runtime::event::parse_trace;
-use varve_runtime::trace::{trace_events, CausalGraph};
+use varve_runtime::trace::trace_events;
 use varve_runtime::{DeadLetter, HandlerKind, HandlerSpec, RuntimeOptions, CONCURRENCY_MAX, DEAD_LETTERS_LOG};
 
 use self::args::{log_names, retry_policy, with_batch};
@@ -431,10 +431,10 @@ impl Runtime {
     /// What depends on record `log`/`seq`, transitively: the record's APPEND
     /// first, then the runs it triggered, what they appended, the reads of
     /// it and what followed, in event order.
+    /// Found by a walk over the events after the record (docs/runtime.md).
     fn effects(&self, py: Python<'_>, log: &str, seq: u64) -> PyResult<Vec<Py<Event>>> {
-        let events = py.detach(|| self.state.events(SeqRange::ALL))?;
-        let graph = CausalGraph::new(&events);
-        event_list(py, graph.descendants(&self.state.ns.name, log, seq).into_iter().cloned())
+        let found = py.detach(|| self.state.effects(log, seq))?;
+        event_list(py, found)
     }
 
     /// Every event of the trace `trace_id` (hex, as :attr:`Event.trace_id`).

@@ -9,6 +9,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use varve_log::{Namespace as RustNamespace, Seq, SeqRange};
 use varve_runtime::causes::Causes;
+use varve_runtime::effects::Effects;
 use varve_runtime::{HandlerSpec, Runtime as RustRuntime, RuntimeBuilder, RuntimeHandle, RuntimeOptions, StoredEvent};
 
 use crate::error::{Error, Result};
@@ -174,6 +175,17 @@ impl RuntimeState {
                 Ok((name == self.ns.name).then(|| Arc::clone(ns)))
             };
             Ok(Causes::new(&open).ancestors(&self.ns.name, log, seq)?)
+        })
+    }
+
+    /// What depends on `log`/`seq`, walking the events after it (`varve_runtime::effects`), in this namespace.
+    pub(super) fn effects(&self, log: &str, seq: Seq) -> Result<Vec<StoredEvent>> {
+        self.ns.with(|ns| {
+            let open = |name: &str| -> varve_runtime::Result<Option<Arc<dyn RustNamespace>>> {
+                Ok((name == self.ns.name).then(|| Arc::clone(ns)))
+            };
+            let namespaces = [self.ns.name.clone()];
+            Ok(Effects::new(&open, &namespaces).descendants(&self.ns.name, log, seq)?)
         })
     }
 }

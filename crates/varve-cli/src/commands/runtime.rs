@@ -19,6 +19,7 @@ use signal_hook::iterator::Signals;
 use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Seq, SeqRange};
 use varve_runtime::append_index::EventIndex;
 use varve_runtime::causes::Causes;
+use varve_runtime::effects::Effects;
 use varve_runtime::event::{parse_trace, trace_hex, EventJson, TraceId};
 use varve_runtime::pending::{HandlerCounts, TriggerFold};
 use varve_runtime::socket::{self, Request};
@@ -391,24 +392,9 @@ fn print_events(ctx: &Context<'_>, records: &[RecordRef], events: &[&StoredEvent
 
 /// `varve trace causes|effects LOG SEQ`. Causes are found by the event
 /// logs' index, reading the answer's events (`varve_runtime::causes`);
-/// effects from every event kept, in one causal graph.
+/// effects by a walk over the events after the record
+/// (`varve_runtime::effects`). Namespaces are opened read-only.
 pub fn trace_related(ctx: &Context<'_>, log: &str, seq: Seq, effects: bool) -> anyhow::Result<()> {
-    if !effects {
-        return trace_causes(ctx, log, seq);
-    }
-    let events = all_events(ctx)?;
-    let graph = CausalGraph::new(&events);
-    if graph.append_of(&ctx.namespace, log, seq).is_none() {
-        let earliest = events.iter().filter(|e| e.id.namespace == ctx.namespace).map(|e| e.id.seq).min();
-        bail!(no_append(ctx, log, seq, earliest));
-    }
-    let found = graph.descendants(&ctx.namespace, log, seq);
-    let records = CausalGraph::records(&found);
-    print_events(ctx, &records, &found, &format!("what depends on {log}:{seq}"))
-}
-
-/// `varve trace causes LOG SEQ`: namespaces opened read-only as the walk reaches them.
-fn trace_causes(ctx: &Context<'_>, log: &str, seq: Seq) -> anyhow::Result<()> {
     let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
     let names: BTreeSet<String> = varve_log::Store::list_namespaces(&store)?.into_iter().collect();
     let open = |name: &str| -> varve_runtime::Result<Option<Arc<dyn Namespace>>> {
@@ -418,14 +404,19 @@ fn trace_causes(ctx: &Context<'_>, log: &str, seq: Seq) -> anyhow::Result<()> {
         Ok(Some(Arc::new(store.journal_namespace(name)?)))
     };
     let mut causes = Causes::new(&open);
-    let found = causes.ancestors(&ctx.namespace, log, seq)?;
+    let (found, title) = if effects {
+        let names: Vec<String> = names.iter().cloned().collect();
+        (Effects::new(&open, &names).descendants(&ctx.namespace, log, seq)?, format!("what depends on {log}:{seq}"))
+    } else {
+        (causes.ancestors(&ctx.namespace, log, seq)?, format!("what caused {log}:{seq}"))
+    };
     if found.is_empty() {
         let earliest = causes.index(&ctx.namespace)?.map(EventIndex::earliest);
         bail!(no_append(ctx, log, seq, earliest));
     }
     let found: Vec<&StoredEvent> = found.iter().collect();
     let records = CausalGraph::records(&found);
-    print_events(ctx, &records, &found, &format!("what caused {log}:{seq}"))
+    print_events(ctx, &records, &found, &title)
 }
 
 /// Why a record has no APPEND event to trace from (`earliest`: the namespace's earliest event kept).
