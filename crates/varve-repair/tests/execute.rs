@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
 use varve_repair::{execute, Correction, Inputs, NotReplayable, Planner, RepairError, RepairPlan};
 use varve_runtime::causes::Causes;
+use varve_runtime::effects::Effects;
 use varve_runtime::trace::{CausalGraph, RecordRef};
 use varve_runtime::{EventKind, HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, RuntimeBuilder};
 
@@ -238,6 +239,22 @@ fn check_repair_event(
             assert_eq!(found, expected, "seed {seed}: causes by index of the repaired {log}:{seq}");
         }
     }
+    // Effects walked forward equal the graph's too, for every record of the
+    // repaired history. (From the corrected record they reach the REPAIR;
+    // the records it replaced are reached through the runs that read the
+    // correction as well, so this does not single out the REPAIR edges.)
+    let namespaces = ["app".to_owned()];
+    let mut walked = Effects::new(&open, &namespaces);
+    for log in LOGS {
+        for seq in 1..=ns.latest(log).expect("latest") {
+            let expected: Vec<_> = graph.descendants("app", log, seq).iter().map(|e| e.id.clone()).collect();
+            let found: Vec<_> =
+                walked.descendants("app", log, seq).expect("effects").into_iter().map(|e| e.id).collect();
+            assert_eq!(found, expected, "seed {seed}: effects walked of {log}:{seq} after the repair");
+        }
+    }
+    let of_correction = graph.descendants("app", "in", corrected_seq);
+    assert!(of_correction.iter().any(|e| e.id == repair.id), "seed {seed}: the correction's effects lack the REPAIR");
 }
 
 #[test]

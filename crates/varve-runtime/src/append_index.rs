@@ -315,24 +315,47 @@ impl EventIndex {
         self.latest
     }
 
-    /// Call `visit` with each event kept from `first` to [`EventIndex::latest`], in order.
+    /// Call `visit` with each event kept from `first` to [`EventIndex::latest`],
+    /// in order. Events that event retention trims meanwhile are passed
+    /// over: the walk goes on from the earliest event still kept.
     pub fn for_each_from(&self, first: Seq, mut visit: impl FnMut(StoredEvent) -> Result<()>) -> Result<()> {
-        let first = first.max(self.earliest);
-        if first > self.latest {
-            return Ok(());
-        }
-        let records = match self.ns.scan(EVENTS_LOG, SeqRange { first, last: self.latest }) {
-            Ok(records) => records,
-            Err(LogError::Trimmed { .. }) => {
-                self.ns.scan(EVENTS_LOG, SeqRange { first: self.ns.earliest(EVENTS_LOG)?, last: self.latest })?
+        let mut next = first.max(self.earliest);
+        while next <= self.latest {
+            let records = match self.ns.scan(EVENTS_LOG, SeqRange { first: next, last: self.latest }) {
+                Ok(records) => records,
+                Err(LogError::Trimmed { .. }) => {
+                    next = self.kept_after(next)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let mut trimmed = false;
+            for record in records {
+                match record {
+                    Ok(record) => {
+                        next = record.seq + 1;
+                        visit(self.stored(record.seq, &record.value)?)?;
+                    }
+                    Err(LogError::Trimmed { .. }) => {
+                        trimmed = true;
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
-            Err(e) => return Err(e.into()),
-        };
-        for record in records {
-            let record = record?;
-            visit(self.stored(record.seq, &record.value)?)?;
+            if !trimmed {
+                return Ok(());
+            }
+            next = self.kept_after(next)?;
         }
         Ok(())
+    }
+
+    /// The first event at or after `seq` still kept (retention trimmed `seq`).
+    fn kept_after(&self, seq: Seq) -> Result<Seq> {
+        let earliest = self.ns.earliest(EVENTS_LOG)?;
+        // Trimmed means `seq` is below the earliest kept; step on regardless.
+        Ok(earliest.max(seq + 1))
     }
 
     fn stored(&self, seq: Seq, bytes: &[u8]) -> Result<StoredEvent> {

@@ -72,13 +72,17 @@ impl<'a> CausalGraph<'a> {
         // into. A FIRING's reads count as inputs of everything it appends:
         // for ancestors, the FIRING depends on what it read; for descendants,
         // what it read leads to the FIRING's APPENDs.
+        // A run's outputs are the APPENDs naming its FIRING as parent — not
+        // the events this loop links to it (a read's cause may be an APPEND,
+        // whose data-edge children are no outputs of it).
+        let outputs_of: Vec<Vec<usize>> = children
+            .iter()
+            .map(|c| c.iter().copied().filter(|&c| events[c].event.kind == EventKind::Append).collect())
+            .collect();
         for (i, e) in events.iter().enumerate() {
             let own_event = matches!(e.event.kind, EventKind::Read | EventKind::Latest);
             let firing = e.event.parent.as_ref().and_then(|p| by_id.get(p)).copied();
-            let outputs: Vec<usize> = match firing {
-                Some(f) => children[f].iter().copied().filter(|&c| events[c].event.kind == EventKind::Append).collect(),
-                None => Vec::new(),
-            };
+            let outputs: Vec<usize> = firing.map(|f| outputs_of[f].clone()).unwrap_or_default();
             for read in e.event.read_views() {
                 for seq in read.seq..=read.seq_last {
                     let Some(&a) = appends.get(&(e.id.namespace.as_str(), read.log, seq)) else { continue };
