@@ -22,9 +22,9 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use varve_log::{Seq, SeqRange};
+use varve_log::Seq;
 use varve_repair::{Correction, Inputs, NotReplayable, RepairOutcome, Since};
-use varve_runtime::trace::{merge_owned, RecordRef};
+use varve_runtime::trace::RecordRef;
 use varve_runtime::{HandlerFn, StoredEvent};
 
 use crate::error::{Error, Result};
@@ -161,15 +161,16 @@ pub(crate) fn handler_names(names: Option<&Bound<'_, PyAny>>, what: &str) -> PyR
     names.try_iter()?.map(|name| name?.extract::<String>()).collect()
 }
 
-/// The events of the namespace in causal order, and the plan of `correction`.
+/// The events of the namespace the repair needs (a corrected record's: from
+/// its APPEND on, `varve_repair::events_needed`), and the plan of `correction`.
 fn build(
     ns: &NsState,
     correction: Correction,
     not_replayable: &HashSet<String>,
 ) -> Result<(Vec<StoredEvent>, varve_repair::RepairPlan)> {
-    let events = ns.with(|ns| Ok(varve_runtime::namespace_events(ns.as_ref(), SeqRange::ALL)?))?;
-    let events = merge_owned(vec![events]);
-    let plan = varve_repair::RepairPlan::build(&events, &[correction], not_replayable);
+    let corrections = std::slice::from_ref(&correction);
+    let events = ns.with(|ns| Ok(varve_repair::events_needed(corrections, std::slice::from_ref(ns))?))?;
+    let plan = varve_repair::RepairPlan::build(&events, corrections, not_replayable);
     Ok((events, plan))
 }
 

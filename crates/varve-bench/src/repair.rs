@@ -24,6 +24,11 @@
 //! causes` answers it: from every event (read, merge, graph, walk: how it
 //! was answered before the index) and by the index beside `_events`
 //! (`varve_runtime::causes`), the two answers checked equal.
+//!
+//! Then the plan of a corrected model from every event against the plan
+//! from the events a repair needs (`varve_repair::events_needed`: from the
+//! model's APPEND on, as `varve repair plan` reads them), for the middle
+//! model and the last one, the two plans checked equal.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -31,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use varve_log::{JournalOptions, JournalStore, LogConfig, Namespace, Seq, SeqRange, SyncPolicy};
-use varve_repair::{Correction, RepairPlan};
+use varve_repair::{events_needed, Correction, RepairPlan};
 use varve_runtime::causes::Causes;
 use varve_runtime::effects::Effects;
 use varve_runtime::trace::{merge_owned, CausalGraph, RecordRef};
@@ -95,6 +100,22 @@ pub struct RepairRow {
     /// What depends on the middle model, then on the last one: from every
     /// event, and walked from the model's APPEND (`varve_runtime::effects`).
     pub effects: [EffectsFigures; 2],
+    /// The plan of a corrected middle model, then last model: from every
+    /// event, and from the events needed.
+    pub needed: [NeededFigures; 2],
+}
+
+/// The plan of one corrected model, from every event and from the events needed.
+#[derive(Clone, Debug)]
+pub struct NeededFigures {
+    /// The model's seq.
+    pub model: Seq,
+    /// Read, merge and plan from every event.
+    pub every: Duration,
+    /// `events_needed` and the plan.
+    pub needed: Duration,
+    /// Events `events_needed` returned.
+    pub events: usize,
 }
 
 /// "What depends on this record", both ways.
@@ -215,6 +236,32 @@ impl RepairReport {
         }
         table.to_markdown()
     }
+
+    /// The fourth table: the plan from every event vs from the events needed.
+    #[must_use]
+    pub fn needed_markdown(&self) -> String {
+        let mut table = Table::new(&[
+            ("events", Align::Right),
+            ("plan of a corrected", Align::Left),
+            ("from every event, ms", Align::Right),
+            ("from the events needed, ms", Align::Right),
+            ("ratio", Align::Right),
+            ("events needed", Align::Right),
+        ]);
+        for row in &self.rows {
+            for (which, figures) in ["middle model", "last model"].iter().zip(&row.needed) {
+                table.row(vec![
+                    row.events.to_string(),
+                    format!("{which} (model:{})", figures.model),
+                    format!("{:.1}", figures.every.as_secs_f64() * 1e3),
+                    format!("{:.1}", figures.needed.as_secs_f64() * 1e3),
+                    format!("{:.1}×", figures.every.as_secs_f64() / figures.needed.as_secs_f64().max(1e-9)),
+                    figures.events.to_string(),
+                ]);
+            }
+        }
+        table.to_markdown()
+    }
 }
 
 /// Build each size's event log with a real runtime, then time the plan.
@@ -246,6 +293,15 @@ pub fn run(options: &RepairBenchOptions) -> Result<RepairReport> {
                 figures.full.as_secs_f64() * 1e3,
                 figures.walked.as_secs_f64() * 1e3,
                 figures.records_read,
+                figures.events
+            );
+        }
+        for figures in &row.needed {
+            eprintln!(
+                "  plan of model:{}: {:.1} ms from every event, {:.1} ms from the {} events needed",
+                figures.model,
+                figures.every.as_secs_f64() * 1e3,
+                figures.needed.as_secs_f64() * 1e3,
                 figures.events
             );
         }
@@ -323,6 +379,7 @@ fn measure(ns_arc: &Arc<dyn Namespace>) -> Result<RepairRow> {
     let ns = ns_arc.as_ref();
     let models = ns.latest("model")?;
     let effects = [measure_effects(ns_arc, models.div_ceil(2).max(1))?, measure_effects(ns_arc, models)?];
+    let needed = [measure_needed(ns_arc, models.div_ceil(2).max(1))?, measure_needed(ns_arc, models)?];
     let correction = vec![Correction::Record(RecordRef {
         namespace: ns.name().to_owned(),
         log: "model".into(),
@@ -359,7 +416,38 @@ fn measure(ns_arc: &Arc<dyn Namespace>) -> Result<RepairRow> {
         causes_records_read: causes.records_read,
         causes_events: causes.events,
         effects,
+        needed,
     })
+}
+
+/// The plan of a corrected `model:seq` from every event (read, merge,
+/// plan) and from the events needed; the plans must agree.
+fn measure_needed(ns: &Arc<dyn Namespace>, model: Seq) -> Result<NeededFigures> {
+    let correction =
+        [Correction::Record(RecordRef { namespace: ns.name().to_owned(), log: "model".into(), seq: model })];
+    let none = HashSet::new();
+    let (mut every, mut needed) = (Vec::new(), Vec::new());
+    let (mut expected, mut found, mut events) = (RepairPlan::default(), RepairPlan::default(), 0);
+    for _ in 0..REPS {
+        let start = Instant::now();
+        let merged = merge_owned(vec![namespace_events(ns.as_ref(), SeqRange::ALL)?]);
+        expected = RepairPlan::build(&merged, &correction, &none);
+        every.push(start.elapsed());
+        let start = Instant::now();
+        let some = events_needed(&correction, std::slice::from_ref(ns))
+            .map_err(|e| BenchError::Check(format!("the events needed: {e}")))?;
+        found = RepairPlan::build(&some, &correction, &none);
+        needed.push(start.elapsed());
+        events = some.len();
+    }
+    if (RepairPlan { events_scanned: 0, ..found.clone() }) != (RepairPlan { events_scanned: 0, ..expected })
+        || found.reruns.is_empty()
+    {
+        return Err(BenchError::Check(format!(
+            "the plan of model:{model} from the events needed differs from the plan of every event, or replays nothing"
+        )));
+    }
+    Ok(NeededFigures { model, every: median_duration(&every), needed: median_duration(&needed), events })
 }
 
 /// What depends on `model:seq`: from every event (as `varve trace effects`

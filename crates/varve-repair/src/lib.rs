@@ -28,6 +28,7 @@
 
 mod commit;
 mod execute;
+mod needed;
 mod online;
 mod plan;
 mod reach;
@@ -36,6 +37,7 @@ mod walk;
 
 pub use commit::{resume, Resumed, REPAIRS_LOG};
 pub use execute::{execute, Inputs, NotReplayable, RepairError, RepairOutcome, GENERATION_PREFIX, SHADOW_PREFIX};
+pub use needed::events_needed;
 pub use online::{repair_online, repair_online_across, Online, OnlineOutcome};
 pub use plan::{ChangedLog, Correction, Outcome, PlanDelta, Planner, RepairPlan, Rerun, Since, Why};
 pub use reach::check_reach;

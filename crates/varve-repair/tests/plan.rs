@@ -9,7 +9,10 @@
 //!
 //! Then the plan is carried out (`execute`, both namespaces, the runtimes
 //! stopped): the repaired logs must equal the run from scratch's, record
-//! for record — the oracle across two namespaces.
+//! for record — the oracle across two namespaces. It is carried out
+//! from the events a repair needs (`events_needed`: the corrected input's
+//! namespace from its APPEND on), whose plan must equal the plan of every
+//! event.
 //!
 //! `VARVE_SEED` replays one case; `VARVE_PLAN_CASES` sets how many run.
 
@@ -23,9 +26,9 @@ use common::{hash, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
-use varve_repair::{Correction, Inputs, NotReplayable, RepairPlan, Why};
+use varve_repair::{events_needed, Correction, Inputs, NotReplayable, RepairPlan, Why};
 use varve_runtime::trace::{merge, RecordRef};
-use varve_runtime::{HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder};
+use varve_runtime::{HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder, StoredEvent};
 
 const IDLE: Duration = Duration::from_secs(30);
 /// Logs in causal order: a handler reads any log and writes a later one.
@@ -178,6 +181,39 @@ fn contents_of(stores: &(Arc<dyn Namespace>, Arc<dyn Namespace>)) -> Vec<(Record
     out
 }
 
+/// The events a repair needs (the edge's from the corrected input's APPEND
+/// on, the cloud's whole) give the same plan as every event, and fewer
+/// events when the corrected input is not the first.
+fn needed_events(
+    seed: u64,
+    original: &Running,
+    correction: &RecordRef,
+    events: &[StoredEvent],
+    plan: &RepairPlan,
+    target: usize,
+) -> (Vec<StoredEvent>, RepairPlan) {
+    let correct = [Correction::Record(correction.clone())];
+    let needed = events_needed(&correct, &[Arc::clone(&original.stores.0), Arc::clone(&original.stores.1)])
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let plan_of_needed = RepairPlan::build(&needed, &correct, &HashSet::new());
+    assert_eq!(
+        RepairPlan { events_scanned: 0, ..plan_of_needed.clone() },
+        RepairPlan { events_scanned: 0, ..plan.clone() },
+        "seed {seed}: the plan of the events needed differs from the plan of every event\n{}",
+        plan.to_text()
+    );
+    let edge_events = |events: &[StoredEvent]| events.iter().filter(|e| e.id.namespace == "edge").count();
+    if target > 0 {
+        assert!(
+            edge_events(&needed) < edge_events(events),
+            "seed {seed}: correcting input {} needs all {} edge events",
+            target + 1,
+            edge_events(events)
+        );
+    }
+    (needed, plan_of_needed)
+}
+
 fn check(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let app = random_app(&mut rng);
@@ -227,8 +263,10 @@ fn check(seed: u64) {
         written.extend(rerun.replaces.iter().cloned());
     }
 
-    // Carried out, across both namespaces, the plan turns the original logs
-    // into the run from scratch's, record for record.
+    let (needed, plan_of_needed) = needed_events(seed, &original, &correction, &events, &plan, target);
+
+    // Carried out from those events, across both namespaces, the plan turns
+    // the original logs into the run from scratch's, record for record.
     let Running { edge, cloud, stores } = original;
     let remote = cloud.handle();
     edge.stop(Duration::from_secs(5));
@@ -248,13 +286,14 @@ fn check(seed: u64) {
         HashMap::from([("edge".to_owned(), Arc::clone(&stores.0)), ("cloud".to_owned(), Arc::clone(&stores.1))]);
     let values = HashMap::from([(correction, corrected[target].to_le_bytes().to_vec())]);
     let inputs = Inputs {
-        events: &events,
+        events: &needed,
         namespaces: &namespaces,
         handlers: &handlers,
         values: &values,
         not_replayable: NotReplayable::Refuse,
     };
-    let outcome = varve_repair::execute(&plan, &inputs).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}", shown()));
+    let outcome =
+        varve_repair::execute(&plan_of_needed, &inputs).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}", shown()));
     let repaired = contents_of(&stores);
     assert_eq!(repaired.len(), after.len(), "seed {seed}");
     for ((record, now), (_, want)) in repaired.iter().zip(&after) {

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use varve_log::{JournalOptions, JournalStore, Namespace, SeqRange};
 use varve_repair::{Correction, Inputs, NotReplayable, RepairPlan, GENERATION_PREFIX};
-use varve_runtime::trace::{merge_owned, RecordRef};
+use varve_runtime::trace::RecordRef;
 use varve_runtime::{HandlerFn, HandlerRun};
 
 use crate::app::{self, cpu_raw, read_topic, Params, ALERTS_HANDLER, ENV_RAW, NAMESPACE, PREDICTION};
@@ -60,7 +60,8 @@ pub struct RepairReport {
 pub struct Phases {
     /// Comparing every raw record with the truth.
     pub compare: Duration,
-    /// Reading and decoding `_events`.
+    /// Reading and decoding the events the repair needs (from the first
+    /// corrected reading's APPEND on, `varve_repair::events_needed`).
     pub events: Duration,
     /// `RepairPlan::build`.
     pub plan: Duration,
@@ -128,16 +129,14 @@ pub fn repair(dir: &Path) -> anyhow::Result<Option<RepairReport>> {
         return Ok(None);
     }
     split(&mut phases.compare);
-    let events = merge_owned(vec![varve_runtime::namespace_events(ns.as_ref(), SeqRange::ALL)?]);
+    let corrected_records: Vec<Correction> = corrections.iter().map(|(r, _)| Correction::Record(r.clone())).collect();
+    // From the first corrected reading's APPEND on: the history before the fault is not read.
+    let events = varve_repair::events_needed(&corrected_records, std::slice::from_ref(&ns))?;
     split(&mut phases.events);
     // The alerts were sent: they are facts about the past, not derived data to recompute.
     let mut not_replayable: HashSet<String> = HashSet::from([ALERTS_HANDLER.to_owned()]);
     not_replayable.extend(manifest.handlers.iter().filter(|h| !h.replayable).map(|h| h.name.clone()));
-    let plan = RepairPlan::build(
-        &events,
-        &corrections.iter().map(|(r, _)| Correction::Record(r.clone())).collect::<Vec<_>>(),
-        &not_replayable,
-    );
+    let plan = RepairPlan::build(&events, &corrected_records, &not_replayable);
     split(&mut phases.plan);
     let builtins = app::builtins(params.devices);
     let handlers: HashMap<String, HandlerFn> = manifest

@@ -94,7 +94,8 @@ pub fn object(dir: &Path, quick: bool, only: Option<&str>) -> anyhow::Result<()>
 
 /// `varve bench repair`: repair-graph construction at 100k and 1M events
 /// (what caused one record, from every event and by index; what depends on
-/// a model, from every event and walked forward), then the
+/// a model, from every event and walked forward; the plan from every event
+/// and from the events needed), then the
 /// pause of online repairs while readings arrive.
 pub fn repair(dir: &Path, quick: bool) -> anyhow::Result<()> {
     let options = varve_bench::repair::RepairBenchOptions::new(dir.to_owned(), quick);
@@ -102,6 +103,7 @@ pub fn repair(dir: &Path, quick: bool) -> anyhow::Result<()> {
     print(&report.to_markdown())?;
     print(&report.causes_markdown())?;
     print(&report.effects_markdown())?;
+    print(&report.needed_markdown())?;
     print(&varve_bench::repair_online::run(dir, quick)?.to_markdown())
 }
 

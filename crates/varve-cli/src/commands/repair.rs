@@ -14,14 +14,13 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
-use varve_log::Namespace;
+use varve_log::{JournalOptions, JournalStore, Namespace};
 use varve_repair::{Correction, Inputs, NotReplayable, Online, RepairError, RepairPlan, Resumed, Since};
 use varve_runtime::command_context::{command_via_context, CommandSetup};
 use varve_runtime::socket::{self, CallError, Request, SocketOp};
 use varve_runtime::trace::RecordRef;
-use varve_runtime::{Builtins, HandlerFn, HandlerRun, Manifest, RuntimeHandle};
+use varve_runtime::{Builtins, HandlerFn, HandlerRun, Manifest, RuntimeHandle, StoredEvent};
 
-use super::runtime::all_events;
 use super::{write, Context};
 
 /// What `varve repair plan` corrects.
@@ -56,6 +55,17 @@ fn correction(ctx: &Context<'_>, target: &Target<'_>) -> anyhow::Result<Correcti
     })
 }
 
+/// The events of every namespace in the data directory that a repair of
+/// `correction` needs (read-only; see `varve_repair::events_needed`).
+fn needed_events(ctx: &Context<'_>, correction: &Correction) -> anyhow::Result<Vec<StoredEvent>> {
+    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
+    let mut namespaces: Vec<Arc<dyn Namespace>> = Vec::new();
+    for name in varve_log::Store::list_namespaces(&store)? {
+        namespaces.push(Arc::new(store.journal_namespace(&name)?));
+    }
+    Ok(varve_repair::events_needed(std::slice::from_ref(correction), &namespaces)?)
+}
+
 fn no_events(ctx: &Context<'_>) -> anyhow::Error {
     anyhow::anyhow!(
         "no events in {}: a repair follows what the runtime recorded, so run the application with `varve run` first",
@@ -70,7 +80,7 @@ pub fn plan(ctx: &Context<'_>, target: &Target<'_>, manifest: Option<&Path>, dot
         Some(path) => Manifest::load(path)?.handlers.into_iter().filter(|h| !h.replayable).map(|h| h.name).collect(),
         None => HashSet::new(),
     };
-    let events = all_events(ctx)?;
+    let events = needed_events(ctx, &correction)?;
     if events.is_empty() {
         return Err(no_events(ctx));
     }
@@ -129,7 +139,7 @@ pub fn run(
             .answer(&answer, || format!("{}\nthat was this repair, interrupted: nothing more to do", describe(same)))?;
         return Ok(());
     }
-    let events = all_events(ctx)?;
+    let events = needed_events(ctx, &correction)?;
     if events.is_empty() {
         return Err(no_events(ctx));
     }

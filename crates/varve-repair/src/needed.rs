@@ -1,0 +1,127 @@
+//! The events a repair needs, instead of every event kept.
+//!
+//! **A corrected record** is found by the event index (`EventIndex`,
+//! docs/runtime.md): everything that depends on it comes after its APPEND
+//! in causal order, so its namespace's events are read from there on —
+//! and from a little earlier: a run that was going when the record landed
+//! and read it afterwards is replayed whole, so the plan needs that run's
+//! FIRING and its appends before the read (they count as kept). The events
+//! start at the earliest event before the APPEND that an APPEND, READ,
+//! LATEST or outcome after it names as its parent: the FIRING of such a
+//! run. (A FIRING's TRIGGER, a TRIGGER's APPEND and the record a REPAIR
+//! corrected are parents the plan never looks up.) Events between that
+//! point and the APPEND whose runs began earlier cannot depend on the
+//! record (it did not exist yet), and the plan passes over a run whose
+//! FIRING it has not seen.
+//!
+//! **Other namespaces are read whole**: a namespace is reached from another
+//! only by a parent link, which names no position in the namespace reached.
+//! So are the namespaces of a record without an APPEND event in the index
+//! (appended without the runtime, or before the index existed) and of a
+//! record beyond event retention (the plan then reports what it reports
+//! from every event), and every namespace when a handler is replaced (its
+//! runs can be anywhere).
+//!
+//! The plan built from these events is the plan built from every event
+//! (`tests/plan.rs` builds both on random applications and compares them);
+//! it costs the events after the record, not the history before it.
+//!
+//! **Not for a repair while the application runs** (`crate::online`): a run
+//! going when the record landed may not have written the event that names
+//! its FIRING yet, so no starting point read from the events is safe there;
+//! an online repair reads every event kept.
+
+use std::sync::Arc;
+
+use varve_log::{LogError, Namespace, Seq, SeqRange};
+use varve_runtime::append_index::EventIndex;
+use varve_runtime::trace::{merge_owned, RecordRef};
+use varve_runtime::{namespace_events, EventKind, RuntimeError, StoredEvent};
+
+use crate::execute::RepairError;
+use crate::plan::Correction;
+
+/// The events of `namespaces` a repair of `corrections` needs, merged in
+/// causal order (see the module docs): what [`crate::RepairPlan::build`],
+/// [`crate::execute`] and [`crate::check_reach`] take. Namespaces that no
+/// runtime has served (no `_events`) give none.
+pub fn events_needed(
+    corrections: &[Correction],
+    namespaces: &[Arc<dyn Namespace>],
+) -> Result<Vec<StoredEvent>, RepairError> {
+    let mut per_namespace = Vec::with_capacity(namespaces.len());
+    for ns in namespaces {
+        let events = match first_needed(corrections, ns)? {
+            Some(first) => from(ns, first)?,
+            None => all(ns)?,
+        };
+        per_namespace.push(events);
+    }
+    Ok(merge_owned(per_namespace))
+}
+
+/// Where the events of `ns` a repair needs begin; `None`: read them all.
+fn first_needed(corrections: &[Correction], ns: &Arc<dyn Namespace>) -> Result<Option<Seq>, RepairError> {
+    let mut records: Vec<&RecordRef> = Vec::new();
+    for correction in corrections {
+        match correction {
+            Correction::Record(record) => {
+                if record.namespace == ns.name() {
+                    records.push(record);
+                }
+            }
+            Correction::Handler { .. } => return Ok(None),
+        }
+    }
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let Some(index) = EventIndex::open(Arc::clone(ns))? else { return Ok(None) };
+    let mut first = Seq::MAX;
+    for record in records {
+        match index.append_of(&record.log, record.seq) {
+            Ok(Some(append)) => first = first.min(append.id.seq),
+            Ok(None) | Err(RuntimeError::Log(LogError::Trimmed { .. })) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(first))
+}
+
+/// The events of `ns` from `first` on, and before it those of the runs
+/// still going at `first` (from the earliest of their FIRINGs).
+fn from(ns: &Arc<dyn Namespace>, first: Seq) -> Result<Vec<StoredEvent>, RepairError> {
+    let after = namespace_events(ns.as_ref(), SeqRange { first, last: Seq::MAX })?;
+    let Some(host) = after.first().map(|e| e.id.host) else { return Ok(after) };
+    let begun_before = after
+        .iter()
+        // The kinds a run's FIRING causes (a FIRING's TRIGGER, a TRIGGER's
+        // APPEND and a REPAIR's corrected record are not looked up).
+        .filter(|e| {
+            matches!(
+                e.event.kind,
+                EventKind::Append
+                    | EventKind::Read
+                    | EventKind::Latest
+                    | EventKind::Done
+                    | EventKind::Failed
+                    | EventKind::DeadLetter
+            )
+        })
+        .filter_map(|e| e.event.parent.as_ref())
+        .filter(|p| p.host == host && p.namespace == ns.name() && p.seq < first)
+        .map(|p| p.seq)
+        .min();
+    let Some(earliest) = begun_before else { return Ok(after) };
+    let mut events = namespace_events(ns.as_ref(), SeqRange { first: earliest, last: first - 1 })?;
+    events.extend(after);
+    Ok(events)
+}
+
+fn all(ns: &Arc<dyn Namespace>) -> Result<Vec<StoredEvent>, RepairError> {
+    match namespace_events(ns.as_ref(), SeqRange::ALL) {
+        Ok(events) => Ok(events),
+        Err(RuntimeError::Log(LogError::LogNotFound { .. })) => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
