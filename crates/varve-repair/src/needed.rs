@@ -16,15 +16,24 @@
 //!
 //! **Other namespaces are read whole**: a namespace is reached from another
 //! only by a parent link, which names no position in the namespace reached.
-//! So are the namespaces of a record without an APPEND event in the index
-//! (appended without the runtime, or before the index existed) and of a
-//! record beyond event retention (the plan then reports what it reports
-//! from every event), and every namespace when a handler is replaced (its
-//! runs can be anywhere).
+//! And the corrected record's namespace is read whole too when a parent
+//! link crosses between it and another namespace after the record's APPEND
+//! (an event there whose parent is here, at or after the APPEND, or an
+//! event here whose parent is there): a run of the other namespace may
+//! then depend on the record and have appended here before it landed —
+//! appends the plan counts as "may change", and which only a read from the
+//! start finds. So is every namespace when the corrections span more than
+//! one namespace or replace a handler (its runs can be anywhere), and the
+//! namespace of a record without an APPEND event in the index (appended
+//! without the runtime, or before the index existed) or beyond event
+//! retention (the plan then reports what it reports from every event).
+//! The saving is therefore a single namespace's, or an application's whose
+//! namespaces exchanged nothing since the record landed.
 //!
 //! The plan built from these events is the plan built from every event
-//! (`tests/plan.rs` builds both on random applications and compares them);
-//! it costs the events after the record, not the history before it.
+//! (`tests/plan.rs` builds both on random applications and compares them,
+//! `tests/needed.rs` on the runs going and the crossings above); it costs
+//! the events after the record, not the history before it.
 //!
 //! **Not for a repair while the application runs** (`crate::online`): a run
 //! going when the record landed may not have written the event that names
@@ -36,7 +45,7 @@ use std::sync::Arc;
 use varve_log::{LogError, Namespace, Seq, SeqRange};
 use varve_runtime::append_index::EventIndex;
 use varve_runtime::trace::{merge_owned, RecordRef};
-use varve_runtime::{namespace_events, EventKind, RuntimeError, StoredEvent};
+use varve_runtime::{namespace_events, EventId, EventKind, RuntimeError, StoredEvent};
 
 use crate::execute::RepairError;
 use crate::plan::Correction;
@@ -49,34 +58,41 @@ pub fn events_needed(
     corrections: &[Correction],
     namespaces: &[Arc<dyn Namespace>],
 ) -> Result<Vec<StoredEvent>, RepairError> {
+    let cut = cut(corrections, namespaces)?;
     let mut per_namespace = Vec::with_capacity(namespaces.len());
-    for ns in namespaces {
-        let events = match first_needed(corrections, ns)? {
-            Some(first) => from(ns, first)?,
-            None => all(ns)?,
-        };
+    for (i, ns) in namespaces.iter().enumerate() {
+        if cut.is_none_or(|(at, _)| at != i) {
+            per_namespace.push(all(ns)?);
+        }
+    }
+    if let Some((at, append)) = cut {
+        let ns = &namespaces[at];
+        let mut events = from(ns, append)?;
+        if crosses(ns.name(), append, &events, &per_namespace) {
+            events = all(ns)?;
+        }
         per_namespace.push(events);
     }
     Ok(merge_owned(per_namespace))
 }
 
-/// Where the events of `ns` a repair needs begin; `None`: read them all.
-fn first_needed(corrections: &[Correction], ns: &Arc<dyn Namespace>) -> Result<Option<Seq>, RepairError> {
+/// The one namespace (its index in `namespaces`) whose events may be read
+/// from a corrected record's APPEND on, and the event seq of the earliest
+/// such APPEND; `None`: read every namespace whole.
+fn cut(corrections: &[Correction], namespaces: &[Arc<dyn Namespace>]) -> Result<Option<(usize, Seq)>, RepairError> {
     let mut records: Vec<&RecordRef> = Vec::new();
     for correction in corrections {
         match correction {
-            Correction::Record(record) => {
-                if record.namespace == ns.name() {
-                    records.push(record);
-                }
-            }
+            Correction::Record(record) => records.push(record),
             Correction::Handler { .. } => return Ok(None),
         }
     }
-    if records.is_empty() {
+    let Some(name) = records.first().map(|r| r.namespace.as_str()) else { return Ok(None) };
+    if records.iter().any(|r| r.namespace != name) {
         return Ok(None);
     }
-    let Some(index) = EventIndex::open(Arc::clone(ns))? else { return Ok(None) };
+    let Some(at) = namespaces.iter().position(|ns| ns.name() == name) else { return Ok(None) };
+    let Some(index) = EventIndex::open(Arc::clone(&namespaces[at]))? else { return Ok(None) };
     let mut first = Seq::MAX;
     for record in records {
         match index.append_of(&record.log, record.seq) {
@@ -85,7 +101,18 @@ fn first_needed(corrections: &[Correction], ns: &Arc<dyn Namespace>) -> Result<O
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Some(first))
+    Ok(Some((at, first)))
+}
+
+/// Whether a parent link crosses between namespace `name` and another at or
+/// after its event `append`: an event of `here` (its events from about
+/// `append` on) whose parent is elsewhere, or an event of `elsewhere` (the
+/// other namespaces, whole) whose parent is here.
+fn crosses(name: &str, append: Seq, here: &[StoredEvent], elsewhere: &[Vec<StoredEvent>]) -> bool {
+    let Some(host) = here.first().map(|e| e.id.host) else { return false };
+    let is_here = |id: &EventId| id.host == host && id.namespace == name;
+    here.iter().filter(|e| e.id.seq >= append).any(|e| e.event.parent.as_ref().is_some_and(|p| !is_here(p)))
+        || elsewhere.iter().flatten().any(|e| e.event.parent.as_ref().is_some_and(|p| is_here(p) && p.seq >= append))
 }
 
 /// The events of `ns` from `first` on, and before it those of the runs

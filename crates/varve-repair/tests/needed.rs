@@ -7,7 +7,7 @@
 //! namespaces, whose runs never overlap an input's APPEND.)
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 mod common;
@@ -18,7 +18,7 @@ use varve_repair::{events_needed, Correction, Inputs, NotReplayable, RepairPlan}
 use varve_runtime::trace::{merge_owned, RecordRef};
 use varve_runtime::{
     namespace_events, HandlerContext, HandlerFn, HandlerKind, HandlerSpec, RetryPolicy, Runtime, RuntimeBuilder,
-    StoredEvent,
+    RuntimeHandle, StoredEvent,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -158,4 +158,96 @@ fn a_record_appended_without_the_runtime_needs_every_event() {
     assert!(events_needed(&recorded, &[Arc::clone(&ns)]).expect("events").len() < all.len());
     let handler = [Correction::Handler { handler: "copy".into(), since: varve_repair::Since::Seq(3) }];
     assert_eq!(events_needed(&handler, &[Arc::clone(&ns)]).expect("events").len(), all.len());
+}
+
+/// A run of another namespace appended here before the record landed, and
+/// read afterwards what a run triggered by the record wrote there: the plan
+/// counts that earlier append as "may change", so the record's namespace
+/// must be read whole — the namespaces exchanged something after the record.
+#[test]
+fn a_run_of_another_namespace_that_appended_here_before_the_record_is_seen() {
+    let edge_ns = MemoryStore::new().namespace("edge").expect("edge");
+    let cloud_ns = MemoryStore::new().namespace("cloud").expect("cloud");
+    let gate: Gate = Arc::new((Mutex::new(0), Condvar::new()));
+    let edge_handle: Arc<OnceLock<RuntimeHandle>> = Arc::new(OnceLock::new());
+    // `far`, on cloud `go`: appends to the edge, waits, reads cloud `c:1`, appends cloud `y`.
+    let far = {
+        let (gate, edge_handle) = (Arc::clone(&gate), Arc::clone(&edge_handle));
+        move |ctx: &mut HandlerContext<'_>| -> varve_runtime::HandlerResult {
+            let edge = edge_handle.get().ok_or("the edge runtime is not up")?;
+            ctx.append_via(edge, &[("x_out", &1u64.to_le_bytes())])?;
+            if !ctx.is_replay() {
+                let (state, changed) = &*gate;
+                let mut guard = state.lock().expect("gate");
+                *guard = (*guard).max(1);
+                changed.notify_all();
+                let (guard, _) = changed.wait_timeout_while(guard, WAIT, |state| *state < 2).expect("gate");
+                if *guard < 2 {
+                    return Err("the test never let far go".into());
+                }
+            }
+            let read = ctx.get("c", 1)?;
+            ctx.append("y", &hash(&[value(&read)]).to_le_bytes())?;
+            Ok(())
+        }
+    };
+    let cloud = RuntimeBuilder::new(Arc::clone(&cloud_ns))
+        .host(2)
+        .concurrency(1)
+        .log("go", LogConfig::unbounded())
+        .log("c", LogConfig::unbounded())
+        .log("y", LogConfig::unbounded())
+        .handler("far", RetryPolicy::default(), far)
+        .subscribe("go", "far")
+        .start()
+        .expect("cloud");
+    // `fwd`, on edge `in`: appends a hash of the record to cloud `c`.
+    let cloud_handle = cloud.handle();
+    let edge = RuntimeBuilder::new(Arc::clone(&edge_ns))
+        .host(1)
+        .concurrency(1)
+        .log("in", LogConfig::unbounded())
+        .log("x_out", LogConfig::unbounded())
+        .handler("fwd", RetryPolicy::default(), move |ctx| {
+            ctx.append_via(&cloud_handle, &[("c", &hash(&[value(ctx.record())]).to_le_bytes())])?;
+            Ok(())
+        })
+        .subscribe("in", "fwd")
+        .start()
+        .expect("edge");
+    edge_handle.set(edge.handle()).map_err(|_| ()).expect("set once");
+
+    cloud.append("go", &1u64.to_le_bytes()).expect("go:1");
+    let (state, changed) = &*gate;
+    let guard = changed.wait_timeout_while(state.lock().expect("gate"), WAIT, |s| *s < 1).expect("gate").0;
+    assert_eq!(*guard, 1, "far began");
+    drop(guard);
+    assert_eq!(edge_ns.latest("x_out").expect("x_out"), 1, "far appended to the edge before in:1");
+    edge.append("in", &20u64.to_le_bytes()).expect("in:1");
+    assert!(edge.wait_idle(WAIT), "fwd ran");
+    *state.lock().expect("gate") = 2;
+    changed.notify_all();
+    assert!(cloud.wait_idle(WAIT) && edge.wait_idle(WAIT), "idle");
+    edge.stop(Duration::from_secs(5));
+    cloud.stop(Duration::from_secs(5));
+
+    let correct = [Correction::Record(RecordRef { namespace: "edge".into(), log: "in".into(), seq: 1 })];
+    let all = merge_owned(vec![
+        namespace_events(edge_ns.as_ref(), SeqRange::ALL).expect("edge events"),
+        namespace_events(cloud_ns.as_ref(), SeqRange::ALL).expect("cloud events"),
+    ]);
+    let needed = events_needed(&correct, &[Arc::clone(&edge_ns), Arc::clone(&cloud_ns)]).expect("events needed");
+    let plan_of_all = RepairPlan::build(&all, &correct, &HashSet::new());
+    let x_out = RecordRef { namespace: "edge".into(), log: "x_out".into(), seq: 1 };
+    assert!(
+        plan_of_all.may_change_records().contains(&x_out),
+        "far's earlier append may change\n{}",
+        plan_of_all.to_text()
+    );
+    let plan = RepairPlan::build(&needed, &correct, &HashSet::new());
+    assert_eq!(
+        RepairPlan { events_scanned: 0, ..plan },
+        RepairPlan { events_scanned: 0, ..plan_of_all },
+        "the plan of the events needed is the plan of every event"
+    );
 }
