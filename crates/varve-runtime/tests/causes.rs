@@ -309,35 +309,42 @@ fn causes_by_index_equal_the_full_graph_for_every_record() {
     assert!(nontrivial * 4 >= effects, "too few effects beyond a record's own run: {nontrivial} of {effects}");
 }
 
+/// The trend tests' application: `copy` on `in` (a LATEST of `in`, an
+/// append to `out`), after `history` appends to a busy unrelated log with an
+/// input every 500 of them. Each run alone, as the last one will be: runs
+/// lagging behind (a loaded machine) would write their APPENDs in bursts,
+/// and a lookup's scan from the index entry before it would vary with the
+/// timing (up to STRIDE events), not with the history.
+fn trend_app(history: usize) -> (Arc<dyn Namespace>, Runtime) {
+    let ns = MemoryStore::new().namespace("app").expect("ns");
+    let rt = RuntimeBuilder::new(Arc::clone(&ns))
+        .log("in", LogConfig::unbounded())
+        .log("out", LogConfig::unbounded())
+        .log(HOT, LogConfig::unbounded())
+        .handler("copy", RetryPolicy::default(), |ctx| {
+            let seen = ctx.latest("in")?;
+            ctx.append("out", &seen.to_le_bytes())?;
+            Ok(())
+        })
+        .subscribe("in", "copy")
+        .start()
+        .expect("runtime");
+    for i in 0..history {
+        rt.append(HOT, &[1]).expect("hot");
+        if i % 500 == 0 {
+            rt.append("in", &[2]).expect("in");
+            assert!(rt.wait_idle(IDLE));
+        }
+    }
+    (ns, rt)
+}
+
 /// The trend: finding what caused a record reads O(answer) records —
 /// the same number whether 1,000 or 16,000 unrelated events came before.
 #[test]
 fn a_lookup_reads_as_much_after_a_long_history_as_after_a_short_one() {
     let reads_after = |history: usize| {
-        let ns = MemoryStore::new().namespace("app").expect("ns");
-        let rt = RuntimeBuilder::new(Arc::clone(&ns))
-            .log("in", LogConfig::unbounded())
-            .log("out", LogConfig::unbounded())
-            .log(HOT, LogConfig::unbounded())
-            .handler("copy", RetryPolicy::default(), |ctx| {
-                let seen = ctx.latest("in")?;
-                ctx.append("out", &seen.to_le_bytes())?;
-                Ok(())
-            })
-            .subscribe("in", "copy")
-            .start()
-            .expect("runtime");
-        for i in 0..history {
-            rt.append(HOT, &[1]).expect("hot");
-            if i % 500 == 0 {
-                // Each run alone, as the last one is: runs lagging behind (a
-                // loaded machine) would write their APPENDs in bursts, and a
-                // lookup's scan from the index entry before it would vary
-                // with the timing (up to STRIDE events), not with the history.
-                rt.append("in", &[2]).expect("in");
-                assert!(rt.wait_idle(IDLE));
-            }
-        }
+        let (ns, rt) = trend_app(history);
         rt.append("in", &[3]).expect("last input");
         assert!(rt.wait_idle(IDLE));
         let latest = ns.latest("out").expect("out");
@@ -363,26 +370,7 @@ fn a_lookup_reads_as_much_after_a_long_history_as_after_a_short_one() {
 #[test]
 fn effects_read_the_events_after_the_record_not_the_history() {
     let reads_after = |history: usize| {
-        let ns = MemoryStore::new().namespace("app").expect("ns");
-        let rt = RuntimeBuilder::new(Arc::clone(&ns))
-            .log("in", LogConfig::unbounded())
-            .log("out", LogConfig::unbounded())
-            .log(HOT, LogConfig::unbounded())
-            .handler("copy", RetryPolicy::default(), |ctx| {
-                let seen = ctx.latest("in")?;
-                ctx.append("out", &seen.to_le_bytes())?;
-                Ok(())
-            })
-            .subscribe("in", "copy")
-            .start()
-            .expect("runtime");
-        for i in 0..history {
-            rt.append(HOT, &[1]).expect("hot");
-            if i % 500 == 0 {
-                rt.append("in", &[2]).expect("in");
-            }
-        }
-        assert!(rt.wait_idle(IDLE));
+        let (ns, rt) = trend_app(history);
         let last = rt.append("in", &[3]).expect("last input");
         assert!(rt.wait_idle(IDLE));
         let namespaces = ["app".to_owned()];
