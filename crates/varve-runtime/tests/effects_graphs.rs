@@ -8,9 +8,11 @@
 //! records the repair's cause never reached; in one namespace or two
 //! (appends to the other, reads through its socket). As the runtime
 //! records them, reads name records that exist when read. Causes are
-//! checked on logs without the two edges their walk does not follow
+//! checked on logs without the three edges their walk does not follow
 //! (docs/runtime.md): socket reads recorded in another namespace than their
-//! run's, and reads caused by something other than a running FIRING.
+//! run's, reads caused by something other than a FIRING, and reads of a run
+//! recorded after its outcome (the generator gives socket reads only to a
+//! FIRING still running in the namespace read).
 //!
 //! `VARVE_TEST_SEED` replays one log of the effects test; `DUMP=1` prints
 //! the events of a log whose effects differ.
