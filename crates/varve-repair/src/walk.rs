@@ -3,8 +3,10 @@
 //! For every log that changes, a shadow (`_shadow.LOG`) gets the records
 //! before the first change, copied; then, at each APPEND of that log: a
 //! corrected record's new value; a replayed run's output with the same
-//! ordinal (the run is replayed at its first write, or at its outcome if it
-//! wrote nothing, and its appends are held until their places come); any
+//! ordinal (the run is replayed at its first write the repair changes — its
+//! writes before that, made before it read anything that changes, are left
+//! as they were — or at its outcome if none changes, and its appends are
+//! held until their places come); any
 //! other record copied as it is (records appended without events too, at
 //! their seqs). So every record keeps its seq, and a run replayed later that
 //! reads a repaired record reads the shadow.
@@ -335,10 +337,11 @@ impl<'a> Walk<'a> {
     fn event(&mut self, events: &[StoredEvent], position: usize) -> Result<(), RepairError> {
         let e = &events[position];
         match e.event.kind {
-            // A run is replayed where its first write was (its reads before
-            // it are satisfied there: they were recorded with that write),
-            // or at its outcome if it wrote nothing. Not at its FIRING: a
-            // worker claims several triggers at once and runs them in turn.
+            // A run is replayed where its first write that changes was (its
+            // reads before it are satisfied there: they were recorded with
+            // that write or earlier ones), or at its outcome if none changes.
+            // Not at its FIRING: a worker claims several triggers at once and
+            // runs them in turn.
             EventKind::Done | EventKind::Failed => {
                 if let Some(run) = self.run_of(e) {
                     self.replay_now(events, run)?;
@@ -393,11 +396,18 @@ impl<'a> Walk<'a> {
         if self.rounds_go_on {
             self.passed.insert(key.clone(), seq);
         }
+        let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
         let slot = match self.run_of(e) {
             Some(run) if !self.skipped[run] => {
                 let ordinal = self.ordinals[run].entry(key.clone()).or_default();
                 *ordinal += 1;
-                Some((run, *ordinal - 1))
+                // The run's appends before it first depended on the repair
+                // are left as they are (copied below). It is replayed at its
+                // first append that changes: by then what it read after the
+                // appends left — another run's records, written meanwhile —
+                // is in the shadows too.
+                let rerun = &self.reruns[run];
+                (rerun.replaces.contains(&record) || rerun.may_replace.contains(&record)).then_some((run, *ordinal - 1))
             }
             _ => None,
         };
@@ -410,7 +420,6 @@ impl<'a> Walk<'a> {
         };
         // Records appended without events since the last recorded one.
         fill(shadow, namespace, log, seq - 1, self.inputs.values, &mut self.outcome)?;
-        let record = RecordRef { namespace: namespace.to_owned(), log: log.to_owned(), seq };
         if shadow.ns.latest(&shadow.name)? >= seq {
             // Copied already with the records appended without events (a
             // log's latest was read while the application appended to it).
@@ -617,8 +626,8 @@ impl<'a> View<'a> {
                     return Err(RuntimeError::InvalidArgument {
                         reason: format!(
                             "the replay reads {}/{log}:{seq}, which the repair changes but has not written yet: the \
-                             original run read it between two of its own writes while other runs wrote; such \
-                             interleavings are not replayed yet",
+                             original run read it after its first write that the repair changes, while other runs \
+                             wrote; such interleavings are not replayed yet",
                             self.firing_namespace
                         ),
                     });

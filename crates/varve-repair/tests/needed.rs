@@ -26,12 +26,11 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Where `slow` is: 0 not begun, 1 running (it set it), 2 let go (the test set it).
 type Gate = Arc<(Mutex<u8>, Condvar)>;
 
-/// `slow`, on `start`: says it runs, waits until the test lets it go (not
-/// in a replay: the repair places every record), reads `in:2`, appends
-/// `out`. (A run that also appended before that read is planned the same
-/// way, but the walk does not replay a read of a record others wrote
-/// between two of the run's own writes: docs/repair.md.)
+/// `slow`, on `start`: appends `out`, says it runs, waits until the test
+/// lets it go (not in a replay: the repair places every record), reads
+/// `in:2` — written by another meanwhile — and appends `out` again.
 fn slow(ctx: &HandlerContext<'_>, gate: &Gate) -> varve_runtime::HandlerResult {
+    ctx.append("out", &hash(&[1, value(ctx.record())]).to_le_bytes())?;
     if !ctx.is_replay() {
         let (state, changed) = &**gate;
         let mut guard = state.lock().expect("gate");
@@ -43,7 +42,7 @@ fn slow(ctx: &HandlerContext<'_>, gate: &Gate) -> varve_runtime::HandlerResult {
         }
     }
     let read = ctx.get("in", 2)?;
-    ctx.append("out", &hash(&[value(ctx.record()), value(&read)]).to_le_bytes())?;
+    ctx.append("out", &hash(&[2, value(ctx.record()), value(&read)]).to_le_bytes())?;
     Ok(())
 }
 
@@ -121,7 +120,8 @@ fn a_run_going_when_the_record_landed_is_planned_and_replayed_from_its_firing() 
         RepairPlan { events_scanned: 0, ..plan_of_all },
         "the plan of the events needed is the plan of every event"
     );
-    assert!(plan.reruns.iter().any(|r| r.handler == "slow"), "slow is replayed\n{}", plan.to_text());
+    let slow_run = plan.reruns.iter().find(|r| r.handler == "slow").expect("slow is replayed");
+    assert_eq!(slow_run.keeps, 1, "its append before the read is left as it is\n{}", plan.to_text());
 
     let namespaces = HashMap::from([("app".to_owned(), Arc::clone(&ns))]);
     let values = HashMap::from([(record, 21u64.to_le_bytes().to_vec())]);
@@ -135,7 +135,11 @@ fn a_run_going_when_the_record_landed_is_planned_and_replayed_from_its_firing() 
     };
     varve_repair::execute(&plan, &inputs).expect("repair");
     assert_eq!(records(&ns, "in"), [10, 21]);
-    assert_eq!(records(&ns, "out"), [hash(&[7, 21])], "slow's output follows the correction");
+    assert_eq!(
+        records(&ns, "out"),
+        [hash(&[1, 7]), hash(&[2, 7, 21])],
+        "slow's first output stays, its second follows the correction"
+    );
     assert_eq!(records(&ns, "copies"), [hash(&[10]), hash(&[21])]);
 }
 
