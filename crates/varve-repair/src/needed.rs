@@ -26,7 +26,10 @@
 //! one namespace or replace a handler (its runs can be anywhere), and the
 //! namespace of a record without an APPEND event in the index (appended
 //! without the runtime, or before the index existed) or beyond event
-//! retention (the plan then reports what it reports from every event).
+//! retention (the plan then reports what it reports from every event), of
+//! events written before the index existed, and of a log that got records
+//! without the runtime after its last APPEND before the events read
+//! (`appended_unrecorded`: the walk would take them as there all along).
 //! The saving is therefore a single namespace's, or an application's whose
 //! namespaces exchanged nothing since the record landed.
 //!
@@ -40,15 +43,21 @@
 //! its FIRING yet, so no starting point read from the events is safe there;
 //! an online repair reads every event kept.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use varve_log::{LogError, Namespace, Seq, SeqRange};
-use varve_runtime::append_index::EventIndex;
+use varve_runtime::append_index::{appends_log, EventIndex};
 use varve_runtime::trace::{merge_owned, RecordRef};
 use varve_runtime::{namespace_events, EventId, EventKind, RuntimeError, StoredEvent};
 
 use crate::execute::RepairError;
 use crate::plan::Correction;
+
+/// Logs whose last APPEND before the events is looked up (about a binary
+/// search and a scan of up to 128 events each); a namespace with more logs
+/// the runtime appended to is read whole.
+const LOGS_CHECKED_MAX: usize = 1_000;
 
 /// The events of `namespaces` a repair of `corrections` needs, merged in
 /// causal order (see the module docs): what [`crate::RepairPlan::build`],
@@ -68,7 +77,7 @@ pub fn events_needed(
     if let Some((at, append)) = cut {
         let ns = &namespaces[at];
         let mut events = from(ns, append)?;
-        if crosses(ns.name(), append, &events, &per_namespace) {
+        if crosses(ns.name(), append, &events, &per_namespace) || appended_unrecorded(ns, &events)? {
             events = all(ns)?;
         }
         per_namespace.push(events);
@@ -93,6 +102,9 @@ fn cut(corrections: &[Correction], namespaces: &[Arc<dyn Namespace>]) -> Result<
     }
     let Some(at) = namespaces.iter().position(|ns| ns.name() == name) else { return Ok(None) };
     let Some(index) = EventIndex::open(Arc::clone(&namespaces[at]))? else { return Ok(None) };
+    if !index.indexes_every_event() {
+        return Ok(None); // APPENDs written before the index existed are found only by reading them
+    }
     let mut first = Seq::MAX;
     for record in records {
         match index.append_of(&record.log, record.seq) {
@@ -113,6 +125,50 @@ fn crosses(name: &str, append: Seq, here: &[StoredEvent], elsewhere: &[Vec<Store
     let is_here = |id: &EventId| id.host == host && id.namespace == name;
     here.iter().filter(|e| e.id.seq >= append).any(|e| e.event.parent.as_ref().is_some_and(|p| !is_here(p)))
         || elsewhere.iter().flatten().any(|e| e.event.parent.as_ref().is_some_and(|p| is_here(p) && p.seq >= append))
+}
+
+/// Whether a log of `ns` got records without the runtime (without APPEND
+/// events) between its last APPEND before `events` and its first among
+/// them (or its end). The walk takes the records of a log before its first
+/// APPEND among the events it is given as there from the start (a log the
+/// runtime never appended to holds such records only): true of every
+/// event, not of a suffix, where such records came later. Logs the runtime
+/// never appended to (no index entries) are taken the same way both ways.
+fn appended_unrecorded(ns: &Arc<dyn Namespace>, events: &[StoredEvent]) -> Result<bool, RepairError> {
+    let Some(start) = events.first().map(|e| e.id.seq) else { return Ok(false) };
+    let mut first_append: HashMap<&str, Seq> = HashMap::new();
+    for e in events {
+        if e.event.kind == EventKind::Append && e.id.namespace == ns.name() {
+            first_append.entry(e.event.log.as_str()).or_insert(e.event.seq);
+        }
+    }
+    let Some(index) = EventIndex::open(Arc::clone(ns))? else { return Ok(false) };
+    let mut checked = 0;
+    for info in ns.list_logs()? {
+        if info.config.system {
+            continue;
+        }
+        let Some(entries) = appends_log(&info.name) else { return Ok(true) }; // found only by reading every event
+        match ns.log_info(&entries) {
+            Ok(_) => {}
+            Err(LogError::LogNotFound { .. }) => continue, // never appended through the runtime
+            Err(e) => return Err(e.into()),
+        }
+        checked += 1;
+        if checked > LOGS_CHECKED_MAX {
+            return Ok(true);
+        }
+        let before = first_append.get(info.name.as_str()).map_or(info.latest, |&seq| seq - 1);
+        if before == 0 {
+            continue;
+        }
+        match index.append_of(&info.name, before) {
+            Ok(Some(append)) if append.id.seq < start => {}
+            Ok(_) | Err(RuntimeError::Log(LogError::Trimmed { .. })) => return Ok(true),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
 }
 
 /// The events of `ns` from `first` on, and before it those of the runs

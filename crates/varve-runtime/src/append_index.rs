@@ -303,6 +303,13 @@ impl EventIndex {
         }
     }
 
+    /// Whether every event kept was written with the index (no APPEND kept
+    /// predates it): a log without index entries then has no APPEND event.
+    #[must_use]
+    pub fn indexes_every_event(&self) -> bool {
+        self.since <= self.earliest
+    }
+
     /// The host id that labels this namespace's events.
     #[must_use]
     pub fn host(&self) -> HostId {
