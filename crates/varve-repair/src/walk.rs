@@ -77,6 +77,15 @@ pub(crate) struct Walk<'a> {
     open_positions: BTreeSet<usize>,
     /// The plan's runs to replay, by the walk's index (stable as the plan grows).
     reruns: Vec<Rerun>,
+    /// Per run, the records it replaces or may replace (its appends that
+    /// are not among them are left as they were).
+    changes: Vec<HashSet<RecordRef>>,
+    /// Runs the walk passed appends of before replaying them (appends the
+    /// repair leaves as they were): per log that grew since, the last seq
+    /// that existed at the run's first append — the history it saw there,
+    /// where it was replayed before (scans and calls the original run did
+    /// not make read no further).
+    held: HashMap<usize, HashMap<LogKey, Seq>>,
     /// A rerun's TRIGGER event (text) → its index.
     index_of: HashMap<String, usize>,
     /// A rerun's FIRING (its last attempt) → its index.
@@ -115,6 +124,8 @@ impl<'a> Walk<'a> {
             open: HashMap::new(),
             open_positions: BTreeSet::new(),
             reruns: Vec::new(),
+            changes: Vec::new(),
+            held: HashMap::new(),
             index_of: HashMap::new(),
             firing_of: HashMap::new(),
             ordinals: Vec::new(),
@@ -271,17 +282,20 @@ impl<'a> Walk<'a> {
                     }
                     self.firing_of.insert(firing.clone(), run);
                     self.reruns[run] = rerun.clone();
+                    self.changes[run] = changes_of(rerun);
                     self.firing_at[run] = None;
                     self.caused[run].clear();
                     self.backfill(run, &firing, start);
                 } else if self.reruns[run] != *rerun {
                     self.reruns[run] = rerun.clone();
+                    self.changes[run] = changes_of(rerun);
                 }
             } else {
                 let run = self.reruns.len();
                 self.index_of.insert(rerun.trigger_event.clone(), run);
                 self.firing_of.insert(firing.clone(), run);
                 self.reruns.push(rerun.clone());
+                self.changes.push(changes_of(rerun));
                 self.firing_at.push(None);
                 self.caused.push(Vec::new());
                 self.backfill(run, &firing, start);
@@ -327,6 +341,16 @@ impl<'a> Walk<'a> {
             fill(shadow, &changed.namespace, &changed.log, up_to, self.inputs.values, &mut self.outcome)?;
         }
         Ok(())
+    }
+
+    /// The walk passed record `seq` of `key`: it exists for runs replayed
+    /// from here on, not for those held at an earlier append.
+    fn saw(&mut self, key: LogKey, seq: Seq) {
+        let mut seen = lock(&self.seen);
+        for history in self.held.values_mut() {
+            history.entry(key.clone()).or_insert_with(|| seen.get(&key).copied().unwrap_or(0));
+        }
+        seen.insert(key, seq);
     }
 
     /// The rerun whose FIRING caused `e`.
@@ -381,7 +405,11 @@ impl<'a> Walk<'a> {
         }
         let counts: HashMap<LogKey, usize> = appended.iter().map(|(key, seqs)| (key.clone(), seqs.len())).collect();
         let firing = &events[position];
-        let view = View::new(self.inputs, &self.shadows, &self.changing, &self.seen, firing, &pinned, appended);
+        let held = self.held.remove(&run).unwrap_or_default();
+        let view = View {
+            held,
+            ..View::new(self.inputs, &self.shadows, &self.changing, &self.seen, firing, &pinned, appended)
+        };
         let written = replay(rerun, self.inputs, &view, firing)?;
         check_counts(rerun, &counts, &written)?;
         self.outcome.replayed += 1;
@@ -406,8 +434,15 @@ impl<'a> Walk<'a> {
                 // first append that changes: by then what it read after the
                 // appends left — another run's records, written meanwhile —
                 // is in the shadows too.
-                let rerun = &self.reruns[run];
-                (rerun.replaces.contains(&record) || rerun.may_replace.contains(&record)).then_some((run, *ordinal - 1))
+                let ordinal = *ordinal - 1;
+                if self.changes[run].contains(&record) {
+                    Some((run, ordinal))
+                } else {
+                    if self.outputs[run].is_none() {
+                        self.held.entry(run).or_default();
+                    }
+                    None
+                }
             }
             _ => None,
         };
@@ -415,7 +450,7 @@ impl<'a> Walk<'a> {
             self.replay_now(events, run)?;
         }
         let Some(shadow) = self.shadows.get(&key).filter(|shadow| seq >= shadow.first) else {
-            lock(&self.seen).insert(key, seq);
+            self.saw(key, seq);
             return Ok(());
         };
         // Records appended without events since the last recorded one.
@@ -429,7 +464,7 @@ impl<'a> Walk<'a> {
                      it: repair it with the application stopped"
                 )));
             }
-            lock(&self.seen).insert(key, seq);
+            self.saw(key, seq);
             return Ok(());
         }
         let value: Vec<u8> = if let Some(value) = self.inputs.values.get(&record) {
@@ -453,8 +488,6 @@ impl<'a> Walk<'a> {
             shadow.ns.get(log, seq)?.to_vec()
         };
         let at = shadow.ns.append(&shadow.name, &value)?;
-        lock(&self.seen).insert(key, seq);
-        self.outcome.written += 1;
         if at != seq {
             return Err(RepairError::Unsupported(format!(
                 "{namespace}/{} would hold {namespace}/{log}:{seq} at seq {at}: records appended outside the runtime \
@@ -462,8 +495,15 @@ impl<'a> Walk<'a> {
                 shadow.name
             )));
         }
+        self.saw(key, seq);
+        self.outcome.written += 1;
         Ok(())
     }
+}
+
+/// The records `rerun` replaces or may replace.
+fn changes_of(rerun: &Rerun) -> HashSet<RecordRef> {
+    rerun.replaces.iter().chain(&rerun.may_replace).cloned().collect()
 }
 
 fn make_shadow(
@@ -568,8 +608,12 @@ struct View<'a> {
     shadows: &'a HashMap<LogKey, Shadow>,
     /// Every record the repair changes: one not yet in its shadow cannot be read from the original.
     changing: &'a HashMap<LogKey, BTreeSet<Seq>>,
-    /// Per log, the last seq that existed when the run ran.
+    /// Per log, the last seq that existed when the run ran (where `held`
+    /// does not say otherwise).
     seen: &'a Mutex<HashMap<LogKey, Seq>>,
+    /// For a run replayed after the walk passed some of its appends, the
+    /// history at its first append of the logs that grew since (`Walk::held`).
+    held: HashMap<LogKey, Seq>,
     /// LATEST values the original run got, per log, in call order.
     pinned: Mutex<HashMap<String, std::collections::VecDeque<Seq>>>,
     written: Mutex<HashMap<LogKey, Vec<Vec<u8>>>>,
@@ -597,6 +641,7 @@ impl<'a> View<'a> {
             shadows,
             changing,
             seen,
+            held: HashMap::new(),
             pinned: Mutex::new(
                 pinned.iter().map(|(log, seqs)| (log.clone(), seqs.iter().copied().collect())).collect(),
             ),
@@ -608,7 +653,8 @@ impl<'a> View<'a> {
 
     /// The last seq of `log` that existed when the run ran.
     fn seen(&self, log: &str) -> Seq {
-        lock(self.seen).get(&(self.firing_namespace.to_owned(), log.to_owned())).copied().unwrap_or(0)
+        let key = (self.firing_namespace.to_owned(), log.to_owned());
+        self.held.get(&key).copied().or_else(|| lock(self.seen).get(&key).copied()).unwrap_or(0)
     }
 
     /// Where the run reads `log` at `seq`: the shadow if it holds it, the
