@@ -23,7 +23,10 @@
 //! then depend on the record and have appended here before it landed —
 //! appends the plan counts as "may change", and which only a read from the
 //! start finds. So is every namespace when the corrections span more than
-//! one namespace or replace a handler (its runs can be anywhere), and the
+//! one namespace or replace a handler from the start or from a time (its
+//! runs can be anywhere; a handler replaced from a seq on is read from that
+//! seq's APPEND in each log it was subscribed to, its runs on them coming
+//! after, when one namespace's subscriptions name it), and the
 //! namespace of a record without an APPEND event in the index (appended
 //! without the runtime, or before the index existed) or beyond event
 //! retention (the plan then reports what it reports from every event), of
@@ -48,11 +51,12 @@ use std::sync::Arc;
 
 use varve_log::{LogError, Namespace, Seq, SeqRange};
 use varve_runtime::append_index::{appends_log, EventIndex};
-use varve_runtime::trace::{merge_owned, RecordRef};
-use varve_runtime::{namespace_events, EventId, EventKind, RuntimeError, StoredEvent};
+use varve_runtime::subscriptions::{decode_subscription, SubscriptionRecord};
+use varve_runtime::trace::merge_owned;
+use varve_runtime::{namespace_events, EventId, EventKind, RuntimeError, StoredEvent, SUBSCRIPTIONS_LOG};
 
 use crate::execute::RepairError;
-use crate::plan::Correction;
+use crate::plan::{Correction, Since};
 
 /// Logs whose last APPEND before the events is looked up (about a binary
 /// search and a scan of up to 128 events each); a namespace with more logs
@@ -86,34 +90,81 @@ pub fn events_needed(
 }
 
 /// The one namespace (its index in `namespaces`) whose events may be read
-/// from a corrected record's APPEND on, and the event seq of the earliest
-/// such APPEND; `None`: read every namespace whole.
+/// from the APPEND of a record on, and the event seq of the earliest such
+/// APPEND: a corrected record's, or for a handler replaced from a seq on,
+/// that seq's record of each log the handler was subscribed to (its runs
+/// on them come after). `None`: read every namespace whole.
 fn cut(corrections: &[Correction], namespaces: &[Arc<dyn Namespace>]) -> Result<Option<(usize, Seq)>, RepairError> {
-    let mut records: Vec<&RecordRef> = Vec::new();
+    let mut at: Option<usize> = None;
+    // (log, seq, whether a missing record just means no runs there)
+    let mut records: Vec<(String, Seq, bool)> = Vec::new();
     for correction in corrections {
-        match correction {
-            Correction::Record(record) => records.push(record),
+        let (here, more) = match correction {
+            Correction::Record(record) => {
+                let Some(i) = namespaces.iter().position(|ns| ns.name() == record.namespace) else { return Ok(None) };
+                (i, vec![(record.log.clone(), record.seq, false)])
+            }
+            Correction::Handler { handler, since: Since::Seq(seq) } => {
+                let Some((i, logs)) = subscribed(handler, namespaces)? else { return Ok(None) };
+                (i, logs.into_iter().map(|log| (log, *seq, true)).collect())
+            }
             Correction::Handler { .. } => return Ok(None),
+        };
+        if at.is_some_and(|at| at != here) {
+            return Ok(None);
         }
+        at = Some(here);
+        records.extend(more);
     }
-    let Some(name) = records.first().map(|r| r.namespace.as_str()) else { return Ok(None) };
-    if records.iter().any(|r| r.namespace != name) {
-        return Ok(None);
-    }
-    let Some(at) = namespaces.iter().position(|ns| ns.name() == name) else { return Ok(None) };
-    let Some(index) = EventIndex::open(Arc::clone(&namespaces[at]))? else { return Ok(None) };
+    let Some(at) = at else { return Ok(None) };
+    let ns = &namespaces[at];
+    let Some(index) = EventIndex::open(Arc::clone(ns))? else { return Ok(None) };
     if !index.indexes_every_event() {
         return Ok(None); // APPENDs written before the index existed are found only by reading them
     }
     let mut first = Seq::MAX;
-    for record in records {
-        match index.append_of(&record.log, record.seq) {
+    for (log, seq, may_be_missing) in records {
+        if may_be_missing && ns.log_info(&log).map_or(true, |info| info.latest < seq) {
+            continue; // no record there yet: no run of the handler to replay on it
+        }
+        match index.append_of(&log, seq) {
             Ok(Some(append)) => first = first.min(append.id.seq),
             Ok(None) | Err(RuntimeError::Log(LogError::Trimmed { .. })) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Some((at, first)))
+    Ok((first < Seq::MAX).then_some((at, first)))
+}
+
+/// The one namespace of `namespaces` whose subscriptions ever named
+/// `handler`, and the logs it was subscribed to there; `None` when none or
+/// several did (a handler is known by name only).
+fn subscribed(handler: &str, namespaces: &[Arc<dyn Namespace>]) -> Result<Option<(usize, Vec<String>)>, RepairError> {
+    let mut found = None;
+    for (i, ns) in namespaces.iter().enumerate() {
+        let records = match ns.scan(SUBSCRIPTIONS_LOG, SeqRange::ALL) {
+            Ok(records) => records,
+            Err(LogError::LogNotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let mut logs: Vec<String> = Vec::new();
+        for record in records {
+            let record = record?;
+            if let SubscriptionRecord::Subscribe { log, handler: h } = decode_subscription(&record.value, record.seq)? {
+                if h == handler && !logs.contains(&log) {
+                    logs.push(log);
+                }
+            }
+        }
+        if logs.is_empty() {
+            continue;
+        }
+        if found.is_some() {
+            return Ok(None);
+        }
+        found = Some((i, logs));
+    }
+    Ok(found)
 }
 
 /// Whether a parent link crosses between namespace `name` and another at or

@@ -7,7 +7,7 @@
 //! namespaces, whose runs never overlap an input's APPEND;
 //! `tests/needed_corners.rs` repairs corner cases both ways.)
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ mod overlap;
 use common::{hash, value};
 use overlap::{by_name, every_event, rec, records, repair, same_plan, start, Gate, Subscribed, WAIT};
 use varve_log::{LogConfig, MemoryStore, Store};
-use varve_repair::{events_needed, Correction, RepairPlan, Since};
+use varve_repair::{events_needed, Correction, Inputs, NotReplayable, RepairPlan, Since};
 use varve_runtime::{EventKind, HandlerContext, HandlerFn, RuntimeHandle};
 
 /// `slow` on `start` (appends `out`, is held while `in:2` lands, reads
@@ -86,7 +86,7 @@ fn a_run_going_when_the_record_landed_is_planned_and_replayed_from_its_firing() 
 }
 
 #[test]
-fn a_record_appended_without_the_runtime_needs_every_event() {
+fn a_record_appended_without_the_runtime_or_a_handler_from_the_start_needs_every_event() {
     let ns = MemoryStore::new().namespace("app").expect("ns");
     ns.create_log("in", LogConfig::unbounded()).expect("in");
     ns.append("in", &5u64.to_le_bytes()).expect("in:1, no runtime");
@@ -100,7 +100,9 @@ fn a_record_appended_without_the_runtime_needs_every_event() {
     let needed = |correction: Correction| events_needed(&[correction], &[Arc::clone(&ns)]).expect("events").len();
     assert_eq!(needed(Correction::Record(rec("app", "in", 1))), all.len(), "in:1 has no APPEND event");
     assert!(needed(Correction::Record(rec("app", "in", 3))) < all.len(), "in:3 has one");
-    assert_eq!(needed(Correction::Handler { handler: "copy".into(), since: Since::Seq(3) }), all.len());
+    assert_eq!(needed(Correction::Handler { handler: "copy".into(), since: Since::Start }), all.len());
+    assert!(needed(Correction::Handler { handler: "copy".into(), since: Since::Seq(3) }) < all.len());
+    assert_eq!(needed(Correction::Handler { handler: "nobody".into(), since: Since::Seq(3) }), all.len());
 }
 
 /// A run of another namespace appended here before the record landed, and
@@ -157,4 +159,46 @@ fn a_run_of_another_namespace_that_appended_here_before_the_record_is_seen() {
     );
     let needed = events_needed(&correct, &[Arc::clone(&edge_ns), Arc::clone(&cloud_ns)]).expect("events needed");
     same_plan(&RepairPlan::build(&needed, &correct, &HashSet::new()), &plan_of_all);
+}
+
+/// A handler replaced from a seq on: its namespace is read from that seq's
+/// APPEND in the log it is subscribed to (its runs there come after), and
+/// the repair with the new code from those events rewrites its outputs
+/// from that seq on.
+#[test]
+fn a_handler_replaced_from_a_seq_reads_from_that_records_append() {
+    let ns = MemoryStore::new().namespace("app").expect("ns");
+    let runtime = start(&ns, 1, &LOGS, &slow_and_copy(&Gate::default()));
+    for v in 1..=6u64 {
+        runtime.append("in", &v.to_le_bytes()).expect("in");
+        assert!(runtime.wait_idle(WAIT), "idle");
+    }
+    runtime.stop(Duration::from_secs(5));
+
+    let replaced = [Correction::Handler { handler: "copy".into(), since: Since::Seq(4) }];
+    let all = every_event(&[&ns]);
+    let needed = events_needed(&replaced, &[Arc::clone(&ns)]).expect("events needed");
+    let append = all
+        .iter()
+        .find(|e| e.event.kind == EventKind::Append && e.event.log == "in" && e.event.seq == 4)
+        .expect("in:4's APPEND");
+    assert_eq!(needed.first().map(|e| &e.id), Some(&append.id), "the events needed start at in:4's APPEND");
+    let plan = RepairPlan::build(&needed, &replaced, &HashSet::new());
+    same_plan(&plan, &RepairPlan::build(&all, &replaced, &HashSet::new()));
+    assert_eq!(plan.reruns.len(), 3, "copy on in:4..6\n{}", plan.to_text());
+
+    let new_copy: HandlerFn = Arc::new(|ctx: &mut HandlerContext<'_>| {
+        ctx.append("copies", &hash(&[99, value(ctx.record())]).to_le_bytes())?;
+        Ok(())
+    });
+    let inputs = Inputs {
+        events: &needed,
+        namespaces: &HashMap::from([("app".to_owned(), Arc::clone(&ns))]),
+        handlers: &HashMap::from([("copy".to_owned(), new_copy)]),
+        values: &HashMap::new(),
+        not_replayable: NotReplayable::Refuse,
+    };
+    varve_repair::execute(&plan, &inputs).expect("repair");
+    let copies: Vec<u64> = (1..=6).map(|v| if v < 4 { hash(&[v]) } else { hash(&[99, v]) }).collect();
+    assert_eq!(records(&ns, "copies"), copies);
 }

@@ -26,7 +26,7 @@ use common::{hash, value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use varve_log::{LogConfig, MemoryStore, Namespace, SeqRange, Store};
-use varve_repair::{events_needed, Correction, Inputs, NotReplayable, RepairPlan, Why};
+use varve_repair::{events_needed, Correction, Inputs, NotReplayable, RepairPlan, Since, Why};
 use varve_runtime::trace::{merge, RecordRef};
 use varve_runtime::{EventKind, HandlerContext, HandlerFn, RetryPolicy, Runtime, RuntimeBuilder, StoredEvent};
 
@@ -235,6 +235,22 @@ fn needed_events(
             target + 1,
             edge_events(events)
         );
+    }
+    // The handler on the input, replaced from the corrected input's seq on.
+    let replaced = [Correction::Handler { handler: "h0".into(), since: Since::Seq(correction.seq) }];
+    let all = [Arc::clone(&original.stores.0), Arc::clone(&original.stores.1)];
+    let needed_for_handler = events_needed(&replaced, &all).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let plan_of_handler = RepairPlan::build(&needed_for_handler, &replaced, &HashSet::new());
+    let expected = RepairPlan::build(events, &replaced, &HashSet::new());
+    assert_eq!(
+        RepairPlan { events_scanned: 0, ..plan_of_handler },
+        RepairPlan { events_scanned: 0, ..expected.clone() },
+        "seed {seed}: the plan of h0 replaced from in:{} differs from the plan of every event\n{}",
+        correction.seq,
+        expected.to_text()
+    );
+    if cut {
+        assert!(edge_events(&needed_for_handler) < edge_events(events), "seed {seed}: h0 reads every edge event");
     }
     (needed, plan_of_needed, cut)
 }
