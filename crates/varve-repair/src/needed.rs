@@ -14,25 +14,27 @@
 //! record (it did not exist yet), and the plan passes over a run whose
 //! FIRING it has not seen.
 //!
-//! **Other namespaces are read whole**: a namespace is reached from another
-//! only by a parent link, which names no position in the namespace reached.
-//! And the corrected record's namespace is read whole too when a parent
-//! link crosses between it and another namespace after the record's APPEND
-//! (an event there whose parent is here, at or after the APPEND, or an
-//! event here whose parent is there): a run of the other namespace may
-//! then depend on the record and have appended here before it landed —
-//! appends the plan counts as "may change", and which only a read from the
-//! start finds. So is every namespace when the corrections span more than
-//! one namespace or replace a handler from the start or from a time (its
-//! runs can be anywhere; a handler replaced from a seq on is read from that
-//! seq's APPEND in each log it was subscribed to, its runs on them coming
-//! after, when one namespace's subscriptions name it), and the
-//! namespace of a record without an APPEND event in the index (appended
-//! without the runtime, or before the index existed) or beyond event
-//! retention (the plan then reports what it reports from every event), of
-//! events written before the index existed, and of a log that got records
-//! without the runtime after its last APPEND before the events read
-//! (`appended_unrecorded`: the walk would take them as there all along).
+//! **Read whole instead:**
+//! - the other namespaces: a namespace is reached from another only by a
+//!   parent link, which names no position in the namespace reached;
+//! - the record's own namespace too when a parent link crosses between it
+//!   and another namespace after the record's APPEND (an event there whose
+//!   parent is here, at or after the APPEND, or an event here whose parent
+//!   is there): a run of the other namespace may then depend on the record
+//!   and have appended here before it landed — appends the plan counts as
+//!   "may change", which only a read from the start finds;
+//! - every namespace when the corrections span several namespaces, or
+//!   replace a handler from the start or from a time (its runs can be
+//!   anywhere). A handler replaced from a seq on is read from that seq's
+//!   APPEND in each log it was subscribed to (its runs there come after),
+//!   when one namespace's subscriptions name it;
+//! - the namespace of a record without an APPEND event in the index
+//!   (appended without the runtime) or beyond event retention (the plan
+//!   then reports what it reports from every event), of events written
+//!   before the index existed, and of a log that got records without the
+//!   runtime after its last APPEND before the events read
+//!   (`appended_unrecorded`: the walk would take them as there all along).
+//!
 //! The saving is therefore a single namespace's, or an application's whose
 //! namespaces exchanged nothing since the record landed.
 //!
@@ -74,14 +76,14 @@ pub fn events_needed(
     let cut = cut(corrections, namespaces)?;
     let mut per_namespace = Vec::with_capacity(namespaces.len());
     for (i, ns) in namespaces.iter().enumerate() {
-        if cut.is_none_or(|(at, _)| at != i) {
+        if cut.as_ref().is_none_or(|cut| cut.at != i) {
             per_namespace.push(all(ns)?);
         }
     }
-    if let Some((at, append)) = cut {
+    if let Some(Cut { at, append, index }) = cut {
         let ns = &namespaces[at];
         let mut events = from(ns, append)?;
-        if crosses(ns.name(), append, &events, &per_namespace) || appended_unrecorded(ns, &events)? {
+        if crosses(ns.name(), append, &events, &per_namespace) || appended_unrecorded(ns, &index, &events)? {
             events = all(ns)?;
         }
         per_namespace.push(events);
@@ -89,12 +91,22 @@ pub fn events_needed(
     Ok(merge_owned(per_namespace))
 }
 
-/// The one namespace (its index in `namespaces`) whose events may be read
-/// from the APPEND of a record on, and the event seq of the earliest such
-/// APPEND: a corrected record's, or for a handler replaced from a seq on,
-/// that seq's record of each log the handler was subscribed to (its runs
-/// on them come after). `None`: read every namespace whole.
-fn cut(corrections: &[Correction], namespaces: &[Arc<dyn Namespace>]) -> Result<Option<(usize, Seq)>, RepairError> {
+/// Where the one namespace read in part begins.
+struct Cut {
+    /// Its index in `namespaces`.
+    at: usize,
+    /// The event seq of the earliest APPEND the corrections start from.
+    append: Seq,
+    /// Its event index.
+    index: EventIndex,
+}
+
+/// The one namespace whose events may be read from the APPEND of a record
+/// on, and the earliest such APPEND: a corrected record's, or for a handler
+/// replaced from a seq on, that seq's record of each log the handler was
+/// subscribed to (its runs on them come after). `None`: read every
+/// namespace whole.
+fn cut(corrections: &[Correction], namespaces: &[Arc<dyn Namespace>]) -> Result<Option<Cut>, RepairError> {
     let mut at: Option<usize> = None;
     // (log, seq, whether a missing record just means no runs there)
     let mut records: Vec<(String, Seq, bool)> = Vec::new();
@@ -133,7 +145,7 @@ fn cut(corrections: &[Correction], namespaces: &[Arc<dyn Namespace>]) -> Result<
             Err(e) => return Err(e.into()),
         }
     }
-    Ok((first < Seq::MAX).then_some((at, first)))
+    Ok((first < Seq::MAX).then_some(Cut { at, append: first, index }))
 }
 
 /// The one namespace of `namespaces` whose subscriptions ever named
@@ -185,7 +197,11 @@ fn crosses(name: &str, append: Seq, here: &[StoredEvent], elsewhere: &[Vec<Store
 /// runtime never appended to holds such records only): true of every
 /// event, not of a suffix, where such records came later. Logs the runtime
 /// never appended to (no index entries) are taken the same way both ways.
-fn appended_unrecorded(ns: &Arc<dyn Namespace>, events: &[StoredEvent]) -> Result<bool, RepairError> {
+fn appended_unrecorded(
+    ns: &Arc<dyn Namespace>,
+    index: &EventIndex,
+    events: &[StoredEvent],
+) -> Result<bool, RepairError> {
     let Some(start) = events.first().map(|e| e.id.seq) else { return Ok(false) };
     let mut first_append: HashMap<&str, Seq> = HashMap::new();
     for e in events {
@@ -193,7 +209,6 @@ fn appended_unrecorded(ns: &Arc<dyn Namespace>, events: &[StoredEvent]) -> Resul
             first_append.entry(e.event.log.as_str()).or_insert(e.event.seq);
         }
     }
-    let Some(index) = EventIndex::open(Arc::clone(ns))? else { return Ok(false) };
     let mut checked = 0;
     for info in ns.list_logs()? {
         if info.config.system {

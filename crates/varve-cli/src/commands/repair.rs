@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
-use varve_log::{JournalOptions, JournalStore, Namespace};
+use varve_log::Namespace;
 use varve_repair::{Correction, Inputs, NotReplayable, Online, RepairError, RepairPlan, Resumed, Since};
 use varve_runtime::command_context::{command_via_context, CommandSetup};
 use varve_runtime::socket::{self, CallError, Request, SocketOp};
 use varve_runtime::trace::RecordRef;
 use varve_runtime::{Builtins, HandlerFn, HandlerRun, Manifest, RuntimeHandle, StoredEvent};
 
+use super::runtime::data_namespaces;
 use super::{write, Context};
 
 /// What `varve repair plan` corrects.
@@ -58,12 +59,7 @@ fn correction(ctx: &Context<'_>, target: &Target<'_>) -> anyhow::Result<Correcti
 /// The events of every namespace in the data directory that a repair of
 /// `correction` needs (read-only; see `varve_repair::events_needed`).
 fn needed_events(ctx: &Context<'_>, correction: &Correction) -> anyhow::Result<Vec<StoredEvent>> {
-    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
-    let mut namespaces: Vec<Arc<dyn Namespace>> = Vec::new();
-    for name in varve_log::Store::list_namespaces(&store)? {
-        namespaces.push(Arc::new(store.journal_namespace(&name)?));
-    }
-    Ok(varve_repair::events_needed(std::slice::from_ref(correction), &namespaces)?)
+    Ok(varve_repair::events_needed(std::slice::from_ref(correction), &data_namespaces(ctx)?)?)
 }
 
 fn no_events(ctx: &Context<'_>) -> anyhow::Error {

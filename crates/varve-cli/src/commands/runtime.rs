@@ -275,14 +275,22 @@ pub fn latest_via_socket(path: &Path, cause: &(String, String), log: &str) -> an
     socket::call(path, &request)?.seq.context("the runtime answered without a seq")
 }
 
+/// Every namespace in the data directory, read-only.
+pub(crate) fn data_namespaces(ctx: &Context<'_>) -> anyhow::Result<Vec<Arc<dyn Namespace>>> {
+    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
+    let mut namespaces: Vec<Arc<dyn Namespace>> = Vec::new();
+    for name in varve_log::Store::list_namespaces(&store)? {
+        namespaces.push(Arc::new(store.journal_namespace(&name)?));
+    }
+    Ok(namespaces)
+}
+
 /// Every namespace's events in the data directory (read-only; namespaces
 /// without `_events` are skipped).
 pub(crate) fn all_events(ctx: &Context<'_>) -> anyhow::Result<Vec<StoredEvent>> {
-    let store = JournalStore::open(&ctx.data, JournalOptions { read_only: true, ..JournalOptions::default() })?;
     let mut per_namespace = Vec::new();
-    for name in varve_log::Store::list_namespaces(&store)? {
-        let ns = store.journal_namespace(&name)?;
-        match varve_runtime::namespace_events(&ns, SeqRange::ALL) {
+    for ns in data_namespaces(ctx)? {
+        match varve_runtime::namespace_events(ns.as_ref(), SeqRange::ALL) {
             Ok(events) => per_namespace.push(events),
             Err(RuntimeError::Log(LogError::LogNotFound { .. })) => {}
             Err(e) => return Err(e.into()),
