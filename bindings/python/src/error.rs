@@ -60,6 +60,7 @@ impl From<RuntimeError> for Error {
     fn from(e: RuntimeError) -> Self {
         match e {
             RuntimeError::Log(e) => Error::Log(e),
+            RuntimeError::Structure(e) => Error::from(e),
             other => Error::Runtime(other),
         }
     }

@@ -72,6 +72,8 @@ fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<repair::RepairPlan>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::HandlerContext>()?;
+    m.add_class::<runtime::HandlerMap>()?;
+    m.add_class::<runtime::PyMapReader>()?;
     m.add_class::<runtime::Event>()?;
     m.add_function(wrap_pyfunction!(runtime::to_dot, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::to_otel, m)?)?;

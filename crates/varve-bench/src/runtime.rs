@@ -10,6 +10,8 @@
 //! | events recorded per second | a handler-heavy workload, events counted in `_events` | — |
 //! | event-recording overhead | the same workload, READ/LATEST recording on vs off | the "off" runs |
 //! | topic publish throughput | `publish` ×N until the subscriber has handled every one | plain `append` ×N to a log of the same namespace |
+//! | sorted-map puts by a handler | N inputs, each a handler's `ctx.sorted_map(..).put` of a new key, until all handled | the same handler appending the input to a log instead |
+//! | a repaired map's next generation | building `map.LOG.g2` from the N ops of a swapped op log | the same N inserts into a `varve_pds::SortedMap` directly |
 //!
 //! **How an external command reports its start.** The command is
 //! [`RuntimeBenchOptions::stamp_program`] — the `varve` binary itself, run
@@ -239,6 +241,9 @@ pub fn run(options: &RuntimeBenchOptions) -> Result<RuntimeReport> {
     if wanted("publish") {
         publish_rows(&options.dir, &sizes, &mut rows)?;
     }
+    if wanted("map") {
+        map_rows(&options.dir, &sizes, &mut rows)?;
+    }
     let report = RuntimeReport {
         command: "varve bench runtime",
         quick: options.quick,
@@ -461,6 +466,131 @@ fn publish_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
         .baseline("plain append to a log of the same namespace", raw),
     );
     Ok(())
+}
+
+fn map_rows(dir: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let figures = map_figures(dir, sizes)?;
+    eprintln!(
+        "  sorted-map puts by a handler: {:.0}/s; appends by a handler {:.0}/s; next generation {:.1} µs/op, direct inserts {:.1} µs",
+        figures.puts_per_s, figures.appends_per_s, figures.rebuild_us, figures.direct_us
+    );
+    rows.push(
+        Row::new(
+            "map_puts_per_s",
+            format!(
+                "inputs/s, a handler putting each into a sorted map (new key), Group(5 ms), {} inputs until handled",
+                sizes.workload_records
+            ),
+            figures.puts_per_s,
+            "inputs/s",
+            true,
+        )
+        .baseline("the same handler appending each to a log", figures.appends_per_s),
+    );
+    rows.push(
+        Row::new(
+            "map_rebuild_us",
+            format!("a repaired map's next generation: build from {} ops, per op", sizes.workload_records),
+            figures.rebuild_us,
+            "µs/op",
+            false,
+        )
+        .baseline("the same inserts into a varve_pds::SortedMap directly", figures.direct_us),
+    );
+    Ok(())
+}
+
+struct MapFigures {
+    puts_per_s: f64,
+    appends_per_s: f64,
+    rebuild_us: f64,
+    direct_us: f64,
+}
+
+/// The key of input `i`: distinct, in no order (a multiplicative hash).
+fn map_key(i: u64) -> [u8; 8] {
+    (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes()
+}
+
+/// Inputs/s of a handler putting each input into a sorted map, and of the
+/// same handler appending it instead; then the time per op to build a
+/// repaired map's next generation (the op log swapped for a copy, as a
+/// repair leaves it), and per insert into a `SortedMap` directly.
+fn map_figures(base: &Path, sizes: &Sizes) -> Result<MapFigures> {
+    let n = sizes.workload_records as u64;
+    #[expect(clippy::cast_precision_loss, reason = "counts to rates")]
+    let count = n as f64;
+    let (mut puts, mut appends, mut rebuilds, mut directs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..sizes.publish_reps.max(3) {
+        for into_map in [true, false] {
+            let store = open_store(base, "map", group())?;
+            let ns = store.namespace("map")?;
+            let rt = RuntimeBuilder::new(Arc::clone(&ns))
+                .concurrency(1)
+                .log("in", LogConfig::unbounded())
+                .log("m", LogConfig::unbounded())
+                .log("out", LogConfig::unbounded())
+                .handler("index", RetryPolicy::default(), move |ctx| {
+                    if into_map {
+                        ctx.sorted_map("m").put(&map_key(ctx.seq()), ctx.record())?;
+                    } else {
+                        ctx.append("out", ctx.record())?;
+                    }
+                    Ok(())
+                })
+                .subscribe("in", "index")
+                .start()?;
+            let started = Instant::now();
+            for i in 1..=n {
+                rt.append("in", &i.to_le_bytes())?;
+            }
+            if !rt.wait_idle(IDLE_TIMEOUT) {
+                return Err(check_failed("the runtime did not become idle"));
+            }
+            let rate = count / started.elapsed().as_secs_f64();
+            if !into_map {
+                check_handled(ns.as_ref(), "out", sizes.workload_records)?;
+                appends.push(rate);
+                rt.stop(IDLE_TIMEOUT);
+                continue;
+            }
+            check_handled(ns.as_ref(), "m", sizes.workload_records)?;
+            puts.push(rate);
+            // As a repair leaves it: the op log swapped for a copy, the old
+            // one kept as generation 1. The next read builds generation 2.
+            let ops: Vec<_> = ns.scan("m", varve_log::SeqRange::ALL)?.collect::<varve_log::Result<_>>()?;
+            ns.create_log("m.copy", LogConfig::unbounded())?;
+            for chunk in ops.chunks(1_000) {
+                let batch: Vec<(&str, &[u8])> = chunk.iter().map(|r| ("m.copy", &r.value[..])).collect();
+                ns.append_batch(&batch)?;
+            }
+            rt.rename_logs(&[("m", "_gen.m.1"), ("m.copy", "m")])?;
+            let started = Instant::now();
+            let map = rt.sorted_map("m")?;
+            rebuilds.push(started.elapsed().as_secs_f64() * 1e6 / count);
+            if map.generation()? != 2 || map.latest()? != n {
+                return Err(check_failed("the next generation was not built from every op"));
+            }
+            rt.stop(IDLE_TIMEOUT);
+            // The baseline: the same inserts, into a SortedMap directly.
+            let mut direct = varve_pds::SortedMap::<Vec<u8>, Vec<u8>>::open(
+                Arc::clone(&ns),
+                "direct",
+                varve_pds::Options::default(),
+            )?;
+            let started = Instant::now();
+            for i in 1..=n {
+                direct.insert(&map_key(i).to_vec(), &i.to_le_bytes().to_vec())?;
+            }
+            directs.push(started.elapsed().as_secs_f64() * 1e6 / count);
+        }
+    }
+    Ok(MapFigures {
+        puts_per_s: median(puts),
+        appends_per_s: median(appends),
+        rebuild_us: median(rebuilds),
+        direct_us: median(directs),
+    })
 }
 
 impl RuntimeReport {

@@ -555,7 +555,7 @@ struct BenchRuntimeArgs {
     #[arg(long)]
     quick: bool,
     /// Run only one part.
-    #[arg(long, value_parser = ["latency", "command", "workload", "retention", "publish"])]
+    #[arg(long, value_parser = ["latency", "command", "workload", "retention", "publish", "map"])]
     only: Option<String>,
 }
 

@@ -14,6 +14,10 @@
 //! namespace from its APPEND on), whose plan must equal the plan of every
 //! event.
 //!
+//! Handlers also read and put keys of a sorted map in their namespace
+//! (`HandlerContext::sorted_map`), so maps built by handlers are repaired
+//! as their op logs, and replayed map reads equal the original ones.
+//!
 //! `VARVE_SEED` replays one case; `VARVE_PLAN_CASES` sets how many run.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -33,6 +37,9 @@ use varve_runtime::{EventKind, HandlerContext, HandlerFn, RetryPolicy, Runtime, 
 const IDLE: Duration = Duration::from_secs(30);
 /// Logs in causal order: a handler reads any log and writes a later one.
 const LOGS: [(&str, &str); 5] = [("edge", "in"), ("edge", "a1"), ("edge", "a2"), ("cloud", "b1"), ("cloud", "b2")];
+/// The op log of each namespace's sorted map (`HandlerContext::sorted_map`),
+/// which handlers read whole and put keys of.
+const MAPS: [(&str, &str); 2] = [("edge", "em"), ("cloud", "cm")];
 
 #[derive(Clone, Debug)]
 struct HandlerDef {
@@ -42,6 +49,10 @@ struct HandlerDef {
     latest_of: Option<usize>,
     /// Read seq 1 of this log, when it exists.
     first_of: Option<usize>,
+    /// Read the whole sorted map of the source's namespace (its op log in [`MAPS`]).
+    map_read: bool,
+    /// Put a key of that map (before the output append).
+    map_write: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -64,7 +75,8 @@ fn random_app(rng: &mut StdRng, edge_only: bool) -> App {
             let pick = |rng: &mut StdRng| rng.gen_bool(0.6).then(|| same_ns[rng.gen_range(0..same_ns.len())]);
             let latest_of = pick(rng);
             let first_of = pick(rng);
-            handlers.push(HandlerDef { source, output, latest_of, first_of });
+            let (map_read, map_write) = (rng.gen_bool(0.4), rng.gen_bool(0.4));
+            handlers.push(HandlerDef { source, output, latest_of, first_of, map_read, map_write });
         }
     }
     let inputs = (0..rng.gen_range(3..8)).map(|_| rng.gen()).collect();
@@ -81,8 +93,8 @@ fn start(app: &App) -> Running {
     let edge_ns = MemoryStore::new().namespace("edge").expect("edge");
     let cloud_ns = MemoryStore::new().namespace("cloud").expect("cloud");
     let with_logs = |mut builder: RuntimeBuilder, ns: &str| {
-        for (n, log) in LOGS {
-            if n == ns {
+        for (n, log) in LOGS.iter().chain(&MAPS) {
+            if *n == ns {
                 builder = builder.log(log, LogConfig::unbounded());
             }
         }
@@ -134,6 +146,22 @@ fn run(
             parts.push(value(&ctx.get(LOGS[log].1, 1)?));
         }
     }
+    let map_log = MAPS.iter().find(|(ns, _)| *ns == LOGS[def.source].0).expect("a map per namespace").1;
+    if def.map_read {
+        let map = ctx.sorted_map(map_log);
+        for (key, entry) in map.range(None, None)? {
+            parts.push(
+                u64::from_be_bytes(key[1..].try_into().expect("a key is a handler and a seq")) + u64::from(key[0]),
+            );
+            parts.push(value(&entry));
+        }
+    }
+    if def.map_write {
+        // A key per run: no put hides another, so a read of the map changes
+        // whenever an op before it does (outputs hash every input they read).
+        let key = [&[u8::try_from(index).expect("under 256 handlers")][..], &ctx.seq().to_be_bytes()].concat();
+        ctx.sorted_map(map_log).put(&key, &hash(&parts).to_le_bytes())?;
+    }
     let out = hash(&parts).to_le_bytes();
     let (ns, log) = LOGS[def.output];
     if LOGS[def.source].0 == ns {
@@ -171,12 +199,12 @@ fn contents(running: &Running) -> Vec<(RecordRef, Vec<u8>)> {
 
 fn contents_of(stores: &(Arc<dyn Namespace>, Arc<dyn Namespace>)) -> Vec<(RecordRef, Vec<u8>)> {
     let mut out = Vec::new();
-    for (ns_name, log) in LOGS {
-        let ns = if ns_name == "edge" { &stores.0 } else { &stores.1 };
+    for (ns_name, log) in LOGS.iter().chain(&MAPS) {
+        let ns = if *ns_name == "edge" { &stores.0 } else { &stores.1 };
         for record in ns.scan(log, SeqRange::ALL).expect("scan") {
             let record = record.expect("record");
             out.push((
-                RecordRef { namespace: ns_name.into(), log: log.into(), seq: record.seq },
+                RecordRef { namespace: (*ns_name).into(), log: (*log).into(), seq: record.seq },
                 record.value.to_vec(),
             ));
         }

@@ -300,6 +300,7 @@ impl RuntimeBuilder {
             finished_total: AtomicU64::new(0),
             retention: Mutex::default(),
             trimming: Mutex::new(()),
+            maps: crate::sorted_map::Maps::default(),
         });
         inner.replay_subscriptions()?;
         inner.lock_writer().requests = read_requests(inner.ns.as_ref())?;

@@ -80,6 +80,10 @@ pub struct HandlerContext<'a> {
     /// A READ/LATEST event per read cost 17 % of a latest + get + append
     /// handler's wall time (`varve bench runtime`, docs/benchmarks.md).
     pub(crate) reads: RefCell<Vec<ReadDep>>,
+    /// In a replay, the sorted-map ops this run appended, `(log, seq,
+    /// record)`: its later map reads include them, though the repair puts
+    /// them in the shadow only when the run ends (`sorted_map.rs`).
+    pub(crate) map_ops: RefCell<Vec<(String, Seq, Vec<u8>)>>,
 }
 
 impl HandlerContext<'_> {
@@ -153,7 +157,7 @@ impl HandlerContext<'_> {
     }
 
     /// Keep a read for the next write (see [`HandlerContext`]'s `reads`).
-    fn record_read(&self, read: impl FnOnce() -> ReadDep) {
+    pub(crate) fn record_read(&self, read: impl FnOnce() -> ReadDep) {
         if matches!(self.backing, Backing::Live(inner) if inner.options.record_reads) {
             self.reads.borrow_mut().push(read());
         }
@@ -215,6 +219,7 @@ impl HandlerContext<'_> {
             value,
             attempt: 1,
             reads: RefCell::new(Vec::new()),
+            map_ops: RefCell::new(Vec::new()),
         }
     }
 

@@ -13,6 +13,10 @@ pub enum RuntimeError {
     #[error(transparent)]
     Log(#[from] LogError),
 
+    /// A sorted map's structure (`PEDaLS`) failed (`sorted_map.rs`).
+    #[error(transparent)]
+    Structure(#[from] varve_pds::PdsError),
+
     /// An event in `_events` does not decode.
     #[error("event {seq} in _events does not decode: {reason} (was it written by a newer Varve?)")]
     BadEvent {

@@ -68,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) retention: Mutex<crate::retention::RetentionState>,
     /// Held while a thread trims `_events` (others skip their check).
     pub(crate) trimming: Mutex<()>,
+    /// The sorted maps handlers build, by op log (`sorted_map.rs`).
+    pub(crate) maps: crate::sorted_map::Maps,
 }
 
 impl Inner {

@@ -122,6 +122,19 @@ impl Runtime {
         self.inner.delete_log(name)
     }
 
+    /// Read the sorted map handlers build on the op log `log`
+    /// ([`HandlerContext::sorted_map`](crate::HandlerContext::sorted_map)),
+    /// its current generation, at any version.
+    pub fn sorted_map(&self, log: &str) -> Result<crate::MapReader> {
+        self.inner.sorted_map_reader(log)
+    }
+
+    /// Read the sorted map as it was built from the old history a repair
+    /// kept of `log` (`_gen.LOG.N`, generation N from 1).
+    pub fn sorted_map_generation(&self, log: &str, generation: u64) -> Result<crate::MapReader> {
+        self.inner.sorted_map_generation(log, generation)
+    }
+
     /// Rename logs, all at once (`Namespace::rename_logs`), through the
     /// runtime; the runtime's own logs (`_events`, `_runtime.*`,
     /// `_dead_letters`) keep their names. Subscriptions stay on the names.
@@ -222,6 +235,16 @@ impl Drop for Runtime {
 const DROP_GRACE: Duration = Duration::from_secs(5);
 
 impl RuntimeHandle {
+    /// See [`Runtime::sorted_map`].
+    pub fn sorted_map(&self, log: &str) -> Result<crate::MapReader> {
+        self.inner.sorted_map_reader(log)
+    }
+
+    /// See [`Runtime::sorted_map_generation`].
+    pub fn sorted_map_generation(&self, log: &str, generation: u64) -> Result<crate::MapReader> {
+        self.inner.sorted_map_generation(log, generation)
+    }
+
     /// See [`Runtime::backlog`].
     #[must_use]
     pub fn backlog(&self) -> usize {

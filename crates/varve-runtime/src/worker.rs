@@ -386,6 +386,7 @@ impl Inner {
                     value,
                     attempt: job.attempt,
                     reads: RefCell::new(Vec::new()),
+                    map_ops: RefCell::new(Vec::new()),
                 };
                 let outcome = match catch_unwind(AssertUnwindSafe(|| f(&mut ctx))) {
                     Ok(Ok(())) => Ok(()),

@@ -66,7 +66,7 @@ from ._varve import (
     check_proof,
     open,
 )
-from .runtime import Event, HandlerContext, Runtime, to_dot, to_otel
+from .runtime import Event, HandlerContext, HandlerMap, MapReader, Runtime, to_dot, to_otel
 from .schema import Field, FieldType, FieldValue
 from .errors import (
     AlreadyExists,
@@ -142,6 +142,8 @@ __all__ = [
     "DELETE",
     "Runtime",
     "HandlerContext",
+    "HandlerMap",
+    "MapReader",
     "Event",
     "to_dot",
     "to_otel",

@@ -11,9 +11,9 @@ import atexit
 from typing import Callable, Optional, Sequence, TypeVar, Union, overload
 
 from . import _varve
-from ._varve import Event, HandlerContext, to_dot, to_otel
+from ._varve import Event, HandlerContext, HandlerMap, MapReader, to_dot, to_otel
 
-__all__ = ["Runtime", "HandlerContext", "Event", "to_dot", "to_otel"]
+__all__ = ["Runtime", "HandlerContext", "HandlerMap", "MapReader", "Event", "to_dot", "to_otel"]
 
 Handler = TypeVar("Handler", bound=Callable[[HandlerContext], object])
 

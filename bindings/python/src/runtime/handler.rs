@@ -62,7 +62,7 @@ impl ContextSlot {
         Lent(slot)
     }
 
-    fn with<R>(&self, f: impl FnOnce(&RustContext<'_>) -> Result<R>) -> Result<R> {
+    pub(super) fn with<R>(&self, f: impl FnOnce(&RustContext<'_>) -> Result<R>) -> Result<R> {
         let guard = lock(&self.ptr);
         let Some(ptr) = guard.as_ref() else {
             return Err(Error::State {
@@ -130,7 +130,7 @@ fn failure_reason(py: Python<'_>, error: &PyErr) -> String {
 /// event) as the cause, as for Rust handlers. Valid only during the call.
 #[pyclass(frozen, module = "varve")]
 pub struct HandlerContext {
-    slot: Arc<ContextSlot>,
+    pub(super) slot: Arc<ContextSlot>,
     record: Py<PyBytes>,
     log: String,
     seq: u64,
@@ -232,6 +232,12 @@ impl HandlerContext {
             .map(|r| (r.seq, PyBytes::new(py, &r.value)).into_pyobject(py))
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
+    }
+
+    /// The sorted map whose op log is `log` (an existing, unbounded log):
+    /// see :class:`HandlerMap`.
+    fn sorted_map(slf: Bound<'_, Self>, log: &str) -> super::sorted_map::HandlerMap {
+        super::sorted_map::HandlerMap { ctx: slf.unbind(), log: log.to_owned() }
     }
 
     fn __repr__(&self) -> String {

@@ -33,6 +33,7 @@
 mod args;
 mod event;
 mod handler;
+mod sorted_map;
 mod state;
 
 use std::collections::BTreeMap;
@@ -52,6 +53,7 @@ use self::event::event_list;
 pub use self::event::{to_dot, to_otel, Event};
 pub(crate) use self::handler::python_handler;
 pub use self::handler::HandlerContext;
+pub use self::sorted_map::{HandlerMap, PyMapReader};
 pub use self::state::stop_all_runtimes;
 use self::state::{not_running, Phase};
 pub(crate) use self::state::{RuntimeState, STOP_GRACE};
@@ -349,6 +351,22 @@ impl Runtime {
     fn get<'py>(&self, py: Python<'py>, log: &str, index: u64) -> PyResult<Bound<'py, PyBytes>> {
         let value = py.detach(|| self.state.ns.with(|ns| Ok(ns.get(log, index)?)))?;
         Ok(PyBytes::new(py, &value))
+    }
+
+    /// Read the sorted map handlers build on the op log `log`
+    /// (:meth:`HandlerContext.sorted_map`) at any version: its current
+    /// generation, or with `generation` the old one a repair kept (from 1).
+    /// While running.
+    #[pyo3(signature = (log, generation = None))]
+    fn sorted_map(&self, py: Python<'_>, log: &str, generation: Option<u64>) -> PyResult<PyMapReader> {
+        let reader = py.detach(|| -> crate::error::Result<_> {
+            let handle = self.state.handle()?;
+            Ok(match generation {
+                None => handle.sorted_map(log)?,
+                Some(generation) => handle.sorted_map_generation(log, generation)?,
+            })
+        })?;
+        Ok(PyMapReader { reader, log: log.to_owned() })
     }
 
     /// Canal's ``latest_index``: the newest index (seq) of a topic or log; 0 if empty.

@@ -1,0 +1,196 @@
+//! A sorted map that handlers build (`HandlerContext::sorted_map`) is
+//! repaired like any log: after a correction, every version of the map
+//! from the corrected input on equals a run from scratch with the input
+//! correct, the versions before it are unchanged, and the old history's
+//! map stays readable as generation 1 — on a journal, across restarts.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+#[allow(dead_code, reason = "this test uses part of the shared helpers")]
+mod common;
+mod overlap;
+
+use common::value;
+use overlap::{by_name, every_event, rec, records, repair, start, Subscribed, WAIT};
+use varve_log::{JournalOptions, JournalStore, MemoryStore, Namespace, Store, SyncPolicy};
+use varve_repair::{repair_online, Correction, Online, RepairPlan};
+use varve_runtime::{HandlerContext, HandlerFn, HandlerResult, Runtime};
+
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// `index` (on `in`): puts `k{v % 3}` → `10 v`, deletes `k1` on a multiple
+/// of 5, then appends the sum of the map's values to `totals` — a read of
+/// the whole map after its own write.
+fn index(ctx: &mut HandlerContext<'_>) -> HandlerResult {
+    let v = value(ctx.record());
+    let map = ctx.sorted_map("prices");
+    map.put(format!("k{}", v % 3).as_bytes(), &(10 * v).to_le_bytes())?;
+    if v.is_multiple_of(5) {
+        map.delete(b"k1")?;
+    }
+    let sum: u64 = map.range(None, None)?.iter().map(|(_, value_bytes)| value(value_bytes)).sum();
+    ctx.append("totals", &sum.to_le_bytes())?;
+    Ok(())
+}
+
+/// `watch` (on `prices`, the op log): appends what `k0` holds now (0 when
+/// absent) — a map read triggered by the map's own change feed.
+fn watch(ctx: &mut HandlerContext<'_>) -> HandlerResult {
+    let k0 = ctx.sorted_map("prices").get(b"k0")?.map_or(0, |v| value(&v));
+    ctx.append("seen", &k0.to_le_bytes())?;
+    Ok(())
+}
+
+fn handlers() -> Vec<Subscribed> {
+    let index: HandlerFn = Arc::new(index);
+    let watch: HandlerFn = Arc::new(watch);
+    vec![("index", "in", index), ("watch", "prices", watch)]
+}
+
+const LOGS: &[&str] = &["in", "prices", "totals", "seen"];
+
+/// Run the app over `inputs`, one at a time (so both runs fire in the same order).
+fn run(ns: &Arc<dyn Namespace>, inputs: &[u64]) {
+    let runtime = start(ns, 1, LOGS, &handlers());
+    for v in inputs {
+        runtime.append("in", &v.to_le_bytes()).expect("append");
+        assert!(runtime.wait_idle(WAIT), "the app did not settle within {WAIT:?}");
+    }
+    runtime.stop(WAIT);
+}
+
+/// The map at every version `0..=latest`.
+fn every_version(read: &varve_runtime::MapReader) -> Vec<Entries> {
+    let latest = read.latest().expect("latest");
+    (0..=latest)
+        .map(|at| {
+            read.range(None, None, Some(at))
+                .expect("range")
+                .into_iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect()
+        })
+        .collect()
+}
+
+fn versions_of(runtime: &Runtime) -> Vec<Entries> {
+    every_version(&runtime.sorted_map("prices").expect("map"))
+}
+
+fn raw(ns: &Arc<dyn Namespace>, log: &str) -> Vec<Vec<u8>> {
+    ns.scan(log, varve_log::SeqRange::ALL).expect("scan").map(|r| r.expect("record").value.to_vec()).collect()
+}
+
+fn journal(dir: &std::path::Path) -> Arc<dyn Namespace> {
+    let store = JournalStore::open(dir, JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() })
+        .expect("open store");
+    Arc::new(store.journal_namespace("app").expect("namespace"))
+}
+
+#[test]
+fn a_repaired_input_repairs_the_map_a_handler_built_and_keeps_the_old_one() {
+    let inputs = [1, 2, 3, 4, 5, 6, 7, 9];
+    let (corrected_seq, corrected_value) = (3, 31);
+    let mut fixed = inputs;
+    fixed[2] = corrected_value;
+
+    // From scratch, with the input correct from the start.
+    let scratch: Arc<dyn Namespace> = MemoryStore::new().namespace("app").expect("namespace");
+    run(&scratch, &fixed);
+    let runtime = start(&scratch, 1, LOGS, &handlers());
+    let want = versions_of(&runtime);
+    runtime.stop(WAIT);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let before = {
+        let ns = journal(dir.path());
+        run(&ns, &inputs);
+        let runtime = start(&ns, 1, LOGS, &handlers());
+        let before = versions_of(&runtime);
+        assert_eq!(runtime.sorted_map("prices").expect("map").generation().expect("generation"), 1);
+        runtime.stop(WAIT);
+        let events = every_event(&[&ns]);
+        // A map read depends on every op before it (a ranged READ of the op
+        // log), so each run that read the map after the corrected op is
+        // replayed for certain, not only if the op log's tail moved.
+        let plan = RepairPlan::build(&events, &[Correction::Record(rec("app", "in", corrected_seq))], &HashSet::new());
+        // index on in:3..=8, watch on prices:3..=9 (input 5 also deletes).
+        assert_eq!(plan.reruns.len(), 6 + 7, "{}", plan.to_text());
+        assert!(plan.reruns.iter().all(|r| r.certain), "{}", plan.to_text());
+        let outcome =
+            repair(&events, &[(rec("app", "in", corrected_seq), corrected_value)], &[&ns], &by_name(&handlers()))
+                .expect("repair");
+        assert!(!outcome.swapped.is_empty(), "the repair swapped nothing");
+        before
+    };
+    assert_ne!(before, want, "the correction must change the map for this test to say anything");
+    // Ops 1..=2 came from inputs 1 and 2: the same in both histories.
+    assert_eq!(before[..3], want[..3]);
+
+    // Reopened from disk: the map is the repaired one, at every version.
+    let ns = journal(dir.path());
+    for log in ["totals", "seen"] {
+        assert_eq!(records(&ns, log), records(&scratch, log), "log {log}");
+    }
+    assert_eq!(raw(&ns, "prices"), raw(&scratch, "prices"), "the op log");
+    let runtime = start(&ns, 1, LOGS, &handlers());
+    let map = runtime.sorted_map("prices").expect("map");
+    assert_eq!(map.generation().expect("generation"), 2, "the repaired op log is generation 2");
+    assert_eq!(every_version(&map), want, "the repaired map, version by version");
+    // The old history's map, at every version, as it was.
+    let old = runtime.sorted_map_generation("prices", 1).expect("generation 1");
+    assert_eq!(every_version(&old), before, "the old map, version by version");
+    // And the app goes on building the repaired map.
+    runtime.append("in", &8u64.to_le_bytes()).expect("append");
+    assert!(runtime.wait_idle(WAIT));
+    let after = versions_of(&runtime);
+    assert_eq!(after[..want.len()], want[..]);
+    assert_eq!(runtime.sorted_map("prices").expect("map").get(b"k2", None).expect("get").map(|v| value(&v)), Some(80));
+    runtime.stop(WAIT);
+}
+
+/// Online: the runtime keeps running (its map already built and cached) while
+/// the repair swaps the op log; its next access builds generation 2.
+#[test]
+fn an_online_repair_switches_the_running_runtime_to_the_repaired_map() {
+    let inputs = [2, 3, 5, 6, 10, 11];
+    let (corrected_seq, corrected_value) = (2, 7);
+    let mut fixed = inputs.to_vec();
+    fixed[1] = corrected_value;
+    fixed.push(12);
+
+    let scratch: Arc<dyn Namespace> = MemoryStore::new().namespace("app").expect("namespace");
+    run(&scratch, &fixed);
+    let runtime = start(&scratch, 1, LOGS, &handlers());
+    let want = versions_of(&runtime);
+    runtime.stop(WAIT);
+
+    let ns: Arc<dyn Namespace> = MemoryStore::new().namespace("app").expect("namespace");
+    let runtime = start(&ns, 1, LOGS, &handlers());
+    for v in inputs {
+        runtime.append("in", &v.to_le_bytes()).expect("append");
+        assert!(runtime.wait_idle(WAIT));
+    }
+    let before = versions_of(&runtime);
+    let corrections = [Correction::Record(rec("app", "in", corrected_seq))];
+    let values = [(rec("app", "in", corrected_seq), corrected_value.to_le_bytes().to_vec())].into_iter().collect();
+    let code = by_name(&handlers());
+    let none = HashSet::new();
+    let online = Online::new(&corrections, &values, &code, &none);
+    repair_online(&runtime.handle(), &online).expect("online repair");
+
+    let map = runtime.sorted_map("prices").expect("map");
+    assert_eq!(map.generation().expect("generation"), 2);
+    let old = runtime.sorted_map_generation("prices", 1).expect("generation 1");
+    assert_eq!(every_version(&old), before);
+    // The app goes on, on the repaired map: one more input, then every log
+    // and every version as from scratch.
+    runtime.append("in", &12u64.to_le_bytes()).expect("append");
+    assert!(runtime.wait_idle(WAIT));
+    assert_eq!(versions_of(&runtime), want);
+    for log in ["totals", "seen"] {
+        assert_eq!(records(&ns, log), records(&scratch, log), "log {log}");
+    }
+    runtime.stop(WAIT);
+}
