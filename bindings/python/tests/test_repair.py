@@ -299,24 +299,24 @@ def map_versions(ns, generation=None):
         reader = rt.sorted_map("prices", generation=generation)
         assert isinstance(reader, varve.MapReader)
         versions = [[(k, dec(v)) for k, v in reader.range(at=at)] for at in range(reader.latest + 1)]
-        return reader.generation, versions
+        return reader.log, versions
 
 
 def test_a_map_built_by_a_handler_is_repaired_and_its_old_history_stays_readable(store, ns):
     inputs = [1, 2, 3, 4, 6]
     map_app(ns, inputs)
-    generation, before = map_versions(ns)
-    assert generation == 1
+    log, before = map_versions(ns)
+    assert log == "prices"
     assert before[-1] == [(b"k0", 60), (b"k1", 40), (b"k2", 20)]
 
     ns.repair(record=("in", 2), value=enc(5), handlers={"index": index_prices})
     truth = store.namespace("truth")
     map_app(truth, [1, 5, 3, 4, 6])
     assert contents(ns, "totals") == contents(truth, "totals")
-    generation, after = map_versions(ns)
-    assert generation == 2
+    log, after = map_versions(ns)
+    assert log == "prices"
     assert after == map_versions(truth)[1], "every version as from scratch"
     assert after[:2] == before[:2], "versions before the correction are unchanged"
-    assert map_versions(ns, generation=1) == (1, before), "the old history's map, every version"
+    assert map_versions(ns, generation=1) == ("_gen.prices.1", before), "the old history's map, every version"
     with pytest.raises(varve.InvalidArgument, match="no old generation 2"):
         map_versions(ns, generation=2)

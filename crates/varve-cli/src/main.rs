@@ -135,6 +135,14 @@ enum Command {
         #[command(subcommand)]
         command: MapCommand,
     },
+    /// The sorted map handlers build on an op log (ctx.sorted_map), through
+    /// the runtime that builds it: inside an external handler (recorded,
+    /// and replayed by a repair) or while `varve run` serves the namespace.
+    #[command(name = "sorted-map")]
+    SortedMap {
+        #[command(subcommand)]
+        command: SortedMapCommand,
+    },
     /// A versioned sorted set of text keys (PEDaLS), with `varve map`'s
     /// conventions: every add or rm commits a version, --at V reads an old
     /// one, --store varve://… shares it.
@@ -630,6 +638,44 @@ enum MapCommand {
     Versions(VersionsArgs),
     /// Keys added, removed and changed from version V1 to version V2.
     Diff(DiffArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum SortedMapCommand {
+    /// Set keys: one op (and version) per KEY=VALUE, in order.
+    Put {
+        /// The map's op log.
+        log: String,
+        /// KEY=VALUE pairs (the value may contain `=`).
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+    /// Remove keys: one op per key (also for an absent key).
+    Rm {
+        /// The map's op log.
+        log: String,
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// One key's value now.
+    Get {
+        /// The map's op log.
+        log: String,
+        /// The key.
+        key: String,
+    },
+    /// Keys and values now, in key order (from --from, inclusive, to --to, exclusive).
+    Ls {
+        /// The map's op log.
+        log: String,
+        /// The first key.
+        #[arg(long, value_name = "KEY")]
+        from: Option<String>,
+        /// The key after the last.
+        #[arg(long, value_name = "KEY")]
+        to: Option<String>,
+    },
 }
 
 /// `varve map|set ls`.
@@ -1397,6 +1443,15 @@ fn run_serve(ctx: &commands::Context<'_>, args: &ServeArgs) -> anyhow::Result<()
 fn run_structure(ctx: &commands::Context<'_>, command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Map { command } => run_map(ctx, command),
+        Command::SortedMap { command } => {
+            use commands::sorted_map;
+            match command {
+                SortedMapCommand::Put { log, pairs } => sorted_map::put(ctx, log, pairs),
+                SortedMapCommand::Rm { log, keys } => sorted_map::rm(ctx, log, keys),
+                SortedMapCommand::Get { log, key } => sorted_map::get(ctx, log, key),
+                SortedMapCommand::Ls { log, from, to } => sorted_map::ls(ctx, log, from.as_deref(), to.as_deref()),
+            }
+        }
         Command::Set { command } => run_set(ctx, command),
         Command::Part { command } => run_part(ctx, command),
         Command::Object(args) => run_object(ctx, args),
@@ -1624,7 +1679,11 @@ fn run(cli: &Cli, out: &Output) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Fsck(args) => commands::fsck::run(&ctx, args.repair, args.all),
-        Command::Map { .. } | Command::Set { .. } | Command::Part { .. } | Command::Object(_) => {
+        Command::Map { .. }
+        | Command::SortedMap { .. }
+        | Command::Set { .. }
+        | Command::Part { .. }
+        | Command::Object(_) => {
             run_structure(&ctx, &cli.command)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -620,3 +620,77 @@ attempts = 1
     assert_eq!(scan(&env, "count"), "1\t1\n2\t2\n3\t3\n");
     assert_eq!(scan(&env, "sens"), "1\t10\n2\t25\n3\t30\n");
 }
+
+/// An app whose command handler builds a sorted map (`varve sorted-map`
+/// inside the handler): each input `KEY=VALUE` is put, then the whole map
+/// is written to `totals` — a read of the map after its own put.
+fn map_app(env: &Env) -> std::path::PathBuf {
+    let varve = env!("CARGO_BIN_EXE_varve");
+    env.manifest(&format!(
+        r#"
+[runtime]
+namespace = "app"
+sync = "never"
+concurrency = 1
+
+[[log]]
+name = "in"
+
+[[log]]
+name = "prices"
+
+[[log]]
+name = "totals"
+
+[[handler]]
+name = "index"
+log = "in"
+command = ["sh", "-c", "cd /; read r; {varve} sorted-map put prices \"$r\" >/dev/null && m=$({varve} sorted-map ls prices | tr '\\t\\n' '=,') && {varve} log append totals \"$m\""]
+"#
+    ))
+}
+
+fn feed_map(env: &Env, manifest: &std::path::Path, inputs: &[&str]) {
+    let runtime = env.start(manifest);
+    for input in inputs {
+        env.ok(&["--ns", "app", "log", "append", "in", input]);
+    }
+    wait_until("every run DONE", || done(env) == inputs.len());
+    drop(runtime);
+}
+
+#[test]
+fn repair_run_repairs_a_map_a_command_handler_built_and_keeps_the_old_one() {
+    let env = Env::new();
+    let manifest = map_app(&env);
+    feed_map(&env, &manifest, &["a=1", "b=2", "a=3", "c=4"]);
+    let totals_before = scan(&env, "totals");
+    assert!(totals_before.contains("a=3,b=2,c=4,"), "{totals_before}");
+    let old = env.ok(&["--ns", "app", "map", "ls", "map.prices.s1"]);
+
+    let manifest_arg = manifest.to_str().expect("path");
+    let answer =
+        env.json(&["--ns", "app", "repair", "run", "--record", "in:2", "--value", "b=20", "--manifest", manifest_arg]);
+    assert_eq!(answer["replayed"], 3, "in:2, in:3 and in:4 read the map after op 2: {answer:#}");
+
+    // The oracle: a run from scratch with the corrected input.
+    let scratch = Env::new();
+    let scratch_manifest = map_app(&scratch);
+    feed_map(&scratch, &scratch_manifest, &["a=1", "b=20", "a=3", "c=4"]);
+    for log in ["in", "prices", "totals"] {
+        assert_eq!(scan(&env, log), scan(&scratch, log), "{log}");
+    }
+    // Through a runtime, the map is the repaired one (generation 2, built
+    // at this first access); the old history's map is still there.
+    let runtime = env.start(&manifest);
+    assert_eq!(env.ok(&["--ns", "app", "sorted-map", "ls", "prices"]), "a\t3\nb\t20\nc\t4\n");
+    assert_eq!(env.ok(&["--ns", "app", "sorted-map", "get", "prices", "b"]).trim(), "20");
+    drop(runtime);
+    assert_eq!(env.ok(&["--ns", "app", "map", "ls", "map.prices.s1"]), old);
+    assert!(old.contains("b\t2\n"), "{old}");
+    assert!(env.ok(&["--ns", "app", "map", "ls", "map.prices.s2"]).contains("b\t20\n"));
+    // Without a runtime, a clear reason.
+    let out = env.run(&["--ns", "app", "sorted-map", "ls", "prices"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("varve run"), "{}", String::from_utf8_lossy(&out.stderr));
+}

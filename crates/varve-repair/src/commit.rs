@@ -291,6 +291,10 @@ fn rename(ns: &dyn Namespace, part: &Part) -> Result<(), RepairError> {
         pairs.push((&r.log, &r.generation));
         pairs.push((&r.shadow, &r.log));
     }
+    // A sorted map built on a swapped log keeps describing its old
+    // history: its index moves with it (`varve_runtime::with_map_indexes`).
+    let pairs = varve_runtime::with_map_indexes(ns, &pairs)?;
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
     ns.rename_logs(&pairs)?;
     Ok(())
 }

@@ -53,6 +53,8 @@ struct HandlerDef {
     map_read: bool,
     /// Put a key of that map (before the output append).
     map_write: bool,
+    /// Put before reading the map (the read then includes the run's own op).
+    map_write_first: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -75,8 +77,8 @@ fn random_app(rng: &mut StdRng, edge_only: bool) -> App {
             let pick = |rng: &mut StdRng| rng.gen_bool(0.6).then(|| same_ns[rng.gen_range(0..same_ns.len())]);
             let latest_of = pick(rng);
             let first_of = pick(rng);
-            let (map_read, map_write) = (rng.gen_bool(0.4), rng.gen_bool(0.4));
-            handlers.push(HandlerDef { source, output, latest_of, first_of, map_read, map_write });
+            let (map_read, map_write, map_write_first) = (rng.gen_bool(0.4), rng.gen_bool(0.4), rng.gen_bool(0.5));
+            handlers.push(HandlerDef { source, output, latest_of, first_of, map_read, map_write, map_write_first });
         }
     }
     let inputs = (0..rng.gen_range(3..8)).map(|_| rng.gen()).collect();
@@ -92,6 +94,11 @@ struct Running {
 fn start(app: &App) -> Running {
     let edge_ns = MemoryStore::new().namespace("edge").expect("edge");
     let cloud_ns = MemoryStore::new().namespace("cloud").expect("cloud");
+    start_on(app, edge_ns, cloud_ns)
+}
+
+/// The app's runtimes on these namespaces.
+fn start_on(app: &App, edge_ns: Arc<dyn Namespace>, cloud_ns: Arc<dyn Namespace>) -> Running {
     let with_logs = |mut builder: RuntimeBuilder, ns: &str| {
         for (n, log) in LOGS.iter().chain(&MAPS) {
             if *n == ns {
@@ -147,8 +154,14 @@ fn run(
         }
     }
     let map_log = MAPS.iter().find(|(ns, _)| *ns == LOGS[def.source].0).expect("a map per namespace").1;
+    // A key per run: no put hides another, so a read of the map changes
+    // whenever an op before it does (outputs hash every input they read).
+    let key = [&[u8::try_from(index).expect("under 256 handlers")][..], &ctx.seq().to_be_bytes()].concat();
+    let map = ctx.sorted_map(map_log);
+    if def.map_write && def.map_write_first {
+        map.put(&key, &hash(&parts).to_le_bytes())?;
+    }
     if def.map_read {
-        let map = ctx.sorted_map(map_log);
         for (key, entry) in map.range(None, None)? {
             parts.push(
                 u64::from_be_bytes(key[1..].try_into().expect("a key is a handler and a seq")) + u64::from(key[0]),
@@ -156,11 +169,8 @@ fn run(
             parts.push(value(&entry));
         }
     }
-    if def.map_write {
-        // A key per run: no put hides another, so a read of the map changes
-        // whenever an op before it does (outputs hash every input they read).
-        let key = [&[u8::try_from(index).expect("under 256 handlers")][..], &ctx.seq().to_be_bytes()].concat();
-        ctx.sorted_map(map_log).put(&key, &hash(&parts).to_le_bytes())?;
+    if def.map_write && !def.map_write_first {
+        map.put(&key, &hash(&parts).to_le_bytes())?;
     }
     let out = hash(&parts).to_le_bytes();
     let (ns, log) = LOGS[def.output];
@@ -210,6 +220,17 @@ fn contents_of(stores: &(Arc<dyn Namespace>, Arc<dyn Namespace>)) -> Vec<(Record
         }
     }
     out
+}
+
+/// The map of op log `log` at every version.
+fn map_versions(runtime: &Runtime, log: &str) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let map = runtime.sorted_map(log).expect("map");
+    (0..=map.latest().expect("latest"))
+        .map(|at| {
+            let entries = map.range(None, None, Some(at)).expect("range");
+            entries.into_iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
+        })
+        .collect()
 }
 
 /// The events a repair needs (the edge's from the corrected input's APPEND
@@ -375,6 +396,16 @@ fn check(seed: u64) -> bool {
         );
     }
     assert_eq!(outcome.changed, differ.len() as u64, "seed {seed}: the records that changed");
+    // The maps built on the repaired op logs, at every version, as from scratch.
+    let repaired = start_on(&app, Arc::clone(&stores.0), Arc::clone(&stores.1));
+    for (runtimes, (ns, log)) in
+        [(&repaired.edge, &redone.edge), (&repaired.cloud, &redone.cloud)].into_iter().zip(MAPS)
+    {
+        let (now, want) = (map_versions(runtimes.0, log), map_versions(runtimes.1, log));
+        assert_eq!(now, want, "seed {seed}: the map of {ns}/{log}, version by version\n{}", shown());
+    }
+    repaired.edge.stop(Duration::from_secs(5));
+    repaired.cloud.stop(Duration::from_secs(5));
     redone.edge.stop(Duration::from_secs(5));
     redone.cloud.stop(Duration::from_secs(5));
     cut

@@ -108,7 +108,6 @@ fn a_repaired_input_repairs_the_map_a_handler_built_and_keeps_the_old_one() {
         run(&ns, &inputs);
         let runtime = start(&ns, 1, LOGS, &handlers());
         let before = versions_of(&runtime);
-        assert_eq!(runtime.sorted_map("prices").expect("map").generation().expect("generation"), 1);
         runtime.stop(WAIT);
         let events = every_event(&[&ns]);
         // A map read depends on every op before it (a ranged READ of the op
@@ -136,7 +135,8 @@ fn a_repaired_input_repairs_the_map_a_handler_built_and_keeps_the_old_one() {
     assert_eq!(raw(&ns, "prices"), raw(&scratch, "prices"), "the op log");
     let runtime = start(&ns, 1, LOGS, &handlers());
     let map = runtime.sorted_map("prices").expect("map");
-    assert_eq!(map.generation().expect("generation"), 2, "the repaired op log is generation 2");
+    // The map built before moved with the old op log; the repaired one is new.
+    assert!(ns.latest("map._gen.prices.1.at").is_ok(), "the old map's index moved with _gen.prices.1");
     assert_eq!(every_version(&map), want, "the repaired map, version by version");
     // The old history's map, at every version, as it was.
     let old = runtime.sorted_map_generation("prices", 1).expect("generation 1");
@@ -180,8 +180,11 @@ fn an_online_repair_switches_the_running_runtime_to_the_repaired_map() {
     let online = Online::new(&corrections, &values, &code, &none);
     repair_online(&runtime.handle(), &online).expect("online repair");
 
+    // The running runtime had the map built and cached: it now reads the
+    // repaired one (the run from scratch's, but for input 12's one put).
     let map = runtime.sorted_map("prices").expect("map");
-    assert_eq!(map.generation().expect("generation"), 2);
+    assert_eq!(every_version(&map)[..], want[..want.len() - 1]);
+    assert!(ns.latest("map._gen.prices.1.at").is_ok(), "the old map's index moved with _gen.prices.1");
     let old = runtime.sorted_map_generation("prices", 1).expect("generation 1");
     assert_eq!(every_version(&old), before);
     // The app goes on, on the repaired map: one more input, then every log
@@ -193,4 +196,76 @@ fn an_online_repair_switches_the_running_runtime_to_the_repaired_map() {
         assert_eq!(records(&ns, log), records(&scratch, log), "log {log}");
     }
     runtime.stop(WAIT);
+}
+
+fn put_op(key: &[u8], v: u64) -> Vec<u8> {
+    varve_runtime::MapOp::Put { key: key.to_vec(), value: v.to_le_bytes().to_vec() }.encode()
+}
+
+/// `w` (on `in`): puts `k` → its input, is held (live only), then appends
+/// the sum of the map's values to `out`: a read after its own write, while
+/// a client appends an op of its own to `m`.
+fn put_hold_sum(gate: &overlap::Gate) -> Subscribed {
+    let gate = gate.clone();
+    let f: HandlerFn = Arc::new(move |ctx: &mut HandlerContext<'_>| {
+        let map = ctx.sorted_map("m");
+        map.put(b"k", &value(ctx.record()).to_le_bytes())?;
+        gate.hold(ctx)?;
+        let sum: u64 = map.range(None, None)?.iter().map(|(_, v)| value(v)).sum();
+        ctx.append("out", &sum.to_le_bytes())?;
+        Ok(())
+    });
+    ("w", "in", f)
+}
+
+/// Run the app (in:1 = 1; m:1 = w's put k=1; m:2 = a client's put j=5
+/// while w is held; out:1 = 6), correct `record` to `bytes`: out before and after.
+fn held_run_and_repair(record: varve_runtime::trace::RecordRef, bytes: Vec<u8>) -> (Vec<u64>, Vec<u64>) {
+    let ns: Arc<dyn Namespace> = MemoryStore::new().namespace("app").expect("namespace");
+    let gate = overlap::Gate::default();
+    let handlers = [put_hold_sum(&gate)];
+    let runtime = start(&ns, 1, &["in", "m", "out"], &handlers);
+    runtime.append("in", &1u64.to_le_bytes()).expect("in:1");
+    gate.until_held();
+    runtime.append("m", &put_op(b"j", 5)).expect("m:2");
+    gate.release();
+    assert!(runtime.wait_idle(WAIT));
+    runtime.stop(WAIT);
+    let before = records(&ns, "out");
+    let events = every_event(&[&ns]);
+    let plan = RepairPlan::build(&events, &[Correction::Record(record.clone())], &HashSet::new());
+    let namespaces = [("app".to_owned(), Arc::clone(&ns))].into_iter().collect();
+    let values = [(record, bytes)].into_iter().collect();
+    varve_repair::execute(
+        &plan,
+        &varve_repair::Inputs {
+            events: &events,
+            namespaces: &namespaces,
+            handlers: &by_name(&handlers),
+            values: &values,
+            not_replayable: varve_repair::NotReplayable::Refuse,
+        },
+    )
+    .expect("repair");
+    (before, records(&ns, "out"))
+}
+
+/// From a review: w's input is corrected (1 → 2), so w is replayed at its
+/// put, before the walk has placed the client's later op j=5. Its map read
+/// (pinned to m:2) must still see j: the fold reads each op as the replay
+/// reads records, not only what the walk has placed.
+#[test]
+fn a_replayed_map_read_sees_the_ops_another_writer_appended_during_the_run() {
+    let (before, after) = held_run_and_repair(rec("app", "in", 1), 2u64.to_le_bytes().to_vec());
+    assert_eq!(before, [1 + 5], "the original run read k=1 and j=5");
+    assert_eq!(after, [2 + 5], "the replayed read sees k=2 and the client's j=5");
+}
+
+/// From a review: the client's op is corrected (j=5 → 6): w is replayed at
+/// `out:1`, its own put kept; its read must see the corrected j.
+#[test]
+fn a_replayed_map_read_after_a_kept_put_sees_the_corrected_op() {
+    let (before, after) = held_run_and_repair(rec("app", "m", 2), put_op(b"j", 6));
+    assert_eq!(before, [1 + 5]);
+    assert_eq!(after, [1 + 6], "the replayed read sees k=1 and the corrected j=6");
 }

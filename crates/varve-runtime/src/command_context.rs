@@ -9,7 +9,8 @@
 //! `VARVE_RUNTIME_SOCKET` names a socket of its own, served here while the
 //! command runs, and its stdout goes to this process's stderr.
 //!
-//! Served: `append`, `append_batch`, `publish`, `get`, `latest` (their
+//! Served: `append`, `append_batch`, `publish`, `get`, `latest`, `scan` and
+//! the `map_*` requests of a handler's sorted map (their
 //! `cause`, `trace` and `request_id` are the run's own and are not needed:
 //! the context knows its run). `create_log` and `delete_log` are refused:
 //! a replay recomputes records, not the set of logs.
@@ -177,6 +178,19 @@ fn handle(ctx: &HandlerContext<'_>, request: Request) -> Result<Response> {
         Request::Scan { log, first, last, .. } => {
             let records = ctx.scan(&log, varve_log::SeqRange { first, last })?;
             Ok(Response { ok: true, records: Some(crate::socket::ScanRecord::all(&records)), ..Response::default() })
+        }
+        Request::MapPut { log, key, value, .. } => {
+            Ok(ok(vec![ctx.sorted_map(&log).put(&decode_bytes(&key)?, &decode_bytes(&value)?)?]))
+        }
+        Request::MapDelete { log, key, .. } => Ok(ok(vec![ctx.sorted_map(&log).delete(&decode_bytes(&key)?)?])),
+        Request::MapGet { log, key, .. } => {
+            Ok(crate::socket::map_found(ctx.sorted_map(&log).get(&decode_bytes(&key)?)?.as_deref()))
+        }
+        Request::MapRange { log, from, to, .. } => {
+            let from = from.as_deref().map(decode_bytes).transpose()?;
+            let to = to.as_deref().map(decode_bytes).transpose()?;
+            let entries = ctx.sorted_map(&log).range(from.as_deref(), to.as_deref())?;
+            Ok(Response { ok: true, entries: Some(crate::socket::MapEntry::all(&entries)), ..Response::default() })
         }
         Request::CreateLog { log, .. } | Request::DeleteLog { log } | Request::Trim { log, .. } => {
             Err(RuntimeError::InvalidArgument {

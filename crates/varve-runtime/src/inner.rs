@@ -122,6 +122,8 @@ impl Inner {
         // (found by scan), never an index describing a log that is gone.
         writer.index.forget(name);
         crate::append_index::delete_index(self.ns.as_ref(), name)?;
+        // A sorted map's index too: it must not describe a later log of this name.
+        crate::sorted_map::forget_map(self.ns.as_ref(), name)?;
         Ok(self.ns.delete_log(name)?)
     }
 
@@ -139,7 +141,10 @@ impl Inner {
             writer.index.forget(from);
             writer.index.forget(to);
         }
-        Ok(self.ns.rename_logs(renames)?)
+        // A sorted map's index moves with its op log (`sorted_map.rs`).
+        let renames = crate::sorted_map::with_map_indexes(self.ns.as_ref(), renames)?;
+        let renames: Vec<(&str, &str)> = renames.iter().map(|(f, t)| (f.as_str(), t.as_str())).collect();
+        Ok(self.ns.rename_logs(&renames)?)
     }
 
     /// Trim one of the application's logs (the runtime's own are refused).

@@ -176,7 +176,7 @@ pub use retention::EventRetention;
 pub use retry::{AfterFailure, RetryPolicy, ATTEMPTS_MAX};
 pub use runtime::{Runtime, RuntimeHandle};
 pub use shared::SHARED_LEASE_DEFAULT;
-pub use sorted_map::{HandlerMap, MapOp, MapReader};
+pub use sorted_map::{with_map_indexes, HandlerMap, MapOp, MapReader, OP_LOG_NAME_BYTES_MAX};
 pub use stop::{InterruptedRun, Interruption, StopReport, KILLED_WAIT_MAX};
 pub use system_logs::{
     is_runtime_log, namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG,

@@ -12,6 +12,10 @@
 //! {"op":"get","log":"L","seq":N,…}                                            -> {"ok":true,"data":"B64"}
 //! {"op":"latest","log":"L",…}                                                 -> {"ok":true,"seq":N}
 //! {"op":"scan","log":"L","first":A,"last":B,…}                                -> {"ok":true,"records":[{"seq":N,"data":"B64"},…]}
+//! {"op":"map_put","log":"L","key":"B64","value":"B64",…}                      -> {"ok":true,"seqs":[N]}
+//! {"op":"map_delete","log":"L","key":"B64",…}                                 -> {"ok":true,"seqs":[N]}
+//! {"op":"map_get","log":"L","key":"B64",…}                                    -> {"ok":true,"found":B,"data":"B64"}
+//! {"op":"map_range","log":"L","from":"B64","to":"B64",…}  (both optional)     -> {"ok":true,"entries":[{"key":"B64","data":"B64"},…]}
 //! {"op":"create_log","log":"L","keep":K,"on_full":"refuse"|"overwrite"}       -> {"ok":true,"created":true|false}
 //! {"op":"delete_log","log":"L"}                                               -> {"ok":true}
 //! {"op":"call","name":"N","args":{…}}  (an operation the host added)          -> {"ok":true,"answer":…}
@@ -22,6 +26,12 @@
 //! caused by that event (an external handler passes its `VARVE_EVENT_ID` and
 //! `VARVE_TRACE_ID`, whatever namespace it appends to) and reads are recorded
 //! as READ/LATEST events; without them an append starts a new trace.
+//!
+//! The `map_*` requests act on the sorted map whose op log is `L`
+//! ([`crate::HandlerContext::sorted_map`], `sorted_map.rs`): a put or delete
+//! appends an op (with `cause`, `trace`, `request_id` as `append`'s), a
+//! get or range reads the map now (with `cause`, recorded as a LATEST of
+//! `L` and a READ of every op before it).
 //!
 //! `request_id` (optional, see [`crate::requests`]) makes a retried append
 //! safe: a repeat of an id the namespace remembers appends nothing and gets
@@ -48,6 +58,7 @@ use crate::error::{Result, RuntimeError};
 use crate::event::{parse_trace, Event, EventId, EventKind};
 use crate::inner::{Cause, Inner};
 use crate::requests::{Appended, RequestId};
+use crate::sorted_map::MapOp;
 use crate::trigger::AppendOptions;
 
 /// The socket's file inside a namespace's directory (`DATA/NAMESPACE/runtime.sock`),
@@ -148,6 +159,71 @@ pub enum Request {
         last: Seq,
         /// The reading handler's FIRING, as for [`Request::Get`]; with it the
         /// records returned are recorded as one (ranged) READ event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+    /// Set `key` of the sorted map whose op log is `log`; answered with `seqs` (the op's seq).
+    MapPut {
+        /// The map's op log.
+        log: String,
+        /// The key, base64.
+        key: String,
+        /// The value, base64.
+        value: String,
+        /// The causing event, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+        /// Append once per id (see [`crate::requests`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Remove `key` from the sorted map whose op log is `log`; answered with `seqs`.
+    MapDelete {
+        /// The map's op log.
+        log: String,
+        /// The key, base64.
+        key: String,
+        /// The causing event, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+        /// Append once per id (see [`crate::requests`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// The value of `key` in the map now; answered with `found` and `data`.
+    MapGet {
+        /// The map's op log.
+        log: String,
+        /// The key, base64.
+        key: String,
+        /// The reading handler's FIRING, as for [`Request::Get`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+        /// The trace id of `cause`, as for [`Request::Append`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
+    },
+    /// The entries of the map now with keys from `from` (inclusive) to `to`
+    /// (exclusive), either end open when left out; answered with `entries`.
+    MapRange {
+        /// The map's op log.
+        log: String,
+        /// The first key, base64.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        /// The key after the last, base64.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
+        /// The reading handler's FIRING, as for [`Request::Get`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<String>,
         /// The trace id of `cause`, as for [`Request::Append`].
@@ -256,6 +332,34 @@ pub struct Response {
     /// `call`: the operation's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<serde_json::Value>,
+    /// `map_get`: whether the key is in the map (then `data` is its value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<bool>,
+    /// `map_range`: the entries, in key order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<MapEntry>>,
+}
+
+/// One entry of a `map_range` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapEntry {
+    /// The key, base64 ([`decode_bytes`]).
+    pub key: String,
+    /// The value, base64.
+    pub data: String,
+}
+
+impl MapEntry {
+    /// The answer's form of `entries`.
+    #[must_use]
+    pub fn all(entries: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<MapEntry> {
+        entries.iter().map(|(k, v)| MapEntry { key: encode_bytes(k), data: encode_bytes(v) }).collect()
+    }
+}
+
+/// A `map_get` answer.
+pub(crate) fn map_found(value: Option<&[u8]>) -> Response {
+    Response { ok: true, found: Some(value.is_some()), data: value.map(encode_bytes), ..Response::default() }
 }
 
 /// Why a call failed, as far as the client can tell whether it took effect.
@@ -448,6 +552,25 @@ fn options<'a>(cause: Option<&'a Cause>, request: Option<&'a RequestId>) -> Appe
     AppendOptions { cause, request, ..AppendOptions::default() }
 }
 
+/// A `map_put` or `map_delete`: the op appended as `append` would, then
+/// applied to the map's structure.
+fn map_write(
+    inner: &Inner,
+    log: &str,
+    op: &MapOp,
+    cause: Option<&String>,
+    trace: Option<&String>,
+    request_id: Option<&str>,
+) -> Result<Appended> {
+    let cause = cause_of(cause, trace)?;
+    let request = request_id.map(RequestId::parse).transpose()?;
+    let answer = inner.append_request(&[(log, &op.encode())], &options(cause.as_ref(), request.as_ref()))?;
+    if let Some(&seq) = answer.seqs.first() {
+        inner.map_catch_up(log, seq)?;
+    }
+    Ok(answer)
+}
+
 fn handle(inner: &Inner, request: Request) -> Result<Response> {
     let ok = |seqs: Vec<Seq>| Response { ok: true, seqs: Some(seqs), ..Response::default() };
     let appended = |answer: Appended| Response { repeated: answer.repeated.then_some(true), ..ok(answer.seqs) };
@@ -518,6 +641,27 @@ fn handle(inner: &Inner, request: Request) -> Result<Response> {
                 inner.record_read(read)?;
             }
             Ok(Response { ok: true, records: Some(ScanRecord::all(&records)), ..Response::default() })
+        }
+        Request::MapPut { log, key, value, cause, trace, request_id } => {
+            let op = MapOp::Put { key: decode_bytes(&key)?, value: decode_bytes(&value)? };
+            map_write(inner, &log, &op, cause.as_ref(), trace.as_ref(), request_id.as_deref()).map(appended)
+        }
+        Request::MapDelete { log, key, cause, trace, request_id } => {
+            let op = MapOp::Delete { key: decode_bytes(&key)? };
+            map_write(inner, &log, &op, cause.as_ref(), trace.as_ref(), request_id.as_deref()).map(appended)
+        }
+        Request::MapGet { log, key, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let key = decode_bytes(&key)?;
+            let value = inner.map_read(&log, cause, |map, seq| map.get(&key, seq))?;
+            Ok(map_found(value.as_deref()))
+        }
+        Request::MapRange { log, from, to, cause, trace } => {
+            let cause = cause_of(cause.as_ref(), trace.as_ref())?;
+            let from = from.as_deref().map(decode_bytes).transpose()?;
+            let to = to.as_deref().map(decode_bytes).transpose()?;
+            let entries = inner.map_read(&log, cause, |map, seq| map.range(from.as_deref(), to.as_deref(), seq))?;
+            Ok(Response { ok: true, entries: Some(MapEntry::all(&entries)), ..Response::default() })
         }
         Request::Latest { log, cause, trace } => {
             let cause = cause_of(cause.as_ref(), trace.as_ref())?;

@@ -8,27 +8,36 @@
 //!   context and so recorded like any append (APPEND, triggers, causes).
 //!   Other handlers may subscribe to it as the map's change feed. Version s
 //!   of the map is the map after ops `1..=s`.
-//! - **The structure** is a `PEDaLS` [`SortedMap`] named `map.LOG.gN`
-//!   (its logs `pds.map.LOG.gN.*`), built by applying the op log in seq
-//!   order, and a version index `map.LOG.gN.at` whose record s is the
-//!   structure's version after op s. The runtime writes both without
+//! - **The structure** is a `PEDaLS` [`SortedMap`] (`map.LOG.sK`, its logs
+//!   `pds.map.LOG.sK.*`) built by applying the op log in seq order, and a
+//!   version index `map.LOG.at`: record 1 names the structure, record
+//!   s + 1 holds its version after op s and op s's CRC32C. Reading "the map
+//!   as of op s" is reading that version. The runtime writes both without
 //!   recording them: they are derived from the op log, which is what a
 //!   repair changes. They lag the op log only until the next access, which
-//!   applies what is missing first (also after a crash between the two).
+//!   applies what is missing first (also after a crash between the two:
+//!   re-applying an op that is in changes nothing).
 //! - **A read depends on every op before it.** `get`/`range` take the op
 //!   log's latest seq s (a LATEST, pinned when a repair replays the run) and
 //!   record a READ of `LOG:1..=s`: a repair that changes any of those ops
 //!   re-runs the reader.
-//! - **Generations.** A repair swaps the op log and keeps the old one as
-//!   `_gen.LOG.N` (`varve-repair`'s commit). Structure `gN` then describes
-//!   `_gen.LOG.N` and stays readable as that history
-//!   ([`RuntimeHandle::sorted_map_generation`]); the next access builds
-//!   `map.LOG.g(N+1)` from the repaired op log. Versions before the
-//!   correction hold the same entries in both; versions after reflect it.
+//! - **The index follows its op log.** A repair swaps `LOG` for its
+//!   repaired shadow and keeps the old one as `_gen.LOG.N`; the same
+//!   `rename_logs` moves `map.LOG.at` to `map._gen.LOG.N.at`
+//!   ([`with_map_indexes`], also in the runtime's own `rename_logs`), so
+//!   the map built so far is the map of `_gen.LOG.N` — the old version
+//!   history, still readable ([`RuntimeHandle::sorted_map_generation`]) —
+//!   and the next access to `LOG`'s map finds no index and builds a new
+//!   structure from the repaired ops. Versions before the correction hold
+//!   the same entries in both; versions after reflect it. Deleting an op
+//!   log through the runtime deletes its index first. An index that does
+//!   not describe its log (the log replaced without the runtime) is found
+//!   when the map is opened — fewer ops than it applied, or a different
+//!   CRC of the last — and the map is built afresh.
 //! - **In a replay** (a repair re-running a past run) the map as of s is
-//!   folded in memory from the op log's records `1..=s` as the replayed run
-//!   sees them, plus the run's own ops, which reach the shadow only when the
-//!   run ends: O(s) per read.
+//!   folded in memory from ops `1..=s` read as the replay reads records,
+//!   plus the run's own ops, which reach the shadow only when the run ends:
+//!   O(s) per read.
 //!
 //! The op log must keep every record (unbounded retention): the map as of s
 //! is rebuilt from ops `1..=s`.
@@ -43,8 +52,8 @@ use varve_pds::{Options, SortedMap, Version};
 
 use crate::context::{Backing, HandlerContext};
 use crate::error::{Result, RuntimeError};
-use crate::event::ReadDep;
-use crate::inner::Inner;
+use crate::event::{Event, EventKind, ReadDep};
+use crate::inner::{Cause, Inner};
 
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
@@ -137,10 +146,22 @@ fn entries(iter: impl Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Vec<(Bytes, Bytes)
     iter.map(|(k, v)| (Bytes::from(k), Bytes::from(v))).collect()
 }
 
-/// The old history a repair kept of `log`'s generation `generation`.
-fn generation_log(log: &str, generation: u64) -> String {
-    format!("_gen.{log}.{generation}")
+/// Longest op log name a map is kept for: its structure's name
+/// (`map.LOG.sK`) must fit `PEDaLS`'s limit. A repair's old history of
+/// `LOG` is `_gen.LOG.N`, so keep `LOG` about 10 bytes shorter for the old
+/// history's map to be readable too.
+pub const OP_LOG_NAME_BYTES_MAX: usize = 160;
+
+/// The version index of the map of op log `log`.
+fn index_log(log: &str) -> String {
+    format!("map.{log}.at")
 }
+
+/// Record 1 of a version index: this, then the structure's name.
+const INDEX_HEADER: &[u8] = b"varve sorted map index 1\n";
+/// Bytes of an index record after the header: the structure's version
+/// after op s, then the CRC32C of op s's record.
+const INDEX_RECORD_BYTES: usize = 12;
 
 fn exists(ns: &dyn Namespace, log: &str) -> Result<bool> {
     match ns.latest(log) {
@@ -150,56 +171,147 @@ fn exists(ns: &dyn Namespace, log: &str) -> Result<bool> {
     }
 }
 
-/// The generation the op log `log` is in now: one more than the old
-/// histories repairs kept of it.
-fn current_generation(ns: &dyn Namespace, log: &str) -> Result<u64> {
-    let mut generation = 1;
-    while exists(ns, &generation_log(log, generation))? {
-        generation += 1;
+/// `renames` (for `Namespace::rename_logs`) with each op log's map index
+/// moved along with it, so the index keeps describing the history it was
+/// built from: after a repair's swap `LOG` → `_gen.LOG.N`, the map of
+/// `_gen.LOG.N` is the one built before, and `LOG` (the shadow until now)
+/// has none until its next access builds it. An index left at a target
+/// name by a log deleted without it is removed first (nothing reads it).
+/// The runtime's `rename_logs` and `varve-repair`'s swap call this.
+pub fn with_map_indexes(ns: &dyn Namespace, renames: &[(&str, &str)]) -> Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = renames.iter().map(|(f, t)| ((*f).to_owned(), (*t).to_owned())).collect();
+    let moved: Vec<String> = renames.iter().map(|(from, _)| index_log(from)).collect();
+    for (from, to) in renames {
+        let (source, target) = (index_log(from), index_log(to));
+        if exists(ns, &source)? {
+            if exists(ns, &target)? && !moved.contains(&target) {
+                ns.delete_log(&target)?;
+            }
+            out.push((source, target));
+        }
     }
-    Ok(generation)
+    Ok(out)
 }
 
-/// The structure built from one generation of an op log, and how far.
+/// Remove the map index of `log` (before `log` itself is deleted: the
+/// index must never outlive the history it describes). The structure's
+/// logs stay, unreferenced.
+pub(crate) fn forget_map(ns: &dyn Namespace, log: &str) -> Result<()> {
+    match ns.delete_log(&index_log(log)) {
+        Ok(()) | Err(LogError::LogNotFound { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The structure built from one op log, and how far.
 pub(crate) struct Built {
     ns: Arc<dyn Namespace>,
-    /// The op log it is built from: `LOG`, or `_gen.LOG.N` once swapped.
+    /// The op log it is built from.
     log: String,
-    generation: u64,
     map: SortedMap<Vec<u8>, Vec<u8>>,
-    /// `map.LOG.gN.at`: record s is the structure's version after op s.
-    versions: String,
-    /// Ops applied (the version index's latest seq).
+    /// The structure's name (`map.LOG.sK`).
+    name: String,
+    /// `map.LOG.at`: record 1 names the structure, record s + 1 holds its
+    /// version after op s and the op's CRC32C.
+    index: String,
+    /// Ops applied (the version index's latest seq − 1).
     applied: Seq,
 }
 
 impl Built {
-    fn open(ns: Arc<dyn Namespace>, log: &str, generation: u64, source: String) -> Result<Built> {
-        let info = ns.log_info(&source)?;
+    /// Open the map of op log `log`: its index and structure, or new ones
+    /// when it has none or the index does not describe `log` (the log was
+    /// replaced without the runtime, which would have moved or removed it).
+    fn open(ns: Arc<dyn Namespace>, log: &str) -> Result<Built> {
+        if log.len() > OP_LOG_NAME_BYTES_MAX {
+            return Err(RuntimeError::InvalidArgument {
+                reason: format!(
+                    "{log:?} is {} bytes: a sorted map's op log name is at most {OP_LOG_NAME_BYTES_MAX} bytes (the \
+                     map's own logs are named after it); use a shorter log name",
+                    log.len()
+                ),
+            });
+        }
+        let info = ns.log_info(log)?;
         if matches!(info.config.retention, Retention::Keep { on_full: OnFull::Overwrite, .. }) || info.earliest > 1 {
             return Err(RuntimeError::InvalidArgument {
                 reason: format!(
-                    "{source} cannot be a sorted map's op log: it drops its oldest records (retention or a trim), and \
+                    "{log} cannot be a sorted map's op log: it drops its oldest records (retention or a trim), and \
                      the map is made from every op; use a log that keeps every record"
                 ),
             });
         }
-        let name = format!("map.{log}.g{generation}");
-        let versions = format!("{name}.at");
-        ns.create_log(&versions, LogConfig::unbounded())?;
-        let applied = ns.latest(&versions)?;
+        let index = index_log(log);
+        if let Some(built) = Self::open_existing(&ns, log, &index, info.latest)? {
+            return Ok(built);
+        }
+        forget_map(ns.as_ref(), log)?;
+        // A structure name no map used before (old ones may still exist).
+        let mut k = 1;
+        let name = loop {
+            let name = format!("map.{log}.s{k}");
+            if !exists(ns.as_ref(), &format!("pds.{name}.meta"))? {
+                break name;
+            }
+            k += 1;
+        };
+        ns.create_log(&index, LogConfig::unbounded())?;
+        ns.append_if(&index, 0, &[INDEX_HEADER, name.as_bytes()].concat())?;
         let map = SortedMap::open(Arc::clone(&ns), &name, Options::default())?;
-        Ok(Built { ns, log: source, generation, map, versions, applied })
+        Ok(Built { ns, log: log.to_owned(), map, name, index, applied: 0 })
     }
 
-    /// Apply the ops after the last applied, up to `to`.
-    fn catch_up(&mut self, to: Seq) -> Result<()> {
-        if to <= self.applied {
-            return Ok(());
+    /// The map `index` describes, if it describes `log` as it is: its
+    /// header checks, `log` holds every op it applied, and the last one's
+    /// CRC matches (a cheap check, run once per open).
+    fn open_existing(ns: &Arc<dyn Namespace>, log: &str, index: &str, latest: Seq) -> Result<Option<Built>> {
+        let indexed = match ns.latest(index) {
+            Ok(0) | Err(LogError::LogNotFound { .. }) => return Ok(None),
+            Ok(seq) => seq,
+            Err(e) => return Err(e.into()),
+        };
+        let header = ns.get(index, 1)?;
+        let Some(name) = header.strip_prefix(INDEX_HEADER).and_then(|n| std::str::from_utf8(n).ok()) else {
+            return Ok(None);
+        };
+        let applied = indexed - 1;
+        if applied > latest {
+            return Ok(None);
         }
-        let ops: Vec<_> = self.ns.scan(&self.log, SeqRange { first: self.applied + 1, last: to })?.collect();
+        if applied > 0 {
+            let (_, crc) = decode_index(index, applied, &ns.get(index, applied + 1)?)?;
+            if crc != crc32c::crc32c(&ns.get(log, applied)?) {
+                return Ok(None);
+            }
+        }
+        let map = SortedMap::open(Arc::clone(ns), name, Options::default())?;
+        let name = name.to_owned();
+        Ok(Some(Built { ns: Arc::clone(ns), log: log.to_owned(), map, name, index: index.to_owned(), applied }))
+    }
+
+    /// Whether the index log at this map's index name is still this map's
+    /// (a swap moves it away, and may move another map's index there).
+    fn index_is_ours(&self) -> Result<bool> {
+        match self.ns.get(&self.index, 1) {
+            Ok(header) => Ok(header.strip_prefix(INDEX_HEADER) == Some(self.name.as_bytes())),
+            Err(LogError::LogNotFound { .. } | LogError::SeqNotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The next ops to apply, up to `to`, at most `max` of them.
+    fn next_ops(&self, to: Seq, max: u64) -> Result<Vec<varve_log::Record>> {
+        if to <= self.applied {
+            return Ok(Vec::new());
+        }
+        let last = to.min(self.applied + max);
+        Ok(self.ns.scan(&self.log, SeqRange { first: self.applied + 1, last })?.collect::<varve_log::Result<_>>()?)
+    }
+
+    /// Apply `ops` to the structure; returns the index records to append.
+    fn apply(&mut self, ops: &[varve_log::Record]) -> Result<Vec<Vec<u8>>> {
+        let mut records = Vec::with_capacity(ops.len());
         for op in ops {
-            let op = op?;
             let version = match MapOp::decode(&self.log, op.seq, &op.value)? {
                 // A put or delete that changes nothing writes nothing and
                 // answers the current version: so re-applying an op after
@@ -207,21 +319,35 @@ impl Built {
                 MapOp::Put { key, value } => self.map.insert(&key, &value)?,
                 MapOp::Delete { key } => self.map.delete(&key)?,
             };
-            match self.ns.append_if(&self.versions, op.seq - 1, &version.to_le_bytes()) {
-                Ok(_) => self.applied = op.seq,
+            let mut record = version.to_le_bytes().to_vec();
+            record.extend_from_slice(&crc32c::crc32c(&op.value).to_le_bytes());
+            records.push(record);
+        }
+        Ok(records)
+    }
+
+    /// Append the index records of the ops after the last applied.
+    fn record(&mut self, records: &[Vec<u8>]) -> Result<()> {
+        for record in records {
+            let expected = self.applied + 1; // the index's latest: its header, then one per op
+            match self.ns.append_if(&self.index, expected, record) {
+                Ok(_) => {}
+                // Another builder of the same map (two runtimes, say) wrote
+                // this op's record first: the same record is no conflict.
+                Err(LogError::Conflict { actual, .. })
+                    if actual > expected && self.ns.get(&self.index, expected + 1)? == record[..] => {}
                 Err(LogError::Conflict { actual, .. }) => {
                     return Err(RuntimeError::InvalidArgument {
                         reason: format!(
-                            "the sorted map of {} is being built by another writer ({} is at {actual}, this one \
-                             at {}): build each map from one runtime",
-                            self.log,
-                            self.versions,
-                            op.seq - 1
+                            "the map index {} of {} holds {actual} records where this builder expected {expected}, \
+                             with a different version: build each map from one runtime",
+                            self.index, self.log
                         ),
                     })
                 }
                 Err(e) => return Err(e.into()),
             }
+            self.applied += 1;
         }
         Ok(())
     }
@@ -231,17 +357,10 @@ impl Built {
         if seq == 0 {
             return Ok(0);
         }
-        let record = self.ns.get(&self.versions, seq)?;
-        let bytes: [u8; 8] = record[..].try_into().map_err(|_| RuntimeError::InvalidArgument {
-            reason: format!(
-                "{}:{seq} is not a version (8 bytes): remove the map.* logs to rebuild them",
-                self.versions
-            ),
-        })?;
-        Ok(u64::from_le_bytes(bytes))
+        Ok(decode_index(&self.index, seq, &self.ns.get(&self.index, seq + 1)?)?.0)
     }
 
-    fn get(&self, key: &[u8], seq: Seq) -> Result<Option<Bytes>> {
+    pub(crate) fn get(&self, key: &[u8], seq: Seq) -> Result<Option<Bytes>> {
         let version = self.version_at(seq)?;
         if version == 0 {
             return Ok(None);
@@ -249,13 +368,30 @@ impl Built {
         Ok(self.map.get(&key.to_vec(), Some(version))?.map(Bytes::from))
     }
 
-    fn range(&self, from: Option<&[u8]>, to: Option<&[u8]>, seq: Seq) -> Result<Vec<(Bytes, Bytes)>> {
+    pub(crate) fn range(&self, from: Option<&[u8]>, to: Option<&[u8]>, seq: Seq) -> Result<Vec<(Bytes, Bytes)>> {
         let version = self.version_at(seq)?;
         if version == 0 {
             return Ok(Vec::new());
         }
         Ok(entries(self.map.range(bounds(from, to), Some(version))?))
     }
+}
+
+/// `(version, op CRC)` of the index record of op `seq`.
+fn decode_index(index: &str, seq: Seq, record: &[u8]) -> Result<(Version, u32)> {
+    let bad = || RuntimeError::InvalidArgument {
+        reason: format!(
+            "{index}:{} is not a map index record ({INDEX_RECORD_BYTES} bytes): delete {index} and the next access \
+             rebuilds the map",
+            seq + 1
+        ),
+    };
+    let bytes: &[u8; INDEX_RECORD_BYTES] = record.try_into().map_err(|_| bad())?;
+    let (version, crc) = bytes.split_at(8);
+    Ok((
+        u64::from_le_bytes(version.try_into().map_err(|_| bad())?),
+        u32::from_le_bytes(crc.try_into().map_err(|_| bad())?),
+    ))
 }
 
 /// The maps a running runtime builds, by op log (in [`Inner`]).
@@ -268,35 +404,89 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Ops applied per step of a catch-up: the writer lock is held while a
+/// step reads them, not while the structure takes them.
+const CATCH_UP_STEP: u64 = 1_024;
+
 impl Inner {
-    /// The structure of `log`'s current generation, with ops `1..=to` applied.
+    /// The map of op log `log`, with ops `1..=to` applied.
+    ///
+    /// A swap of `log` (a repair's, or `rename_logs`) moves its index away
+    /// ([`with_map_indexes`]) under the writer lock. So each step looks for
+    /// the index and reads the next ops under that lock — both from the same
+    /// history — and applies them without it; the index records are written
+    /// only if no swap came between (else the ops went to the structure of
+    /// the history they came from, whose next catch-up re-applies them as
+    /// no-ops). Lock order: a map, then the writer.
     fn map_built(&self, log: &str, to: Seq) -> Result<Arc<Mutex<Built>>> {
         let entry = {
             let mut built = lock(&self.maps.built);
             if let Some(entry) = built.get(log) {
                 Arc::clone(entry)
             } else {
-                let generation = current_generation(self.ns.as_ref(), log)?;
-                let entry = Arc::new(Mutex::new(Built::open(Arc::clone(&self.ns), log, generation, log.to_owned())?));
+                let entry = {
+                    let _writer = self.lock_writer();
+                    Arc::new(Mutex::new(Built::open(Arc::clone(&self.ns), log)?))
+                };
                 built.insert(log.to_owned(), Arc::clone(&entry));
                 entry
             }
         };
-        {
-            let mut b = lock(&entry);
-            // With the writer lock, no online repair swaps the op log
-            // between the look at its generation and the catch-up (its
-            // swap holds the lock). Lock order: a map, then the writer.
-            let _writer = self.lock_writer();
-            // A repair swapped the op log since: what was built describes
-            // the old history now; build the repaired one beside it.
-            if exists(self.ns.as_ref(), &generation_log(log, b.generation))? {
-                let generation = current_generation(self.ns.as_ref(), log)?;
-                *b = Built::open(Arc::clone(&self.ns), log, generation, log.to_owned())?;
+        let mut b = lock(&entry);
+        loop {
+            let ops = {
+                let _writer = self.lock_writer();
+                if !b.index_is_ours()? {
+                    *b = Built::open(Arc::clone(&self.ns), log)?;
+                }
+                let to = to.min(self.ns.latest(log)?);
+                let ops = b.next_ops(to, CATCH_UP_STEP)?;
+                if !ops.is_empty() {
+                    self.check_running()?;
+                }
+                ops
+            };
+            if ops.is_empty() {
+                break;
             }
-            b.catch_up(to)?;
+            let records = b.apply(&ops)?;
+            let _writer = self.lock_writer();
+            // The same index, not one a swap put at its name since.
+            if b.index_is_ours()? {
+                b.record(&records)?;
+            }
         }
+        drop(b);
         Ok(entry)
+    }
+
+    /// Apply the ops of `log`'s map up to `seq` (after an op appended
+    /// through the socket).
+    pub(crate) fn map_catch_up(&self, log: &str, seq: Seq) -> Result<()> {
+        self.map_built(log, seq).map(drop)
+    }
+
+    /// A read of `log`'s map now, for the socket: with `cause`, recorded as
+    /// a handler's map read is (a LATEST of the op log, a READ of every op
+    /// before it), as events of their own like the socket's other reads.
+    pub(crate) fn map_read<R>(
+        &self,
+        log: &str,
+        cause: Option<Cause>,
+        read: impl FnOnce(&Built, Seq) -> Result<R>,
+    ) -> Result<R> {
+        let seq = self.ns.latest(log)?;
+        if let Some(cause) = cause {
+            self.record_read(Event::new(EventKind::Latest, cause.trace, Some(cause.parent.clone())).at(log, seq))?;
+            if seq > 0 {
+                let mut ops = Event::new(EventKind::Read, cause.trace, Some(cause.parent)).at(log, 1);
+                ops.seq_last = seq;
+                self.record_read(ops)?;
+            }
+        }
+        let built = self.map_built(log, seq)?;
+        let b = lock(&built);
+        read(&b, seq)
     }
 }
 
@@ -380,39 +570,50 @@ impl HandlerMap<'_, '_> {
         Ok(seq)
     }
 
-    /// The map after ops `1..=seq` as the replayed run sees them.
+    /// The map after ops `1..=seq` as the replayed run sees them: each op
+    /// read as the replay reads a record (the shadow's where the repair
+    /// placed it, the original's where it leaves it; one the repair changes
+    /// but has not placed yet is refused, never skipped), the run's own
+    /// from its writes so far.
     fn fold(&self, seq: Seq) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
         let Backing::Replay(replay) = self.ctx.backing else { unreachable!("fold is only for replays") };
-        let mut ops: BTreeMap<Seq, Bytes> =
-            replay.scan(&self.log, SeqRange { first: 1, last: seq })?.into_iter().map(|r| (r.seq, r.value)).collect();
-        for (log, own, record) in self.ctx.map_ops.borrow().iter() {
-            if *log == self.log && *own <= seq {
-                ops.insert(*own, Bytes::copy_from_slice(record));
-            }
-        }
+        let own: HashMap<Seq, Vec<u8>> = self
+            .ctx
+            .map_ops
+            .borrow()
+            .iter()
+            .filter(|(log, s, _)| *log == self.log && *s <= seq)
+            .map(|(_, s, record)| (*s, record.clone()))
+            .collect();
         let mut map = BTreeMap::new();
-        for (s, record) in ops {
-            MapOp::decode(&self.log, s, &record)?.apply_to(&mut map);
+        for s in 1..=seq {
+            let op = match own.get(&s) {
+                Some(record) => MapOp::decode(&self.log, s, record)?,
+                None => MapOp::decode(&self.log, s, &replay.get(&self.log, s)?)?,
+            };
+            op.apply_to(&mut map);
         }
         Ok(map)
     }
 }
 
-/// Reads of a sorted map outside handlers ([`RuntimeHandle::sorted_map`]).
-/// Not recorded: nothing a handler writes depends on them.
+/// Reads of a sorted map outside handlers ([`RuntimeHandle::sorted_map`]),
+/// at any version. Not recorded: nothing a handler writes depends on them.
+/// Each read first applies the ops the map lacks.
 pub struct MapReader {
-    built: Arc<Mutex<Built>>,
-    /// `None`: the current generation, caught up on every read.
-    inner: Option<Arc<Inner>>,
+    inner: Arc<Inner>,
     log: String,
 }
 
 impl MapReader {
     fn built(&self) -> Result<Arc<Mutex<Built>>> {
-        match &self.inner {
-            Some(inner) => inner.map_built(&self.log, inner.ns.latest(&self.log)?),
-            None => Ok(Arc::clone(&self.built)),
-        }
+        self.inner.map_built(&self.log, self.inner.ns.latest(&self.log)?)
+    }
+
+    /// The op log this map is built from.
+    #[must_use]
+    pub fn log(&self) -> &str {
+        &self.log
     }
 
     /// The latest version (the op log's latest seq).
@@ -420,13 +621,6 @@ impl MapReader {
         let built = self.built()?;
         let applied = lock(&built).applied;
         Ok(applied)
-    }
-
-    /// Which generation of the op log this reads (1 before any repair).
-    pub fn generation(&self) -> Result<u64> {
-        let built = self.built()?;
-        let generation = lock(&built).generation;
-        Ok(generation)
     }
 
     /// The value of `key` at version `at` (an op seq; `None`: the latest).
@@ -456,23 +650,20 @@ fn check_version(b: &Built, at: Option<Seq>) -> Result<Seq> {
 
 impl Inner {
     pub(crate) fn sorted_map_reader(self: &Arc<Self>, log: &str) -> Result<MapReader> {
-        let built = self.map_built(log, self.ns.latest(log)?)?;
-        Ok(MapReader { built, inner: Some(Arc::clone(self)), log: log.to_owned() })
+        self.map_built(log, self.ns.latest(log)?)?;
+        Ok(MapReader { inner: Arc::clone(self), log: log.to_owned() })
     }
 
-    pub(crate) fn sorted_map_generation(&self, log: &str, generation: u64) -> Result<MapReader> {
-        let source = generation_log(log, generation);
+    pub(crate) fn sorted_map_generation(self: &Arc<Self>, log: &str, generation: u64) -> Result<MapReader> {
+        let source = format!("_gen.{log}.{generation}");
         if !exists(self.ns.as_ref(), &source)? {
             return Err(RuntimeError::InvalidArgument {
                 reason: format!(
-                    "{log} has no old generation {generation} ({source} does not exist): generations are kept by \
-                     repairs, numbered from 1; read the current one with sorted_map"
+                    "{log} has no old generation {generation} ({source} does not exist): repairs keep them, numbered \
+                     from 1 (`varve log ls` lists the _gen.{log}.N kept); read the current map with sorted_map"
                 ),
             });
         }
-        let mut built = Built::open(Arc::clone(&self.ns), log, generation, source.clone())?;
-        // Old histories do not change: finish building this one once.
-        built.catch_up(self.ns.latest(&source)?)?;
-        Ok(MapReader { built: Arc::new(Mutex::new(built)), inner: None, log: log.to_owned() })
+        self.sorted_map_reader(&source)
     }
 }

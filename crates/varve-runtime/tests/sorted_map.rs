@@ -137,9 +137,9 @@ fn the_structure_catches_up_with_ops_it_has_not_applied() {
         // its version index did: the structure is a version ahead.
         let ns = open();
         let mut structure =
-            SortedMap::<Vec<u8>, Vec<u8>>::open(Arc::clone(&ns), "map.m.g1", Options::default()).expect("structure");
+            SortedMap::<Vec<u8>, Vec<u8>>::open(Arc::clone(&ns), "map.m.s1", Options::default()).expect("structure");
         structure.insert(&b"c".to_vec(), &b"3".to_vec()).expect("insert");
-        assert_eq!(ns.latest("map.m.g1.at").expect("index"), 3);
+        assert_eq!(ns.latest("map.m.at").expect("index"), 1 + 3, "the header, then ops 1..=3");
     }
     let ns = open();
     let runtime = start(&ns);
@@ -152,7 +152,7 @@ fn the_structure_catches_up_with_ops_it_has_not_applied() {
     assert_eq!(all(4), vec![(b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"3".to_vec())]);
     // Re-applying op 4 changed nothing: the structure has one version per change.
     let structure =
-        SortedMap::<Vec<u8>, Vec<u8>>::open(Arc::clone(&ns), "map.m.g1", Options::default()).expect("structure");
+        SortedMap::<Vec<u8>, Vec<u8>>::open(Arc::clone(&ns), "map.m.s1", Options::default()).expect("structure");
     assert_eq!(structure.latest().expect("latest"), 4);
     runtime.stop(IDLE);
 }
@@ -176,5 +176,100 @@ fn a_record_that_is_not_an_op_and_a_log_that_drops_records_are_errors_naming_the
     runtime.create_log("ring", LogConfig::keep(4, OnFull::Overwrite)).expect("create");
     let error = runtime.sorted_map("ring").err().expect("a ring log");
     assert!(error.to_string().contains("drops its oldest records"), "{error}");
+    runtime.stop(IDLE);
+}
+
+/// A repair's swap, as `varve-repair`'s commit makes it (through the
+/// runtime's `rename_logs`, which moves the map's index along): the op
+/// log becomes the first free `_gen.m.N`, a copy holding `ops` becomes `m`.
+fn swap_in(runtime: &Runtime, ns: &Arc<dyn Namespace>, ops: &[MapOp]) {
+    runtime.create_log("m.copy", LogConfig::unbounded()).expect("create");
+    for op in ops {
+        runtime.append("m.copy", &op.encode()).expect("append");
+    }
+    let n = (1..=1_000).find(|n| ns.latest(&format!("_gen.m.{n}")).is_err()).expect("a free generation");
+    let generation = format!("_gen.m.{n}");
+    runtime.rename_logs(&[("m", generation.as_str()), ("m.copy", "m")]).expect("swap");
+}
+
+fn put_a(value: &[u8]) -> MapOp {
+    MapOp::Put { key: b"a".to_vec(), value: value.to_vec() }
+}
+
+fn a_now(runtime: &Runtime, log: &str) -> Option<Vec<u8>> {
+    runtime.sorted_map(log).expect("map").get(b"a", None).expect("get").map(|v| v.to_vec())
+}
+
+/// From a review: a swap after an old generation was deleted (`varve log
+/// rm _gen.m.1`, so the next swap reuses the name) is seen too, running
+/// and after a restart — the index moves with its op log, whatever the names.
+#[test]
+fn swaps_are_seen_also_after_an_old_generation_was_deleted() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    {
+        let runtime = start(&ns);
+        runtime.append("in", &put_a(b"1").encode()).expect("append");
+        assert!(runtime.wait_idle(IDLE));
+        assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
+        swap_in(&runtime, &ns, &[put_a(b"2")]); // m -> _gen.m.1
+        assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"2"[..]));
+        assert_eq!(a_now(&runtime, "_gen.m.1").as_deref(), Some(&b"1"[..]), "the old history's map");
+        ns.delete_log("_gen.m.1").expect("drop the old generation");
+        swap_in(&runtime, &ns, &[put_a(b"3")]); // m -> _gen.m.1 again (its old index is an orphan)
+        assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"3"[..]), "running");
+        assert_eq!(a_now(&runtime, "_gen.m.1").as_deref(), Some(&b"2"[..]));
+        runtime.stop(IDLE);
+    }
+    ns.delete_log("_gen.m.1").expect("drop the old generation, stopped");
+    let runtime = start(&ns);
+    assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"3"[..]), "after a restart");
+    runtime.stop(IDLE);
+}
+
+/// From a review: an op log deleted and created again through the runtime
+/// starts a new map (its index goes first); one replaced without the
+/// runtime is found by the index's check of the last op it applied.
+#[test]
+fn an_op_log_deleted_and_created_again_is_a_new_map() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    let runtime = start(&ns);
+    runtime.append("in", &put_a(b"1").encode()).expect("append");
+    assert!(runtime.wait_idle(IDLE));
+    assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
+    runtime.delete_log("m").expect("delete");
+    runtime.create_log("m", LogConfig::unbounded()).expect("create");
+    runtime.append("in", &MapOp::Put { key: b"b".to_vec(), value: b"2".to_vec() }.encode()).expect("append");
+    assert!(runtime.wait_idle(IDLE));
+    assert_eq!(&ns.get("seen", 2).expect("seen:2")[..], b"2", "the handler read its own put");
+    assert_eq!(a_now(&runtime, "m"), None, "the new op log holds b alone");
+    runtime.stop(IDLE);
+
+    // Without the runtime: the log replaced under it, one op long again.
+    ns.delete_log("m").expect("delete");
+    ns.create_log("m", LogConfig::unbounded()).expect("create");
+    ns.append("m", &put_a(b"9").encode()).expect("append");
+    let runtime = start(&ns);
+    let map = runtime.sorted_map("m").expect("map");
+    assert_eq!(map.get(b"a", None).expect("get").as_deref(), Some(&b"9"[..]));
+    assert_eq!(map.get(b"b", None).expect("get"), None);
+    runtime.stop(IDLE);
+}
+
+/// From a review: a valid log name too long to name a map's own logs is
+/// refused before anything is written, with what to do.
+#[test]
+fn a_long_op_log_name_is_refused_saying_what_to_do() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    let runtime = start(&ns);
+    let name = "m".repeat(varve_runtime::OP_LOG_NAME_BYTES_MAX + 1);
+    runtime.create_log(&name, LogConfig::unbounded()).expect("a valid log name");
+    let logs_before = ns.list_logs().expect("logs").len();
+    let error = runtime.sorted_map(&name).err().expect("too long for a map");
+    assert!(error.to_string().contains("use a shorter log name"), "{error}");
+    assert_eq!(ns.list_logs().expect("logs").len(), logs_before, "nothing created");
+    let fits = "m".repeat(varve_runtime::OP_LOG_NAME_BYTES_MAX);
+    runtime.create_log(&fits, LogConfig::unbounded()).expect("create");
+    runtime.append(&fits, &put_a(b"1").encode()).expect("append");
+    assert_eq!(a_now(&runtime, &fits).as_deref(), Some(&b"1"[..]));
     runtime.stop(IDLE);
 }

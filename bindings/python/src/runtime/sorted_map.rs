@@ -100,10 +100,10 @@ impl PyMapReader {
         py.detach(|| -> Result<u64> { Ok(self.reader.latest()?) }).map_err(Into::into)
     }
 
-    /// Which generation of the op log this reads: 1 before any repair.
+    /// The op log this map is built from (``_gen.LOG.N`` for an old generation).
     #[getter]
-    fn generation(&self, py: Python<'_>) -> PyResult<u64> {
-        py.detach(|| -> Result<u64> { Ok(self.reader.generation()?) }).map_err(Into::into)
+    fn log(&self) -> &str {
+        self.reader.log()
     }
 
     /// The value of `key` at version `at` (None: the latest), or None.

@@ -21,6 +21,7 @@ pub mod schema;
 pub mod serve;
 pub mod set;
 pub mod sorted;
+pub mod sorted_map;
 pub mod write;
 
 use std::path::{Path, PathBuf};
