@@ -685,10 +685,16 @@ fn repair_run_repairs_a_map_a_command_handler_built_and_keeps_the_old_one() {
     let runtime = env.start(&manifest);
     assert_eq!(env.ok(&["--ns", "app", "sorted-map", "ls", "prices"]), "a\t3\nb\t20\nc\t4\n");
     assert_eq!(env.ok(&["--ns", "app", "sorted-map", "get", "prices", "b"]).trim(), "20");
+    // Outside a handler, through the running runtime: an rm is an op too.
+    assert_eq!(env.ok(&["--ns", "app", "sorted-map", "rm", "prices", "c"]).trim(), "prices:5");
+    let out = env.run(&["--ns", "app", "sorted-map", "get", "prices", "c"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no key \"c\""), "{out:?}");
+    assert_eq!(env.ok(&["--ns", "app", "sorted-map", "ls", "prices", "--from", "b"]), "b\t20\n");
     drop(runtime);
     assert_eq!(env.ok(&["--ns", "app", "map", "ls", "map.prices.s1"]), old);
     assert!(old.contains("b\t2\n"), "{old}");
-    assert!(env.ok(&["--ns", "app", "map", "ls", "map.prices.s2"]).contains("b\t20\n"));
+    assert!(env.ok(&["--ns", "app", "map", "ls", "map.prices.s2"]).ends_with("\na\t3\nb\t20\n"), "after the rm of c");
     // Without a runtime, a clear reason.
     let out = env.run(&["--ns", "app", "sorted-map", "ls", "prices"]);
     assert!(!out.status.success());

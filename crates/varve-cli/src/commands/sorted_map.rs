@@ -51,16 +51,15 @@ struct Written<'a> {
 pub fn put(ctx: &Context<'_>, log: &str, pairs: &[String]) -> anyhow::Result<()> {
     for pair in pairs {
         let (key, value) = parse_pair(pair)?;
-        let answer = call(ctx, |cause, trace| Request::MapPut {
+        let value = socket::encode_bytes(value.as_bytes());
+        write(ctx, log, key, |key, cause, trace| Request::MapPut {
             log: log.to_owned(),
-            key: socket::encode_bytes(key.as_bytes()),
-            value: socket::encode_bytes(value.as_bytes()),
+            key,
+            value,
             cause,
             trace,
             request_id: None,
         })?;
-        let seq = *answer.seqs.as_deref().and_then(<[u64]>::first).context("the runtime answered without a seq")?;
-        ctx.out.answer(&Written { log, key, seq }, || format!("{log}:{seq}"))?;
     }
     Ok(())
 }
@@ -68,16 +67,28 @@ pub fn put(ctx: &Context<'_>, log: &str, pairs: &[String]) -> anyhow::Result<()>
 /// `varve sorted-map rm LOG KEY…`: one op per key (also for an absent key).
 pub fn rm(ctx: &Context<'_>, log: &str, keys: &[String]) -> anyhow::Result<()> {
     for key in keys {
-        let answer = call(ctx, |cause, trace| Request::MapDelete {
+        write(ctx, log, key, |key, cause, trace| Request::MapDelete {
             log: log.to_owned(),
-            key: socket::encode_bytes(key.as_bytes()),
+            key,
             cause,
             trace,
             request_id: None,
         })?;
-        let seq = *answer.seqs.as_deref().and_then(<[u64]>::first).context("the runtime answered without a seq")?;
-        ctx.out.answer(&Written { log, key, seq }, || format!("{log}:{seq}"))?;
     }
+    Ok(())
+}
+
+/// One op through the runtime; prints `LOG:SEQ` (or its JSON).
+fn write(
+    ctx: &Context<'_>,
+    log: &str,
+    key: &str,
+    make: impl FnOnce(String, Option<String>, Option<String>) -> Request,
+) -> anyhow::Result<()> {
+    let encoded = socket::encode_bytes(key.as_bytes());
+    let answer = call(ctx, |cause, trace| make(encoded, cause, trace))?;
+    let seq = *answer.seqs.as_deref().and_then(<[u64]>::first).context("the runtime answered without a seq")?;
+    ctx.out.answer(&Written { log, key, seq }, || format!("{log}:{seq}"))?;
     Ok(())
 }
 
