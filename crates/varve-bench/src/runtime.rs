@@ -11,7 +11,7 @@
 //! | event-recording overhead | the same workload, READ/LATEST recording on vs off | the "off" runs |
 //! | topic publish throughput | `publish` ×N until the subscriber has handled every one | plain `append` ×N to a log of the same namespace |
 //! | sorted-map puts by a handler | N inputs, each a handler's `ctx.sorted_map(..).put` of a new key, until all handled | the same handler appending the input to a log instead |
-//! | a repaired map's next generation | building `map.LOG.g2` from the N ops of a swapped op log | the same N inserts into a `varve_pds::SortedMap` directly |
+//! | a repaired map's next generation | building a new structure from the N ops of a swapped op log | the same N inserts into a `varve_pds::SortedMap` directly |
 //!
 //! **How an external command reports its start.** The command is
 //! [`RuntimeBenchOptions::stamp_program`] — the `varve` binary itself, run

@@ -698,5 +698,6 @@ fn repair_run_repairs_a_map_a_command_handler_built_and_keeps_the_old_one() {
     // Without a runtime, a clear reason.
     let out = env.run(&["--ns", "app", "sorted-map", "ls", "prices"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("varve run"), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("varve run") && stderr.contains("varve map ls map.LOG.sK"), "{stderr}");
 }

@@ -279,9 +279,7 @@ impl RuntimeBuilder {
             }
             Some(_) => {}
         }
-        for (name, config) in &self.logs {
-            ns.create_log(name, *config)?;
-        }
+        create_logs(ns.as_ref(), &self.logs)?;
         let inner = Arc::new(Inner {
             namespace: ns.name().to_owned(),
             ns,
@@ -336,4 +334,17 @@ impl RuntimeBuilder {
         };
         Ok(Runtime::new(inner, threads, socket))
     }
+}
+
+/// The builder's logs, created if absent. As `Runtime::create_log`, a log
+/// new here has no sorted map yet: an index an earlier log of its name
+/// left (deleted without the runtime) is removed.
+fn create_logs(ns: &dyn varve_log::Namespace, logs: &[(String, LogConfig)]) -> Result<()> {
+    for (name, config) in logs {
+        if ns.log_info(name).is_err() {
+            crate::sorted_map::forget_map(ns, name)?;
+        }
+        ns.create_log(name, *config)?;
+    }
+    Ok(())
 }

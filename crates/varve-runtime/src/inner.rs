@@ -108,6 +108,11 @@ impl Inner {
         let _writer = self.lock_writer();
         self.check_running()?;
         let existed = self.ns.log_info(name).is_ok();
+        if !existed {
+            // A map index left by an earlier log of this name (deleted
+            // without the runtime) would describe another history.
+            crate::sorted_map::forget_map(self.ns.as_ref(), name)?;
+        }
         self.ns.create_log(name, config)?;
         Ok(!existed)
     }

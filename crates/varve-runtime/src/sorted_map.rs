@@ -175,19 +175,24 @@ fn exists(ns: &dyn Namespace, log: &str) -> Result<bool> {
 /// moved along with it, so the index keeps describing the history it was
 /// built from: after a repair's swap `LOG` → `_gen.LOG.N`, the map of
 /// `_gen.LOG.N` is the one built before, and `LOG` (the shadow until now)
-/// has none until its next access builds it. An index left at a target
-/// name by a log deleted without it is removed first (nothing reads it).
+/// has none until its next access builds it. An index at a target name
+/// whose log does not exist — left by a log deleted without the runtime —
+/// describes nothing the rename produces and is removed first; while the
+/// target log exists nothing is touched (the rename will be refused).
 /// The runtime's `rename_logs` and `varve-repair`'s swap call this.
 pub fn with_map_indexes(ns: &dyn Namespace, renames: &[(&str, &str)]) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = renames.iter().map(|(f, t)| ((*f).to_owned(), (*t).to_owned())).collect();
-    let moved: Vec<String> = renames.iter().map(|(from, _)| index_log(from)).collect();
+    let froms: Vec<&str> = renames.iter().map(|(from, _)| *from).collect();
+    for (_, to) in renames {
+        let target = index_log(to);
+        if !froms.contains(to) && !exists(ns, to)? && exists(ns, &target)? {
+            ns.delete_log(&target)?;
+        }
+    }
     for (from, to) in renames {
-        let (source, target) = (index_log(from), index_log(to));
+        let source = index_log(from);
         if exists(ns, &source)? {
-            if exists(ns, &target)? && !moved.contains(&target) {
-                ns.delete_log(&target)?;
-            }
-            out.push((source, target));
+            out.push((source, index_log(to)));
         }
     }
     Ok(out)
@@ -285,6 +290,11 @@ impl Built {
             }
         }
         let map = SortedMap::open(Arc::clone(ns), name, Options::default())?;
+        // The structure holds every version the index names (its logs were
+        // not deleted from under it).
+        if applied > 0 && map.latest()? < decode_index(index, applied, &ns.get(index, applied + 1)?)?.0 {
+            return Ok(None);
+        }
         let name = name.to_owned();
         Ok(Some(Built { ns: Arc::clone(ns), log: log.to_owned(), map, name, index: index.to_owned(), applied }))
     }
@@ -293,7 +303,10 @@ impl Built {
     /// (a swap moves it away, and may move another map's index there).
     fn index_is_ours(&self) -> Result<bool> {
         match self.ns.get(&self.index, 1) {
-            Ok(header) => Ok(header.strip_prefix(INDEX_HEADER) == Some(self.name.as_bytes())),
+            // Its header names this structure, and it ends where this map
+            // left it (renamed away and back, another map may have grown it).
+            Ok(header) => Ok(header.strip_prefix(INDEX_HEADER) == Some(self.name.as_bytes())
+                && self.ns.latest(&self.index)? == self.applied + 1),
             Err(LogError::LogNotFound { .. } | LogError::SeqNotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }

@@ -253,6 +253,17 @@ fn an_op_log_deleted_and_created_again_is_a_new_map() {
     assert_eq!(map.get(b"a", None).expect("get").as_deref(), Some(&b"9"[..]));
     assert_eq!(map.get(b"b", None).expect("get"), None);
     runtime.stop(IDLE);
+
+    // Deleted without the runtime, created again by it as it starts, with
+    // the same op as the last the old map applied (so its CRC matches): the
+    // runtime drops the index of a log it creates.
+    ns.delete_log("m").expect("delete");
+    let runtime = start(&ns);
+    assert!(ns.latest("map.m.at").is_err(), "the old index is gone");
+    runtime.append("m", &put_a(b"9").encode()).expect("append");
+    runtime.append("m", &put_a(b"9").encode()).expect("append");
+    assert_eq!(runtime.sorted_map("m").expect("map").latest().expect("latest"), 2);
+    runtime.stop(IDLE);
 }
 
 /// From a review: a valid log name too long to name a map's own logs is
@@ -271,5 +282,99 @@ fn a_long_op_log_name_is_refused_saying_what_to_do() {
     runtime.create_log(&fits, LogConfig::unbounded()).expect("create");
     runtime.append(&fits, &put_a(b"1").encode()).expect("append");
     assert_eq!(a_now(&runtime, &fits).as_deref(), Some(&b"1"[..]));
+    runtime.stop(IDLE);
+}
+
+fn put_kv(k: &[u8], v: &[u8]) -> MapOp {
+    MapOp::Put { key: k.to_vec(), value: v.to_vec() }
+}
+
+/// From a second review: a rename that fails (its target log exists) must change nothing,
+/// but `with_map_indexes` has already deleted the target's map index,
+/// which was not an orphan: it described the live log `m2`.
+#[test]
+fn a_failed_rename_keeps_the_target_logs_map_index() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    let runtime = start(&ns);
+    runtime.create_log("m2", LogConfig::unbounded()).expect("create");
+    runtime.append("m", &put_a(b"1").encode()).expect("append");
+    runtime.append("m2", &put_a(b"2").encode()).expect("append");
+    assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
+    assert_eq!(a_now(&runtime, "m2").as_deref(), Some(&b"2"[..]));
+    let error = runtime.rename_logs(&[("m", "m2")]).expect_err("m2 exists");
+    println!("rename refused: {error}");
+    assert!(ns.latest("map.m2.at").is_ok(), "a failed rename deleted m2's map index");
+    runtime.stop(IDLE);
+}
+
+/// From a second review: the structure's `PEDaLS` logs deleted, its index kept: the map is
+/// opened on an empty structure with the index's old versions, and a read
+/// silently misses every op before the deletion.
+#[test]
+fn an_index_whose_structure_is_gone_is_not_trusted() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    {
+        let runtime = start(&ns);
+        runtime.append("m", &put_a(b"1").encode()).expect("append");
+        runtime.append("m", &put_kv(b"b", b"2").encode()).expect("append");
+        assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
+        runtime.stop(IDLE);
+    }
+    for info in ns.list_logs().expect("logs") {
+        if info.name.starts_with("pds.map.m.s1.") {
+            ns.delete_log(&info.name).expect("delete");
+        }
+    }
+    let runtime = start(&ns);
+    runtime.append("m", &put_kv(b"c", b"3").encode()).expect("append");
+    let map = runtime.sorted_map("m").expect("map");
+    let all: Vec<_> = map.range(None, None, None).expect("range").into_iter().map(|(k, _)| k.to_vec()).collect();
+    assert_eq!(all, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()], "the map at version 3");
+    runtime.stop(IDLE);
+}
+
+/// From a second review: an orphan index at the target of a swap is removed only when the
+/// swapped log has an index itself. `_gen.m.1` deleted without the runtime
+/// (`varve log rm`) leaves `map._gen.m.1.at`; the next repair's swap of an
+/// `m` whose map was not read since the last one leaves that orphan in
+/// place, and the new `_gen.m.1` reads as the history deleted before. Its
+/// last op equal in both histories, the CRC check passes.
+#[test]
+fn an_orphan_index_at_the_generation_name_is_not_inherited() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    {
+        let runtime = start(&ns);
+        runtime.append("m", &put_a(b"1").encode()).expect("append");
+        runtime.append("m", &put_kv(b"b", b"0").encode()).expect("append");
+        assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
+        swap_in(&runtime, &ns, &[put_a(b"2"), put_kv(b"b", b"0")]); // m -> _gen.m.1 (with its index)
+        runtime.stop(IDLE);
+    }
+    ns.delete_log("_gen.m.1").expect("varve log rm _gen.m.1, stopped");
+    let runtime = start(&ns);
+    swap_in(&runtime, &ns, &[put_a(b"3"), put_kv(b"b", b"0")]); // m (a=2, no index yet) -> _gen.m.1
+    assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"3"[..]));
+    assert_eq!(a_now(&runtime, "_gen.m.1").as_deref(), Some(&b"2"[..]), "the old history's map");
+    runtime.stop(IDLE);
+}
+
+/// From a second review: a cached map whose index was renamed away and back (the log
+/// renamed m -> x, ops put through x's map, x -> m) keeps its stale
+/// `applied`: it reports too few versions and the next op fails.
+#[test]
+fn a_cached_map_renamed_away_and_back_sees_the_ops_put_meanwhile() {
+    let ns = MemoryStore::new().namespace("app").expect("namespace");
+    let runtime = start(&ns);
+    runtime.append("m", &put_a(b"1").encode()).expect("append");
+    assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
+    runtime.rename_logs(&[("m", "x")]).expect("m -> x");
+    runtime.append("x", &put_a(b"2").encode()).expect("append");
+    runtime.append("x", &put_a(b"3").encode()).expect("append");
+    assert_eq!(a_now(&runtime, "x").as_deref(), Some(&b"3"[..]));
+    runtime.rename_logs(&[("x", "m")]).expect("x -> m");
+    let map = runtime.sorted_map("m").expect("map");
+    assert_eq!(map.latest().expect("latest"), 3, "three ops in m");
+    runtime.append("m", &put_a(b"1").encode()).expect("append");
+    assert_eq!(a_now(&runtime, "m").as_deref(), Some(&b"1"[..]));
     runtime.stop(IDLE);
 }

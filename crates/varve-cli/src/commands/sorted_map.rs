@@ -24,8 +24,8 @@ fn through(ctx: &Context<'_>) -> anyhow::Result<(PathBuf, Option<(String, String
     }
     anyhow::bail!(
         "the sorted map of an op log is built by the runtime serving namespace {:?}, and none does: run this inside a \
-         handler, or while `varve run` serves the namespace (the map's structure is readable without it: `varve map ls \
-         map.LOG.g1`)",
+         handler, or while `varve run` serves the namespace (without it, `varve map ls map.LOG.sK` reads the map's \
+         structure as it was last built, K named in record 1 of `map.LOG.at`, with the structure's own version numbers)",
         ctx.namespace
     )
 }
