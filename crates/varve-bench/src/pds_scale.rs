@@ -37,6 +37,8 @@ pub struct ScaleConfig {
     pub memory: bool,
     /// The map's node cache ([`Options::node_cache_entries`]).
     pub node_cache_entries: usize,
+    /// The journal's [`JournalOptions::checkpoint_bytes_min`].
+    pub checkpoint_bytes_min: u64,
 }
 
 impl ScaleConfig {
@@ -50,6 +52,7 @@ impl ScaleConfig {
             base,
             memory: true,
             node_cache_entries: varve_pds::NODE_CACHE_ENTRIES_DEFAULT,
+            checkpoint_bytes_min: JournalOptions::default().checkpoint_bytes_min,
         }
     }
 
@@ -63,6 +66,7 @@ impl ScaleConfig {
             base,
             memory: true,
             node_cache_entries: varve_pds::NODE_CACHE_ENTRIES_DEFAULT,
+            checkpoint_bytes_min: JournalOptions::default().checkpoint_bytes_min,
         }
     }
 }
@@ -104,6 +108,18 @@ pub struct ScaleReport {
     pub memory_seconds: Option<f64>,
     /// Reopening the journal after the run, to the first read answered.
     pub reopen_seconds: f64,
+    /// The same after a crash: the store's files copied while the writer
+    /// had them open (as a killed process leaves them), reopened.
+    pub crash_reopen_seconds: f64,
+    /// Bytes of frames that reopen replayed (after the index checkpoint
+    /// the writer saved last, if it loaded one).
+    pub crash_replayed_bytes: u64,
+    /// Whether that reopen loaded an index checkpoint.
+    pub crash_checkpoint: String,
+    /// The size of the index checkpoint the crash left (0 if none).
+    pub crash_checkpoint_bytes: u64,
+    /// The clean close after the run (an fsync and an index checkpoint saved).
+    pub close_seconds: f64,
     /// Bytes appended per key on the memory backend (payloads plus the
     /// 20-byte record overhead every backend counts).
     pub memory_bytes_per_key: Option<f64>,
@@ -246,6 +262,21 @@ fn grow(
     Ok((points, started.elapsed().as_secs_f64(), counting))
 }
 
+/// Copy the regular files under `from` into `to`, directories included.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("listing {}", from.display()))? {
+        let entry = entry.with_context(|| format!("listing {}", from.display()))?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().with_context(|| format!("reading {}", entry.path().display()))?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Run the benchmark; `progress(backend, keys, of)` every 10,000 inserts.
 ///
 /// # Errors
@@ -254,7 +285,11 @@ fn grow(
 #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
 pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Result<ScaleReport> {
     let dir = fresh_dir(&config.base, "pds-scale")?;
-    let options = JournalOptions { sync: SyncPolicy::Group(Duration::from_millis(5)), ..JournalOptions::default() };
+    let options = JournalOptions {
+        sync: SyncPolicy::Group(Duration::from_millis(5)),
+        checkpoint_bytes_min: config.checkpoint_bytes_min,
+        ..JournalOptions::default()
+    };
     let mut report = ScaleReport::default();
     {
         let store = JournalStore::open(&dir, options)?;
@@ -262,9 +297,18 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         let disk = || Some(journal.disk_usage().0);
         let (points, seconds, _) = grow("journal", Arc::new(journal.clone()), config, &disk, progress)?;
         journal.sync()?;
+        // What a crash now would leave: every frame written, in the page cache.
+        copy_tree(&dir, &fresh_dir(&config.base, "pds-scale-crash")?)?;
+        report.crash_checkpoint_bytes =
+            std::fs::metadata(config.base.join("pds-scale-crash/scale").join(varve_log::journal::CHECKPOINT_FILE))
+                .map_or(0, |m| m.len());
         report.points = points;
         report.journal_seconds = seconds;
         report.journal_peak_rss_mib = rss_mib().1;
+        let closing = Instant::now();
+        drop(journal);
+        drop(store);
+        report.close_seconds = closing.elapsed().as_secs_f64();
     }
     let started = Instant::now();
     let store = JournalStore::open(&dir, options)?;
@@ -279,6 +323,22 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
     drop(map);
     drop(store);
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    let crashed = config.base.join("pds-scale-crash");
+    let started = Instant::now();
+    let store = JournalStore::open(&crashed, options)?;
+    let journal = store.journal_namespace("scale")?;
+    let ns: Arc<dyn Namespace> = Arc::new(journal.clone());
+    let map = SortedMap::<u64, u64>::open(
+        ns,
+        "scale",
+        Options { extra: config.extra, keep: None, node_cache_entries: config.node_cache_entries },
+    )?;
+    std::hint::black_box(map.get(&key(0), None)?);
+    report.crash_reopen_seconds = started.elapsed().as_secs_f64();
+    report.crash_replayed_bytes = journal.recovery_report().bytes;
+    report.crash_checkpoint = format!("{:?}", journal.recovery_report().checkpoint);
+    drop((map, journal, store));
+    std::fs::remove_dir_all(&crashed).with_context(|| format!("removing {}", crashed.display()))?;
     if config.memory {
         let memory = Arc::new(MemoryNamespace::new("scale", Limits::default()));
         let (points, seconds, counting) = grow("memory", memory, config, &|| None, progress)?;
@@ -303,6 +363,7 @@ fn micros(us: f64) -> String {
 impl ScaleReport {
     /// The points as a Markdown table, with the run's totals below.
     #[must_use]
+    #[expect(clippy::cast_precision_loss, reason = "byte counts far below 2^52")]
     pub fn to_markdown(&self) -> String {
         let mut table = Table::new(&[
             ("backend", Align::Left),
@@ -346,8 +407,16 @@ impl ScaleReport {
         }
         let _ = writeln!(
             out,
-            "\njournal: all inserts {:.1} s, peak RSS {:.0} MiB, reopen to the first read {:.2} s",
-            self.journal_seconds, self.journal_peak_rss_mib, self.reopen_seconds
+            "\njournal: all inserts {:.1} s, peak RSS {:.0} MiB, clean close {:.2} s, reopen to the first read {:.2} s; \
+             after a crash {:.2} s ({:.0} MB of frames replayed after the last index checkpoint, {:.0} MB; {})",
+            self.journal_seconds,
+            self.journal_peak_rss_mib,
+            self.close_seconds,
+            self.reopen_seconds,
+            self.crash_reopen_seconds,
+            self.crash_replayed_bytes as f64 / 1e6,
+            self.crash_checkpoint_bytes as f64 / 1e6,
+            self.crash_checkpoint
         );
         if let (Some(seconds), Some(bytes)) = (self.memory_seconds, self.memory_bytes_per_key) {
             let _ = writeln!(out, "memory: all inserts {seconds:.1} s, {bytes:.0} B appended per key");

@@ -597,6 +597,11 @@ struct BenchPdsArgs {
     /// on its own memory; fewer means more log reads per insert).
     #[arg(long, value_name = "ENTRIES", default_value_t = varve_pds::NODE_CACHE_ENTRIES_DEFAULT, requires = "scale")]
     node_cache: usize,
+    /// With --scale: the journal saves an index checkpoint after writing
+    /// this many bytes, or as many as the last checkpoint took if more
+    /// (e.g. 1024GiB to save one only at the close, as before 2026-11-27).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "16MiB", requires = "scale")]
+    checkpoint_bytes_min: u64,
     /// With --scale: 1,000 and 4,000 keys, a smoke run (seconds).
     #[arg(long, requires = "scale")]
     quick: bool,
@@ -1734,9 +1739,13 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
     use commands::bench;
     match command {
         BenchCommand::Log(args) => bench::log(&args.dir, args.quick, args.open_mib, args.only.as_deref()),
-        BenchCommand::Pds(args) if args.scale => {
-            bench::pds_scale(args.dir.as_deref(), args.scale_max, args.node_cache, args.quick)
-        }
+        BenchCommand::Pds(args) if args.scale => bench::pds_scale(
+            args.dir.as_deref(),
+            args.scale_max,
+            args.node_cache,
+            args.checkpoint_bytes_min,
+            args.quick,
+        ),
         BenchCommand::Pds(args) => {
             bench::pds(args.workloads, args.ops, args.dir.as_deref(), args.csv.as_deref(), args.series_csv.as_deref())
         }

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 
-use varve_log::{JournalNamespace, JournalOptions, Namespace, SeqRange};
+use varve_log::journal::CHECKPOINT_FILE;
+use varve_log::{CheckpointUse, JournalNamespace, JournalOptions, Namespace, SeqRange};
 use varve_testkit::crash::CrashLoop;
 
 const UNBOUNDED: [&str; 3] = ["u0", "u1", "u2"];
@@ -47,11 +48,54 @@ fn expected_filler_ok(value: &[u8]) -> bool {
     value[header_end..].iter().enumerate().all(|(j, &b)| usize::from(b) == j % 251)
 }
 
-/// Check the journal in `dir` against everything acknowledged so far.
-fn verify(dir: &Path, acked: &BTreeMap<u64, Vec<(String, u64)>>, seed: u64, kill: usize) {
+/// Every log's bounds and records (seq, value).
+type Contents = Vec<(varve_log::LogInfo, Vec<(u64, Vec<u8>)>)>;
+
+fn contents(ns: &JournalNamespace) -> Contents {
+    let logs = ns.list_logs().expect("list");
+    logs.into_iter()
+        .map(|info| {
+            let records = ns
+                .scan(&info.name, SeqRange::from(info.earliest.max(1)..))
+                .expect("scan")
+                .map(|r| r.map(|r| (r.seq, r.value.to_vec())).expect("record"))
+                .collect();
+            (info, records)
+        })
+        .collect()
+}
+
+/// Open a copy of the namespace in `dir` without its index checkpoint,
+/// so that every frame is replayed: what the open that may load it must equal.
+fn replayed_in_full(dir: &Path, copy: &Path) -> JournalNamespace {
+    std::fs::create_dir_all(copy).expect("mkdir");
+    for entry in std::fs::read_dir(dir).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() && entry.file_name() != CHECKPOINT_FILE {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).expect("copy");
+        }
+    }
+    JournalNamespace::open(copy, "crash", JournalOptions::default()).expect("open the copy")
+}
+
+/// Check the journal in `dir` against everything acknowledged so far, and
+/// against a replay of every frame; returns whether the open loaded an
+/// index checkpoint and replayed frames after it.
+fn verify(dir: &Path, acked: &BTreeMap<u64, Vec<(String, u64)>>, seed: u64, kill: usize) -> bool {
     let context = format!("seed {seed}, after kill {kill}");
+    let copy = tempfile::tempdir().expect("tempdir");
+    let full = replayed_in_full(&dir.join("crash"), copy.path());
     let ns = JournalNamespace::open(&dir.join("crash"), "crash", JournalOptions::default())
         .unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    let report = ns.recovery_report();
+    let resumed = report.checkpoint == CheckpointUse::Loaded && report.frames > 0;
+    assert!(!report.needs_attention(), "{context}: {report:?}");
+    assert!(
+        contents(&ns) == contents(&full),
+        "{context}: the open ({:?}) differs from a full replay",
+        report.checkpoint
+    );
+    drop(full);
     let mut where_is: HashMap<(u64, usize), (String, u64)> = HashMap::new();
     let mut batches_in_unbounded = std::collections::BTreeSet::new();
     let mut ow_first_batch = None;
@@ -117,6 +161,7 @@ fn verify(dir: &Path, acked: &BTreeMap<u64, Vec<(String, u64)>>, seed: u64, kill
         assert!(max_batch.is_some_and(|max| *batch <= max), "{context}: acked batch {batch} beyond what is stored");
     }
     ns.close().expect("close");
+    resumed
 }
 
 #[test]
@@ -125,6 +170,7 @@ fn acknowledged_appends_survive_sigkill() {
     let seed = crashes.seed();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut acked: BTreeMap<u64, Vec<(String, u64)>> = BTreeMap::new();
+    let mut resumed = 0;
     for kill in 0..crashes.kills() {
         let run = crashes.kill_next(
             Command::new(env!("CARGO_BIN_EXE_varve-log-crash-writer"))
@@ -143,8 +189,9 @@ fn acknowledged_appends_survive_sigkill() {
                 .collect();
             acked.insert(batch, entries);
         }
-        verify(dir.path(), &acked, seed, kill);
+        resumed += usize::from(verify(dir.path(), &acked, seed, kill));
     }
-    println!("crash loop: {} batches acknowledged", acked.len());
+    println!("crash loop: {} batches acknowledged, {resumed} opens resumed from an index checkpoint", acked.len());
+    assert!(resumed > 0, "seed {seed}: no open after a kill loaded a checkpoint the writer saved as it wrote");
     crashes.finish();
 }

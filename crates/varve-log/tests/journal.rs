@@ -87,25 +87,77 @@ fn assert_filled(ns: &JournalNamespace, n: u64) {
     assert_eq!(ns.get("o", n).expect("get"), format!("o{n}").as_bytes());
 }
 
+/// The segment files' names, ascending.
+fn segment_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("ns"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| Path::new(name).extension().is_some_and(|e| e == "seg"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Batches `from..from + n` of a small record to the unbounded log `u` and
+/// a 1 KiB one to the overwrite log `o`, which keeps 7: most bytes die, so
+/// the compactor moves `u`'s records out of old segments and reclaims them.
+fn fill_mostly_overwritten(dir: &Path, from: u64, n: u64) {
+    let ns = open(dir, small_segments());
+    ns.create_log("u", LogConfig::unbounded()).expect("create");
+    ns.create_log("o", LogConfig::keep(7, OnFull::Overwrite)).expect("create");
+    for i in from..from + n {
+        let big = format!("o{i}").into_bytes().into_iter().chain([b'.'; 1024]).collect::<Vec<u8>>();
+        ns.append_batch(&[("u", format!("u{i}").as_bytes()), ("o", &big)]).expect("batch");
+    }
+    ns.close().expect("close");
+}
+
+fn assert_mostly_overwritten(ns: &JournalNamespace, n: u64) {
+    assert_eq!((ns.earliest("u").expect("earliest"), ns.latest("u").expect("latest")), (1, n));
+    assert_eq!((ns.earliest("o").expect("earliest"), ns.latest("o").expect("latest")), (n - 6, n));
+    for i in 1..=n {
+        assert_eq!(ns.get("u", i).expect("get"), format!("u{i}").as_bytes());
+    }
+    assert!(ns.get("o", n).expect("get").starts_with(format!("o{n}.").as_bytes()));
+}
+
 #[test]
-fn a_checkpoint_older_than_the_segments_is_ignored_and_every_frame_replayed() {
+fn an_older_checkpoint_is_loaded_and_the_frames_after_it_replayed_though_segments_were_reclaimed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    fill(dir.path(), 1, 300);
+    fill_mostly_overwritten(dir.path(), 1, 300);
     let checkpoint = dir.path().join("ns").join(CHECKPOINT_FILE);
     let old = std::fs::read(&checkpoint).expect("a clean close saves a checkpoint");
+    let listed = segment_names(dir.path());
     // A second session writes more (the overwrite log's trimming lets the
-    // compactor reclaim segments), then closes cleanly: a new checkpoint.
-    fill(dir.path(), 301, 300);
+    // compactor reclaim segments, moving the unbounded log's records out
+    // of them), then closes cleanly: a new checkpoint.
+    fill_mostly_overwritten(dir.path(), 301, 300);
+    let now = segment_names(dir.path());
+    assert!(listed.iter().any(|name| !now.contains(name)), "segments were reclaimed: {listed:?} → {now:?}");
     // Put the first session's checkpoint back, as if a crash had left it.
     std::fs::write(&checkpoint, &old).expect("write");
     let ns = open(dir.path(), small_segments());
+    assert_eq!(ns.recovery_report().checkpoint, CheckpointUse::Loaded);
+    assert!(ns.recovery_report().frames > 0, "the frames after it were replayed");
+    assert_mostly_overwritten(&ns, 600);
+    assert!(checkpoint.exists(), "the writer's open keeps it: it describes a prefix of the journal");
+}
+
+#[test]
+fn a_checkpoint_placing_records_in_a_segment_deleted_by_hand_is_ignored_and_the_damage_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let names = segment_names(dir.path());
+    assert!(names.len() >= 2, "{names:?}");
+    // The oldest segment holds the first of the unbounded log's records.
+    std::fs::remove_file(dir.path().join("ns").join(&names[0])).expect("remove");
+    let ns = open(dir.path(), small_segments());
     match &ns.recovery_report().checkpoint {
-        CheckpointUse::Ignored { reason } => assert!(reason.contains("segment"), "{reason}"),
-        other => panic!("a stale checkpoint was not ignored: {other:?}"),
+        CheckpointUse::Ignored { reason } => assert!(reason.contains("no longer on disk"), "{reason}"),
+        other => panic!("a checkpoint placing records in a missing segment was used: {other:?}"),
     }
-    assert!(ns.recovery_report().frames > 0, "the frames were replayed");
-    assert_filled(&ns, 600);
-    assert!(!checkpoint.exists(), "the writer's open removes the checkpoint");
+    // The replay of every frame reports what is missing, as it would with no checkpoint.
+    assert!(ns.recovery_report().needs_attention(), "{:?}", ns.recovery_report());
 }
 
 #[test]
@@ -115,7 +167,7 @@ fn a_read_only_open_loads_the_checkpoint_until_a_writer_opens() {
     let reader = open(dir.path(), read_only());
     assert_eq!(reader.recovery_report().checkpoint, CheckpointUse::Loaded);
     assert_filled(&reader, 300);
-    // A writer opens (from the checkpoint, which it removes) and appends:
+    // A writer opens (from the checkpoint) and appends:
     // the reader that loaded the checkpoint follows it from there.
     let writer = open(dir.path(), small_segments());
     assert_eq!(writer.recovery_report().checkpoint, CheckpointUse::Loaded);
@@ -124,9 +176,12 @@ fn a_read_only_open_loads_the_checkpoint_until_a_writer_opens() {
     }
     reader.refresh().expect("refresh");
     assert_filled(&reader, 400);
-    // While the writer has it open there is no checkpoint: a reader replays.
+    // The writer has written since the checkpoint: a reader replays.
     let second = open(dir.path(), read_only());
-    assert_eq!(second.recovery_report().checkpoint, CheckpointUse::Absent);
+    match &second.recovery_report().checkpoint {
+        CheckpointUse::Ignored { reason } => assert!(reason.contains("published end"), "{reason}"),
+        other => panic!("a reader used a checkpoint the writer has written past: {other:?}"),
+    }
     assert_filled(&second, 400);
     drop(writer);
     let third = open(dir.path(), read_only());

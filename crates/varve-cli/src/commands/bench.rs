@@ -42,7 +42,13 @@ pub fn pds(
 }
 
 /// `varve bench pds --scale`: one sorted map grown to `scale_max` keys.
-pub fn pds_scale(dir: Option<&Path>, scale_max: u64, node_cache: usize, quick: bool) -> anyhow::Result<()> {
+pub fn pds_scale(
+    dir: Option<&Path>,
+    scale_max: u64,
+    node_cache: usize,
+    checkpoint_bytes_min: u64,
+    quick: bool,
+) -> anyhow::Result<()> {
     let dir = dir.map_or_else(|| Path::new("target/bench").to_owned(), Path::to_owned);
     let mut config = if quick {
         varve_bench::pds_scale::ScaleConfig::quick(dir)
@@ -51,6 +57,7 @@ pub fn pds_scale(dir: Option<&Path>, scale_max: u64, node_cache: usize, quick: b
     };
     config.sizes.retain(|&size| size <= scale_max);
     config.node_cache_entries = node_cache;
+    config.checkpoint_bytes_min = checkpoint_bytes_min;
     if config.sizes.is_empty() {
         anyhow::bail!("--scale-max {scale_max} is below the smallest size measured; use at least 1000 with --quick, 10000 without");
     }

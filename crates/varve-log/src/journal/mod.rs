@@ -6,7 +6,9 @@
 //! renaming (all the renames of one call in one frame) are frames too, and
 //! every segment begins with a header frame restating the whole catalog, so
 //! the journal alone is the source of truth. Each log's
-//! index (seq → position) is rebuilt on open.
+//! index (seq → position) is rebuilt on open: loaded from the last index
+//! checkpoint (`checkpoint.rs`), which the writer saves as it writes and
+//! as it closes, then brought up to date from the frames after it.
 //!
 //! **Writers and readers.** One process writes a namespace: it holds an
 //! exclusive OS lock on `LOCK` (released by the kernel when the process dies,
@@ -25,7 +27,8 @@
 //! its frames are complete in the `END` file, after each frame; readers in
 //! other processes read only that far (see `published.rs`).
 //!
-//! **Crash recovery.** On open every frame is checked. A torn write at the end
+//! **Crash recovery.** On open every frame after the checkpoint is checked
+//! (every frame, with none to trust). A torn write at the end
 //! of the newest segment is cut off, copied first to `quarantine/`, and
 //! reported in [`RecoveryReport::torn_tail`].
 //!
@@ -135,6 +138,12 @@ pub struct JournalOptions {
     pub read_only: bool,
     /// How often a read-only watcher looks for another process's appends.
     pub read_only_poll: Duration,
+    /// A writer saves an index checkpoint once it has written this many
+    /// bytes since the last one, or as many as the last checkpoint took if
+    /// that is more (so saving never writes more than the journal does), so
+    /// that an open after a crash replays only what came after it. Default
+    /// 16 MiB; must be at least 4096.
+    pub checkpoint_bytes_min: u64,
 }
 
 impl Default for JournalOptions {
@@ -145,6 +154,7 @@ impl Default for JournalOptions {
             limits: Limits::default(),
             read_only: false,
             read_only_poll: Duration::from_millis(20),
+            checkpoint_bytes_min: 16 << 20,
         }
     }
 }
@@ -159,6 +169,9 @@ impl JournalOptions {
             || self.limits.record_bytes_max > self.limits.batch_bytes_max
         {
             return invalid("limits: record_bytes_max <= batch_bytes_max <= 1 GiB - 4".into());
+        }
+        if self.checkpoint_bytes_min < 4096 {
+            return invalid("checkpoint_bytes_min must be at least 4096 bytes".into());
         }
         Ok(())
     }
@@ -186,22 +199,25 @@ pub struct RecoveryReport {
     /// Records known to be lost, by log, in runs of seqs.
     pub losses: Vec<Loss>,
     /// Whether the open loaded an index checkpoint instead of replaying
-    /// the frames (then `frames`, `records` and `bytes` are 0).
+    /// every frame (then `frames`, `records` and `bytes` count only the
+    /// frames written after it, which a writer's open replays).
     pub checkpoint: CheckpointUse,
 }
 
-/// Whether a writer's open loaded the index checkpoint its last clean close
-/// saved, instead of replaying every frame (docs/design.md, "Index checkpoints").
+/// Whether an open loaded an index checkpoint, instead of replaying every
+/// frame (docs/design.md, "Index checkpoints").
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum CheckpointUse {
-    /// There was none: a first open, a crash while the last writer had the
-    /// namespace open, a writer has it open now, or a namespace with damage.
+    /// There was none: a first open, a store written only by a build
+    /// without checkpoints, or a namespace with damage.
     #[default]
     Absent,
-    /// Loaded: no frame was replayed.
+    /// Loaded; a writer's open replayed the frames written after it (a
+    /// crash, or a writer that has it open, wrote them), a reader's follows them.
     Loaded,
-    /// There was one, but it did not describe the segments on disk (they
-    /// were written since, or it is damaged): every frame was replayed.
+    /// There was one, but it did not describe a prefix of the segments on
+    /// disk (the compactor deleted one since, say), or it is damaged:
+    /// every frame was replayed.
     Ignored {
         /// What did not match.
         reason: String,
@@ -401,8 +417,8 @@ impl JournalNamespace {
         let (state, mut report, lock, writer, follower) = if options.read_only {
             let end = PublishedEnd::for_reader(dir)?;
             let published = end.as_ref().and_then(PublishedEnd::load);
-            let (state, report, tail) = match checkpoint::load(dir, checkpoint::Opener::Reader { published })? {
-                checkpoint::Loaded::State(state, report, tail) => (state, report, tail),
+            let (state, report, tail) = match checkpoint::load(dir, checkpoint::Opener::Reader { published }, &*io)? {
+                checkpoint::Loaded::State { state, report, tail, .. } => (state, report, tail),
                 checkpoint::Loaded::Replay(why) => {
                     let (state, mut report, tail) = recover_as_reader(dir, end.as_ref(), &mut |_, _| {})?;
                     report.checkpoint = why;
@@ -414,17 +430,25 @@ impl JournalNamespace {
         } else {
             let lock = acquire_lock(dir)?;
             let end = PublishedEnd::for_writer(dir)?;
-            let (mut state, report, tail) = match checkpoint::load(dir, checkpoint::Opener::Writer)? {
-                checkpoint::Loaded::State(state, report, tail) => (state, report, tail),
-                checkpoint::Loaded::Replay(why) => {
-                    let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
-                    report.checkpoint = why;
-                    (state, report, tail)
-                }
-            };
-            // Before the first write: from here on the segments change.
-            checkpoint::discard(dir, &*io)?;
-            let writer = open_writer(dir, &options, &state, tail, end, &*io)?;
+            // The checkpoint stays: it describes a prefix of the journal,
+            // which the writer only appends to.
+            checkpoint::remove_unfinished_save(dir);
+            let (mut state, report, tail, checkpoint_bytes) =
+                match checkpoint::load(dir, checkpoint::Opener::Writer, &*io)? {
+                    checkpoint::Loaded::State { state, report, tail, checkpoint_bytes } => {
+                        (state, report, tail, checkpoint_bytes)
+                    }
+                    checkpoint::Loaded::Replay(why) => {
+                        let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
+                        report.checkpoint = why;
+                        (state, report, tail, 0)
+                    }
+                };
+            let mut writer = open_writer(dir, &options, &state, tail, end, &*io)?;
+            // What this open replayed counts towards the next checkpoint; a
+            // long replay makes the first write save one.
+            writer.checkpoint_due =
+                checkpoint::save_interval(checkpoint_bytes, &options).saturating_sub(report.bytes).max(1);
             map_sealed_segments(&mut state, writer.active_id);
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };

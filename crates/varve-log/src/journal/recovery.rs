@@ -32,9 +32,27 @@ const READER_RESCANS_MAX: usize = 3;
 /// Rebuild the state as the writer: every byte is finished but a torn tail
 /// of the newest segment, which is cut off (copied to `quarantine/` first).
 pub(crate) fn recover_as_writer(dir: &Path, io: &dyn SegmentIo) -> Result<(State, RecoveryReport, Tail)> {
+    let ids = segments_for_writer(dir, io)?;
+    replay_as_writer(dir, io, State::default(), &ids, None)
+}
+
+/// Go on as the writer from a checkpoint's `state`, which holds every frame
+/// before `from` (a segment and an offset in it): replay the frames after
+/// it, as [`recover_as_writer`] replays them all.
+pub(crate) fn resume_as_writer(
+    dir: &Path,
+    io: &dyn SegmentIo,
+    state: State,
+    from: (u32, u64),
+) -> Result<(State, RecoveryReport, Tail)> {
+    let ids = segments_for_writer(dir, io)?;
+    replay_as_writer(dir, io, state, &ids, Some(from))
+}
+
+/// The segment files, less an empty newest one: a crash between creating
+/// a segment and writing its header left it, and the writer starts it anew.
+fn segments_for_writer(dir: &Path, io: &dyn SegmentIo) -> Result<Vec<u32>> {
     let mut ids = list_segments(dir)?;
-    // An empty newest file holds nothing: a crash between creating a
-    // segment and writing its header left it. The writer starts it anew.
     while let Some(&id) = ids.last() {
         let path = segment_path(dir, id);
         if fs::metadata(&path).context(|| format!("reading {}", path.display()))?.len() > 0 || ids.len() == 1 {
@@ -43,11 +61,31 @@ pub(crate) fn recover_as_writer(dir: &Path, io: &dyn SegmentIo) -> Result<(State
         io.remove_file(&path).context(|| format!("removing the empty segment {}", path.display()))?;
         ids.pop();
     }
-    let mut state = State { gap_records_max: gap_records_max(dir, &ids)?, ..State::default() };
+    Ok(ids)
+}
+
+/// Replay the frames of segments `ids` onto `state`: all of them, or those
+/// from `from` on (segments before it are in `state` already).
+fn replay_as_writer(
+    dir: &Path,
+    io: &dyn SegmentIo,
+    mut state: State,
+    ids: &[u32],
+    from: Option<(u32, u64)>,
+) -> Result<(State, RecoveryReport, Tail)> {
+    state.gap_records_max = gap_records_max(dir, ids)?;
     let mut report = RecoveryReport::default();
     let mut tail = None;
     let mut previous = None;
     for (i, &id) in ids.iter().enumerate() {
+        let start = match from {
+            Some((segment, _)) if id < segment => {
+                previous = Some(id);
+                continue;
+            }
+            Some((segment, offset)) if id == segment => offset,
+            Some(_) | None => 0,
+        };
         let newest = i + 1 == ids.len();
         let path = segment_path(dir, id);
         let file = OpenOptions::new()
@@ -56,9 +94,17 @@ pub(crate) fn recover_as_writer(dir: &Path, io: &dyn SegmentIo) -> Result<(State
             .open(&path)
             .context(|| format!("opening {}", path.display()))?;
         let bytes = SegmentBytes::load(&file, &path, true)?;
-        state.segments.insert(id, SegmentState::new(path.clone(), Arc::new(file)));
+        let file = Arc::new(file);
+        match state.segments.get_mut(&id) {
+            // The checkpoint's segment: keep what it counted, write through this file.
+            Some(segment) => segment.file = file,
+            None => {
+                state.segments.insert(id, SegmentState::new(path.clone(), file));
+            }
+        }
         let context = ScanContext { dir, segment: id, previous, complete_below: u64::MAX, bytes_are_all: true, newest };
-        let scan = scan_segment(&mut state, &context, &bytes, 0);
+        let skipped = usize::try_from(start).expect("segment offsets fit usize").min(bytes.len());
+        let scan = scan_segment(&mut state, &context, &bytes[skipped..], start);
         let mut resume = scan.valid_end;
         match &scan.end {
             ScanEnd::TornTail { offset, reason } => {
@@ -77,10 +123,11 @@ pub(crate) fn recover_as_writer(dir: &Path, io: &dyn SegmentIo) -> Result<(State
                 OpenOptions::new().write(true).open(&path).context(|| format!("opening {}", path.display()))?;
             io.set_len(&sealed, scan.valid_end).context(|| format!("sealing {}", path.display()))?;
         }
-        add_to_report(&mut report, &scan);
+        add_to_report(&mut report, &scan, start);
         tail = Some((id, resume));
         previous = Some(id);
     }
+    report.segments = state.segments.len() as u64;
     Ok((state, report, tail))
 }
 
@@ -156,7 +203,7 @@ fn read_segments(
             ScanEnd::Unfinished { offset } => *offset,
             ScanEnd::Clean => scan.valid_end,
         };
-        add_to_report(&mut report, &scan);
+        add_to_report(&mut report, &scan, 0);
         tail = Some((id, resume));
         previous = Some(id);
         done += bytes.len() as u64;
@@ -185,11 +232,12 @@ fn disk_bytes(dir: &Path, ids: &[u32]) -> Result<u64> {
     Ok(disk_bytes)
 }
 
-fn add_to_report(report: &mut RecoveryReport, scan: &SegmentScan) {
+/// Count a scan that began at byte `start` of its segment.
+fn add_to_report(report: &mut RecoveryReport, scan: &SegmentScan, start: u64) {
     report.segments += 1;
     report.frames += scan.frames;
     report.records += scan.records;
-    report.bytes += scan.valid_end;
+    report.bytes += scan.valid_end - start;
     report.damage.extend(scan.damage.iter().cloned());
 }
 

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::codec::ByteWriter;
 use crate::contract::{LogConfig, Seq, SyncPolicy};
 use crate::error::{IoContext, LogError, Result};
+use crate::journal::checkpoint;
 use crate::journal::format::FRAME_HEADER_BYTES;
 use crate::journal::format::{self, FrameEncoder, FrameKind, LogDescriptor};
 use crate::journal::io::SegmentIo;
@@ -56,6 +57,8 @@ pub(super) struct Writer {
     pub(super) disk_bytes: u64,
     /// Where readers in other processes learn how far frames are complete.
     pub(super) end: PublishedEnd,
+    /// `written_total` at which the next write saves an index checkpoint.
+    pub(super) checkpoint_due: u64,
     pub(super) frame: Vec<u8>,
     pub(super) scratch: Vec<u8>,
 }
@@ -92,6 +95,7 @@ pub(crate) fn open_writer(
         disk_bytes: state.segments.values().map(|s| s.bytes).sum::<u64>()
             + if state.segments.contains_key(&active_id) { 0 } else { active_len },
         end,
+        checkpoint_due: u64::MAX,
         frame: Vec::new(),
         scratch: Vec::new(),
     };
@@ -272,6 +276,25 @@ impl Shared {
         if self.delete_dead_segments(writer).is_ok() && self.over_disk_budget(writer) {
             let _ = self.compact(writer);
         }
+        if writer.written_total >= writer.checkpoint_due {
+            self.save_checkpoint(writer);
+        }
+    }
+
+    /// Save an index checkpoint of every frame written so far, so that an
+    /// open after a crash replays only the frames after it. The frames are
+    /// made durable first: a checkpoint that outlived a power cut must not
+    /// describe bytes the segments lost. Best effort, like the rest of
+    /// housekeeping: a failed save leaves the previous checkpoint, which
+    /// still describes a prefix of the journal, and is tried again later.
+    fn save_checkpoint(&self, writer: &mut Writer) {
+        let saved = if self.sync_active(writer).is_ok() && self.durability.poisoned(&self.name).is_ok() {
+            checkpoint::save(&self.dir, &self.read_state(), (writer.active_id, writer.active_len))
+        } else {
+            Ok(None)
+        };
+        let checkpoint_bytes = saved.ok().flatten().unwrap_or(0);
+        writer.checkpoint_due = writer.written_total + checkpoint::save_interval(checkpoint_bytes, &self.options);
     }
 }
 

@@ -29,7 +29,10 @@ fn main() {
         std::process::exit(2);
     };
     let seed: u64 = seed.parse().expect("seed is a number");
-    let options = JournalOptions { segment_bytes_max: 32 << 10, ..JournalOptions::default() };
+    // Small segments and frequent index checkpoints: kills land in rolls,
+    // checkpoint saves, and opens that load a checkpoint and replay after it.
+    let options =
+        JournalOptions { segment_bytes_max: 32 << 10, checkpoint_bytes_min: 8 << 10, ..JournalOptions::default() };
     let ns = JournalStore::open(dir, options).expect("open store").journal_namespace("crash").expect("open namespace");
     for log in UNBOUNDED {
         ns.create_log(log, LogConfig::unbounded()).expect("create");
