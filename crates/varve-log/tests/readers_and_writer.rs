@@ -2,7 +2,8 @@
 //! writer process appends records of 0 B to 1 MiB (large ones written with
 //! `pwrite`, small ones copied into the mapped segment) under each sync
 //! policy, while reader processes tail, read the latest record with a fresh
-//! open each time, and scan — and check every byte they read.
+//! open each time (loading the index checkpoints the writer saves as it
+//! writes, and reading on from there), and scan — and check every byte they read.
 //!
 //! `VARVE_TEST_SEED=S` replays a run; `VARVE_STRESS_SECONDS` runs longer.
 
@@ -37,6 +38,7 @@ fn readers_in_other_processes_never_see_a_frame_in_flight_as_damage() {
     let seed = seed();
     let seconds = std::env::var("VARVE_STRESS_SECONDS").unwrap_or_else(|_| "3".into());
     println!("seed {seed}, {seconds} s per sync policy");
+    let mut opens_from_checkpoints = 0;
     for sync in ["never", "group", "always"] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_str().expect("utf-8 path");
@@ -54,9 +56,16 @@ fn readers_in_other_processes_never_see_a_frame_in_flight_as_damage() {
         assert!(appended > 10, "{sync}: the writer appended {appended} records");
         for (mode, (child, out)) in readers {
             let out = finish(mode, child, out, seed);
-            let checked: u64 = out.trim().strip_prefix("ok ").and_then(|n| n.parse().ok()).expect("ok N");
+            let counts: Vec<u64> = out
+                .trim()
+                .strip_prefix("ok ")
+                .map(|n| n.split(' ').filter_map(|n| n.parse().ok()).collect())
+                .expect("ok CHECKED LOADED");
+            let (checked, loaded) = (counts[0], counts[1]);
             assert!(checked > 0, "{sync}/{mode}: read nothing (seed {seed})");
-            println!("{sync}/{mode}: {checked} records checked of {appended}");
+            opens_from_checkpoints += loaded;
+            println!("{sync}/{mode}: {checked} records checked of {appended}, {loaded} opens loaded a checkpoint");
         }
     }
+    assert!(opens_from_checkpoints > 0, "no fresh open loaded a checkpoint the writer saved (seed {seed})");
 }

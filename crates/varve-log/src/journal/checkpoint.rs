@@ -25,8 +25,9 @@
 //! segment cut or rewritten — and the report says why.
 //!
 //! **Who loads it.** The writer's open, and a read-only open when the
-//! writer's published end (`END`) is the checkpoint's end and every segment
-//! it lists is on disk: the reader then follows the writer from there.
+//! writer's published end (`END`) is at or past the checkpoint's end and
+//! every segment it lists is on disk: the reader then reads the frames
+//! after it as it follows the writer's appends.
 //!
 //! Skipping the frames' CRCs at open checks no less: each record carries
 //! its own CRC32C, checked on every read, and `fsck` reads everything.
@@ -154,8 +155,8 @@ pub(crate) enum Loaded {
 pub(crate) enum Opener {
     Writer,
     /// A read-only handle: it also requires the writer's published end to
-    /// be the checkpoint's, so that what follows it is read as a follower
-    /// reads (the writer may be appending).
+    /// be at or past the checkpoint's end; it then follows the frames after
+    /// the checkpoint as it follows the writer's appends.
     Reader {
         published: Option<(u32, u64)>,
     },
@@ -173,8 +174,8 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
     let ids = list_segments(dir)?;
     let checkpoint_bytes = bytes.len() as u64;
     match (decode(dir, &bytes, &ids, opener == Opener::Writer), opener) {
-        (Ok(decoded), Opener::Reader { published }) if published != Some(decoded.tail) => {
-            Ok(ignored("the writer's published end is not the checkpoint's: it has written since".into()))
+        (Ok(decoded), Opener::Reader { published }) if published.is_none_or(|end| end < decoded.tail) => {
+            Ok(ignored("the writer's published end is before the checkpoint's end".into()))
         }
         (Ok(decoded), Opener::Reader { .. }) if !decoded.missing.is_empty() => {
             Ok(ignored(format!("segment {} is no longer on disk", decoded.missing[0])))

@@ -473,6 +473,11 @@ impl JournalNamespace {
             shared.install_active_segment(&mut writer);
             shared.housekeep(&mut writer);
         }
+        if shared.follower.is_some() && report.checkpoint == CheckpointUse::Loaded {
+            // Read what the writer published after the checkpoint, so that
+            // the handle starts where a replay would have left it.
+            shared.refresh()?;
+        }
         report.losses = shared.losses();
         let mut shared = shared;
         let handle = Arc::get_mut(&mut shared).expect("not shared yet");

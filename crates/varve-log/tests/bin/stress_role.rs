@@ -82,7 +82,10 @@ fn writer(dir: &str, seed: u64, sync: &str, seconds: u64) -> Result<(), String> 
         "always" => SyncPolicy::Always,
         other => return Err(format!("unknown sync policy {other}")),
     };
-    let options = JournalOptions { sync, segment_bytes_max: 8 << 20, ..JournalOptions::default() };
+    // Index checkpoints every MiB or so: the readers' fresh opens load them
+    // and read on from there, while the writer appends.
+    let options =
+        JournalOptions { sync, segment_bytes_max: 8 << 20, checkpoint_bytes_min: 1 << 20, ..JournalOptions::default() };
     let ns = JournalNamespace::open(dir.as_ref(), "stress", options).map_err(|e| e.to_string())?;
     ns.create_log("t", LogConfig::unbounded()).map_err(|e| e.to_string())?;
     ns.create_log("u", LogConfig::unbounded()).map_err(|e| e.to_string())?;
@@ -113,6 +116,8 @@ fn reader(mode: &str, dir: &str, seed: u64, seconds: u64) -> Result<(), String> 
     let open = || JournalNamespace::open(dir.as_ref(), "stress", options).map_err(|e| format!("open: {e}"));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut checked = 0u64;
+    // Opens that loaded the index checkpoint the writer saved as it wrote.
+    let mut loaded = 0u64;
     match mode {
         "tail" => {
             let ns = open()?;
@@ -129,6 +134,7 @@ fn reader(mode: &str, dir: &str, seed: u64, seconds: u64) -> Result<(), String> 
         "latest" => {
             while Instant::now() < deadline {
                 let ns = open()?;
+                loaded += u64::from(ns.recovery_report().checkpoint == varve_log::CheckpointUse::Loaded);
                 let latest = ns.latest("t").map_err(|e| format!("latest: {e}"))?;
                 if latest > 0 {
                     check(seed, latest, &ns.get("t", latest).map_err(|e| format!("get {latest}: {e}"))?)?;
@@ -156,6 +162,6 @@ fn reader(mode: &str, dir: &str, seed: u64, seconds: u64) -> Result<(), String> 
         }
         other => return Err(format!("unknown reader mode {other}")),
     }
-    println!("ok {checked}");
+    println!("ok {checked} {loaded}");
     Ok(())
 }
