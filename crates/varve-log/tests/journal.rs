@@ -579,7 +579,9 @@ fn readers_never_see_damage_while_retention_and_compaction_move_records() {
 }
 
 /// Every log's bounds and records (seq, value).
-fn contents(ns: &JournalNamespace) -> Vec<(varve_log::LogInfo, Vec<(u64, Vec<u8>)>)> {
+type Contents = Vec<(varve_log::LogInfo, Vec<(u64, Vec<u8>)>)>;
+
+fn contents(ns: &JournalNamespace) -> Contents {
     ns.refresh().expect("refresh");
     let logs = ns.list_logs().expect("list");
     logs.into_iter()
