@@ -303,3 +303,22 @@ fn a_flipped_byte_in_the_open_segment_is_damage_in_the_middle() {
     assert_reads(&ns, "t", 1500, &[1490]);
     assert_eq!(ns.append("t", b"x").expect("append"), 1501);
 }
+
+#[test]
+fn a_repair_refused_while_a_writer_runs_leaves_the_writers_checkpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build(dir.path(), 1500);
+    let needle = value("t", 40);
+    let id = segment_holding(dir.path(), &needle);
+    flip_at_rest(dir.path(), id, find(dir.path(), id, &needle) + 7);
+    let writer = open(dir.path());
+    assert!(dir.path().join(CHECKPOINT_FILE).exists(), "the writer keeps the checkpoint it loaded");
+    match fsck(dir.path(), true, &mut |_, _| {}) {
+        Err(e @ LogError::Locked { .. }) => assert!(e.to_string().contains("locked by another writer"), "{e}"),
+        other => panic!("a repair beside a running writer: {other:?}"),
+    }
+    assert!(dir.path().join(CHECKPOINT_FILE).exists(), "the refused repair left the writer's checkpoint");
+    drop(writer);
+    let repaired = repair(dir.path());
+    assert_eq!(repaired.quarantined.len(), 1);
+}

@@ -85,8 +85,12 @@ pub fn fsck(dir: &Path, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Res
     if repair && report.is_clean() {
         report.repaired = true;
     } else if repair {
-        // The repair needs the damage a replay finds, not a checkpoint's state.
+        // The repair needs the damage a replay finds, not a checkpoint's
+        // state. Only without a writer: a running one keeps its checkpoint
+        // (the open below would fail on its lock anyway).
+        let lock = super::lock::acquire_lock(dir)?;
         super::checkpoint::discard(dir, &super::io::FileSystem)?;
+        drop(lock);
         let ns = JournalNamespace::open(dir, &name, JournalOptions::default())?;
         let outcome = ns.shared.repair()?;
         report.torn_tail.clone_from(&ns.recovery_report().torn_tail);
