@@ -5,8 +5,9 @@
 //!
 //! **When one is saved.** As a writer closes cleanly, and while it writes:
 //! once it has written [`JournalOptions::checkpoint_bytes_min`] bytes since
-//! the last save, or as many as the last checkpoint took if that is more (so
-//! saving at most doubles the bytes written). The frames are fsynced first,
+//! the last save, or as many as the last index took (decompressed) if that
+//! is more, so the work of saving stays in proportion to the writing and a
+//! crash replays at most about that many bytes. The frames are fsynced first,
 //! so a checkpoint never describes bytes a power cut could take. A namespace
 //! with damage or lost records gets none, since every open must report
 //! those and only a replay finds them.
@@ -33,7 +34,8 @@
 //! its own CRC32C, checked on every read, and `fsck` reads everything.
 //!
 //! ```text
-//! file     = magic u32 ("VVIX") | version u16 | reserved u16 (0) | body_len u64 | body_crc u32 | body
+//! file     = magic u32 ("VVIX") | version u16 | reserved u16 (0) | body_len u64 | body_crc u32 | stored
+//! stored   = zstd(body) since version 3, body before     (body_len and body_crc are of `stored`)
 //! body     = next_log_id u32
 //!            | segment_count u32 | (segment_id u32 | segment_len u64)*      ascending ids
 //!            | log_count u32 | log*
@@ -64,16 +66,25 @@ use crate::journal::{CheckpointUse, JournalOptions, RecoveryReport};
 pub const FILE_NAME: &str = "index.checkpoint";
 const TEMP_NAME: &str = "index.checkpoint.tmp";
 const MAGIC: u32 = u32::from_le_bytes(*b"VVIX");
-/// Version 2: descriptors may carry a trim floor (segment format 4).
-/// Version 1 checkpoints are still read (their descriptors never do).
-const VERSION: u16 = 2;
+/// Version 3: the body is compressed (zstd). Version 2: descriptors may
+/// carry a trim floor (segment format 4). Versions 1 and 2 (raw bodies) are
+/// still read.
+const VERSION: u16 = 3;
+/// The first version whose body is compressed.
+const VERSION_COMPRESSED_MIN: u16 = 3;
+/// zstd's level 1: a PEDaLS map's index shrinks about 7× (positions are
+/// small varints, names share long prefixes) at a few hundred MB/s, so a
+/// save writes a seventh of the bytes for about the time the copy into
+/// the page cache took.
+const COMPRESSION_LEVEL: i32 = 1;
 const VERSION_READ_MIN: u16 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Save `state` as the checkpoint of a writer whose frames are durable up
 /// to `active` (the active segment and the length of its frames): as it
 /// closes cleanly, or after writing enough since the last. Returns the
-/// file's size, or `None` when nothing is saved since the state holds damage
+/// size of the index saved (before compression: what the next open
+/// decodes), or `None` when nothing is saved since the state holds damage
 /// or losses. Not fsynced: a checkpoint lost or torn by a power cut fails
 /// its checks, and the open replays every frame.
 pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<Option<u64>> {
@@ -102,23 +113,24 @@ pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<
             previous = position;
         }
     }
+    let compressed = zstd::bulk::compress(&body, COMPRESSION_LEVEL)?;
     let mut file = Vec::with_capacity(HEADER_BYTES);
     file.put_u32(MAGIC);
     file.put_u16(VERSION);
     file.put_u16(0);
-    file.put_u64(body.len() as u64);
-    file.put_u32(crc32c::crc32c(&body));
+    file.put_u64(compressed.len() as u64);
+    file.put_u32(crc32c::crc32c(&compressed));
     let temp = dir.join(TEMP_NAME);
     let written = File::create(&temp).and_then(|mut out| {
         out.write_all(&file)?;
-        out.write_all(&body)
+        out.write_all(&compressed)
     });
     if let Err(e) = written.and_then(|()| fs::rename(&temp, dir.join(FILE_NAME))) {
         // A full disk, say: leave no half-written file taking space.
         let _ = fs::remove_file(&temp);
         return Err(e);
     }
-    Ok(Some((file.len() + body.len()) as u64))
+    Ok(Some(body.len() as u64))
 }
 
 /// Remove the checkpoint, durably, before the writer's first write (and
@@ -144,8 +156,8 @@ pub(crate) fn remove_unfinished_save(dir: &Path) {
 pub(crate) enum Loaded {
     /// The state (with, for a writer, every frame written after the
     /// checkpoint replayed onto it), the report of the open, where the
-    /// opener resumes, and the checkpoint file's size.
-    State { state: State, report: RecoveryReport, tail: Tail, checkpoint_bytes: u64 },
+    /// opener resumes, and the size of the index it held (decompressed).
+    State { state: State, report: RecoveryReport, tail: Tail, index_bytes: u64 },
     /// No checkpoint, or one not to trust; replay (and say why).
     Replay(CheckpointUse),
 }
@@ -172,7 +184,6 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
         Err(e) => return Ok(ignored(format!("reading {}: {e}", path.display()))),
     };
     let ids = list_segments(dir)?;
-    let checkpoint_bytes = bytes.len() as u64;
     match (decode(dir, &bytes, &ids, opener == Opener::Writer), opener) {
         (Ok(decoded), Opener::Reader { published }) if published.is_none_or(|end| end < decoded.tail) => {
             Ok(ignored("the writer's published end is before the checkpoint's end".into()))
@@ -180,21 +191,21 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
         (Ok(decoded), Opener::Reader { .. }) if !decoded.missing.is_empty() => {
             Ok(ignored(format!("segment {} is no longer on disk", decoded.missing[0])))
         }
-        (Ok(Decoded { state, tail, .. }), Opener::Reader { .. }) => {
+        (Ok(Decoded { state, tail, index_bytes, .. }), Opener::Reader { .. }) => {
             let report = RecoveryReport {
                 segments: state.segments.len() as u64,
                 checkpoint: CheckpointUse::Loaded,
                 ..RecoveryReport::default()
             };
-            Ok(Loaded::State { state, report, tail: Some(tail), checkpoint_bytes })
+            Ok(Loaded::State { state, report, tail: Some(tail), index_bytes })
         }
-        (Ok(Decoded { state, tail, missing }), Opener::Writer) => {
+        (Ok(Decoded { state, tail, missing, index_bytes }), Opener::Writer) => {
             let (state, mut report, tail) = resume_as_writer(dir, io, state, tail)?;
             if let Some(reason) = distrust_after_reclaimed(&state, tail, &missing) {
                 return Ok(ignored(reason));
             }
             report.checkpoint = CheckpointUse::Loaded;
-            Ok(Loaded::State { state, report, tail, checkpoint_bytes })
+            Ok(Loaded::State { state, report, tail, index_bytes })
         }
         (Err(reason), _) => Ok(ignored(reason)),
     }
@@ -225,11 +236,12 @@ fn distrust_after_reclaimed(state: &State, tail: Tail, missing: &[u32]) -> Optio
     })
 }
 
-/// Bytes a writer writes after a checkpoint of `checkpoint_bytes` before
-/// it saves the next one: never less than that size, so that saving
-/// checkpoints at most doubles what the writer writes.
-pub(crate) fn save_interval(checkpoint_bytes: u64, options: &JournalOptions) -> u64 {
-    checkpoint_bytes.max(options.checkpoint_bytes_min)
+/// Bytes a writer writes after saving an index of `index_bytes` before it
+/// saves the next one: never less than that size, so that the work of
+/// saving stays in proportion to the writing (and a crash replays at most
+/// about as many bytes of frames as the index has).
+pub(crate) fn save_interval(index_bytes: u64, options: &JournalOptions) -> u64 {
+    index_bytes.max(options.checkpoint_bytes_min)
 }
 
 /// A position as varints, relative to the log's previous one: records of
@@ -277,6 +289,8 @@ struct Decoded {
     /// `SegmentState` for them, and may hold positions in them until the
     /// frames after the checkpoint are replayed.
     missing: Vec<u32>,
+    /// The size of the index (the body, decompressed).
+    index_bytes: u64,
 }
 
 fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::result::Result<Decoded, Distrust> {
@@ -296,6 +310,14 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
     if crc32c::crc32c(body) != body_crc {
         return Err("checkpoint checksum mismatch".into());
     }
+    let decompressed;
+    let body = if version >= VERSION_COMPRESSED_MIN {
+        decompressed =
+            zstd::stream::decode_all(body).map_err(|e| format!("checkpoint body does not decompress: {e}"))?;
+        &decompressed[..]
+    } else {
+        body
+    };
     let mut reader = ByteReader::new(body);
     let bad = |e: crate::codec::ReadError| format!("checkpoint body: {e}");
     let next_log_id = reader.u32().map_err(bad)?;
@@ -361,7 +383,7 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
         }
     }
     reader.finish().map_err(|e| format!("checkpoint body: {e}"))?;
-    Ok(Decoded { state, tail, missing })
+    Ok(Decoded { state, tail, missing, index_bytes: body.len() as u64 })
 }
 
 /// The checkpoint's segment list, checked against the segment files on
@@ -518,15 +540,50 @@ mod tests {
             body.put_u32(1);
             body.put_u64(100);
             body.extend_from_slice(&tail);
-            let mut file = Vec::new();
-            file.put_u32(MAGIC);
-            file.put_u16(VERSION);
-            file.put_u16(0);
-            file.put_u64(body.len() as u64);
-            file.put_u32(crc32c::crc32c(&body));
-            file.extend_from_slice(&body);
-            let _ = decode(dir.path(), &file, &[1], false);
+            // Raw (version 2) and compressed (version 3), and a version 3
+            // body that is not zstd at all.
+            let compressed = zstd::bulk::compress(&body, COMPRESSION_LEVEL).expect("compress");
+            for (version, stored) in [(2, &body), (VERSION, &compressed), (VERSION, &body)] {
+                let _ = decode(dir.path(), &file_of(version, stored), &[1], false);
+            }
         }
+    }
+
+    /// A checkpoint file of `version` holding `body` as it is.
+    fn file_of(version: u16, body: &[u8]) -> Vec<u8> {
+        let mut file = Vec::new();
+        file.put_u32(MAGIC);
+        file.put_u16(version);
+        file.put_u16(0);
+        file.put_u64(body.len() as u64);
+        file.put_u32(crc32c::crc32c(body));
+        file.extend_from_slice(body);
+        file
+    }
+
+    #[test]
+    fn a_version_2_checkpoint_with_a_raw_body_is_still_read_and_a_version_3_one_is_compressed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = JournalOptions { sync: SyncPolicy::Never, segment_bytes_max: 4096, ..JournalOptions::default() };
+        let ns = JournalNamespace::open(dir.path(), "ns", options).expect("open");
+        churn(&ns, &mut StdRng::seed_from_u64(7), 400);
+        drop(ns);
+        let path = dir.path().join(FILE_NAME);
+        let saved = fs::read(&path).expect("a clean close saves a checkpoint");
+        assert_eq!(u16::from_le_bytes([saved[4], saved[5]]), VERSION);
+        let raw = zstd::stream::decode_all(&saved[HEADER_BYTES..]).expect("a zstd body");
+        assert!(raw.len() > saved.len() - HEADER_BYTES, "compressed: {} of {} bytes", saved.len(), raw.len());
+        let (replayed, _, _) = {
+            let copy = tempfile::tempdir().expect("tempdir");
+            copy_files(dir.path(), copy.path());
+            fs::remove_file(copy.path().join(FILE_NAME)).expect("remove");
+            recover_as_writer(copy.path(), &FileSystem).expect("replay")
+        };
+        fs::write(&path, file_of(2, &raw)).expect("write");
+        let Loaded::State { state, .. } = load(dir.path(), Opener::Writer, &FileSystem).expect("load") else {
+            panic!("a version 2 checkpoint was not loaded");
+        };
+        assert_eq!(summary(&state), summary(&replayed));
     }
 
     #[test]

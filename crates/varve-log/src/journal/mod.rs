@@ -139,10 +139,9 @@ pub struct JournalOptions {
     /// How often a read-only watcher looks for another process's appends.
     pub read_only_poll: Duration,
     /// A writer saves an index checkpoint once it has written this many
-    /// bytes since the last one, or as many as the last checkpoint took if
-    /// that is more (so saving never writes more than the journal does), so
-    /// that an open after a crash replays only what came after it. Default
-    /// 16 MiB; must be at least 4096.
+    /// bytes since the last one, or as many as the last checkpoint's index
+    /// took (decompressed) if that is more, so that an open after a crash
+    /// replays only what came after it. Default 16 MiB; must be at least 4096.
     pub checkpoint_bytes_min: u64,
 }
 
@@ -433,22 +432,20 @@ impl JournalNamespace {
             // The checkpoint stays: it describes a prefix of the journal,
             // which the writer only appends to.
             checkpoint::remove_unfinished_save(dir);
-            let (mut state, report, tail, checkpoint_bytes) =
-                match checkpoint::load(dir, checkpoint::Opener::Writer, &*io)? {
-                    checkpoint::Loaded::State { state, report, tail, checkpoint_bytes } => {
-                        (state, report, tail, checkpoint_bytes)
-                    }
-                    checkpoint::Loaded::Replay(why) => {
-                        let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
-                        report.checkpoint = why;
-                        (state, report, tail, 0)
-                    }
-                };
+            let (mut state, report, tail, index_bytes) = match checkpoint::load(dir, checkpoint::Opener::Writer, &*io)?
+            {
+                checkpoint::Loaded::State { state, report, tail, index_bytes } => (state, report, tail, index_bytes),
+                checkpoint::Loaded::Replay(why) => {
+                    let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
+                    report.checkpoint = why;
+                    (state, report, tail, 0)
+                }
+            };
             let mut writer = open_writer(dir, &options, &state, tail, end, &*io)?;
             // What this open replayed counts towards the next checkpoint; a
             // long replay makes the first write save one.
             writer.checkpoint_due =
-                checkpoint::save_interval(checkpoint_bytes, &options).saturating_sub(report.bytes).max(1);
+                checkpoint::save_interval(index_bytes, &options).saturating_sub(report.bytes).max(1);
             map_sealed_segments(&mut state, writer.active_id);
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };

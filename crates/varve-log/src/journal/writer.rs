@@ -293,8 +293,8 @@ impl Shared {
         } else {
             Ok(None)
         };
-        let checkpoint_bytes = saved.ok().flatten().unwrap_or(0);
-        writer.checkpoint_due = writer.written_total + checkpoint::save_interval(checkpoint_bytes, &self.options);
+        let index_bytes = saved.ok().flatten().unwrap_or(0);
+        writer.checkpoint_due = writer.written_total + checkpoint::save_interval(index_bytes, &self.options);
     }
 }
 
