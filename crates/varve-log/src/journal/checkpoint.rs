@@ -72,7 +72,7 @@ const MAGIC: u32 = u32::from_le_bytes(*b"VVIX");
 const VERSION: u16 = 3;
 /// The first version whose body is compressed.
 const VERSION_COMPRESSED_MIN: u16 = 3;
-/// zstd's level 1: a PEDaLS map's index shrinks about 7× (positions are
+/// zstd's level 1: a `PEDaLS` map's index shrinks about 7× (positions are
 /// small varints, names share long prefixes) at a few hundred MB/s, so a
 /// save writes a seventh of the bytes for about the time the copy into
 /// the page cache took.
