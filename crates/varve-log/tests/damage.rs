@@ -322,3 +322,50 @@ fn a_repair_refused_while_a_writer_runs_leaves_the_writers_checkpoint() {
     let repaired = repair(dir.path());
     assert_eq!(repaired.quarantined.len(), 1);
 }
+
+/// Damage the writer itself found (the compactor, relocating the live
+/// records of a segment, finds a record that does not check and marks the
+/// segment damaged) is reported by every later open, as a replay of every
+/// frame reports it: the checkpoint saved before, which knows nothing of
+/// it, is removed. (From a review.)
+#[test]
+fn damage_the_compactor_found_is_reported_by_the_next_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build(dir.path(), 1500);
+    assert!(dir.path().join(CHECKPOINT_FILE).exists(), "a clean close saves a checkpoint");
+    // A bit flipped at rest in one of `u`'s records (the open that trusts
+    // the checkpoint does not see it).
+    let needle = value("u", 4);
+    let id = segment_holding(dir.path(), &needle);
+    flip_at_rest(dir.path(), id, find(dir.path(), id, &needle) + 7);
+    {
+        let ns = open(dir.path());
+        assert_eq!(ns.recovery_report().checkpoint, CheckpointUse::Loaded);
+        // `t`'s records die: the old segments are mostly dead, and the
+        // compactor moves `u`'s records out of them, reading segment `id`.
+        ns.trim("t", 1500).expect("trim");
+        for seq in 1501..=1600 {
+            ns.append("t", &value("t", seq)).expect("append");
+        }
+        assert!(segment(dir.path(), id).exists(), "the damaged segment is kept, as the evidence");
+        assert!(!segment(dir.path(), 1).exists() || id == 1, "the compactor reclaimed old segments");
+    }
+    // What a replay of every frame reports now.
+    let copy = tempfile::tempdir().expect("tempdir");
+    for entry in fs::read_dir(dir.path()).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() && entry.file_name() != CHECKPOINT_FILE {
+            fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    let full = open(copy.path());
+    assert!(full.recovery_report().needs_attention(), "{:?}", full.recovery_report());
+    let ns = open(dir.path());
+    assert!(
+        ns.recovery_report().needs_attention(),
+        "the open ({:?}) does not report the damage the writer found (a replay of every frame reports {:?} and {:?})",
+        ns.recovery_report().checkpoint,
+        full.recovery_report().damage,
+        full.recovery_report().losses
+    );
+}

@@ -616,3 +616,48 @@ fn a_reader_opened_while_the_writer_saves_checkpoints_reads_what_the_writer_has(
     }
     assert!(loaded > 0, "no reader loaded a checkpoint the writer saved as it wrote");
 }
+
+/// An open whose checkpoint lists a segment no longer on disk first resumes
+/// from it (cutting the newest segment's torn tail), then distrusts it and
+/// replays every frame, which no longer sees the torn tail: the report
+/// still names the cut, as a replay of every frame does. (From a review.)
+#[test]
+fn a_torn_tail_cut_before_a_checkpoint_is_distrusted_is_still_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let names = segment_names(dir.path());
+    assert!(names.len() >= 2, "{names:?}");
+    let ns_dir = dir.path().join("ns");
+    // The oldest segment holds the first of the unbounded log's records.
+    std::fs::remove_file(ns_dir.join(&names[0])).expect("remove");
+    // A crash mid-write: a frame header cut short at the end of the newest segment.
+    let newest = ns_dir.join(names.last().expect("a segment"));
+    let mut bytes = std::fs::read(&newest).expect("read");
+    bytes.extend_from_slice(&[0x56, 0x56, 1, 0, 9, 9, 9]);
+    std::fs::write(&newest, &bytes).expect("write");
+    // The same files without the checkpoint: what a replay of every frame reports.
+    let copy = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(copy.path().join("ns")).expect("mkdir");
+    for entry in std::fs::read_dir(&ns_dir).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() && entry.file_name() != CHECKPOINT_FILE {
+            std::fs::copy(entry.path(), copy.path().join("ns").join(entry.file_name())).expect("copy");
+        }
+    }
+    let full = open(copy.path(), small_segments());
+    assert!(full.recovery_report().torn_tail.is_some(), "a replay of every frame cuts and reports the torn tail");
+    let ns = open(dir.path(), small_segments());
+    assert!(
+        matches!(&ns.recovery_report().checkpoint, CheckpointUse::Ignored { .. }),
+        "{:?}",
+        ns.recovery_report().checkpoint
+    );
+    assert_eq!(
+        ns.recovery_report().torn_tail.as_ref().map(|t| (t.offset, t.dropped_bytes)),
+        full.recovery_report().torn_tail.as_ref().map(|t| (t.offset, t.dropped_bytes)),
+        "the open's report must name the torn tail it cut, as a replay of every frame does"
+    );
+    drop(ns);
+    // The distrusted checkpoint is gone: the next open replays at once.
+    assert!(!ns_dir.join(CHECKPOINT_FILE).exists());
+}

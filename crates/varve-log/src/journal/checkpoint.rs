@@ -9,8 +9,9 @@
 //! is more, so the work of saving stays in proportion to the writing and a
 //! crash replays at most about that many bytes. The frames are fsynced first,
 //! so a checkpoint never describes bytes a power cut could take. A namespace
-//! with damage or lost records gets none, since every open must report
-//! those and only a replay finds them.
+//! with damage or lost records keeps none, since every open must report
+//! those and only a replay finds them: none is saved, and the one on disk is
+//! removed when the writer finds damage or opens to damage or losses.
 //!
 //! **When a checkpoint is trusted.** The writer only appends to segments, and
 //! deletes whole segments whose records are dead or moved, so a checkpoint
@@ -57,7 +58,7 @@ use crate::codec::{ByteReader, ByteWriter};
 use crate::error::{IoContext, Result};
 use crate::journal::format::{put_descriptor, read_descriptor, ENTRY_HEADER_BYTES};
 use crate::journal::io::SegmentIo;
-use crate::journal::recovery::{resume_as_writer, Tail};
+use crate::journal::recovery::{recover_as_writer, resume_as_writer, Tail};
 use crate::journal::scan::{list_segments, segment_path};
 use crate::journal::state::{LogState, Position, SegmentState, State};
 use crate::journal::{CheckpointUse, JournalOptions, RecoveryReport};
@@ -90,7 +91,8 @@ const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
 pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<Option<u64>> {
     // (A replay may leave loss causes that no position uses any more: a
     // gap that a later `Relocate` frame filled. Only lost positions count.)
-    if state.segments.values().any(|s| s.damaged) || !state.lost_runs().is_empty() {
+    let lost = !state.loss_causes.is_empty() && !state.lost_runs().is_empty();
+    if lost || state.segments.values().any(|s| s.damaged) {
         return Ok(None);
     }
     let mut body = Vec::new();
@@ -200,10 +202,16 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
             Ok(Loaded::State { state, report, tail: Some(tail), index_bytes })
         }
         (Ok(Decoded { state, tail, missing, index_bytes }), Opener::Writer) => {
-            let (state, mut report, tail) = resume_as_writer(dir, io, state, tail)?;
+            let (state, report, tail) = resume_as_writer(dir, io, state, tail)?;
             if let Some(reason) = distrust_after_reclaimed(&state, tail, &missing) {
-                return Ok(ignored(reason));
+                // Replay every frame instead. The resume may have cut a torn
+                // tail, which that replay no longer finds: keep its report.
+                let (state, mut replayed, tail) = recover_as_writer(dir, io)?;
+                replayed.torn_tail = replayed.torn_tail.or(report.torn_tail);
+                replayed.checkpoint = CheckpointUse::Ignored { reason };
+                return Ok(Loaded::State { state, report: replayed, tail, index_bytes: 0 });
             }
+            let mut report = report;
             report.checkpoint = CheckpointUse::Loaded;
             Ok(Loaded::State { state, report, tail, index_bytes })
         }
@@ -458,7 +466,6 @@ mod tests {
     use super::*;
     use crate::contract::{LogConfig, Namespace, OnFull};
     use crate::journal::io::FileSystem;
-    use crate::journal::recovery::recover_as_writer;
     use crate::journal::{JournalNamespace, JournalOptions};
     use crate::SyncPolicy;
 

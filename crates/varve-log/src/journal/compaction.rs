@@ -11,6 +11,7 @@ use std::ops::Range;
 use crate::codec::ByteWriter;
 use crate::contract::Seq;
 use crate::error::{IoContext, Result};
+use crate::journal::checkpoint;
 use crate::journal::format::{self, FrameEncoder, FrameError, FrameKind, ENTRY_HEADER_BYTES};
 use crate::journal::scan::segment_path;
 use crate::journal::state::State;
@@ -104,6 +105,11 @@ impl Shared {
             if let Some(segment) = self.write_state().segments.get_mut(&id) {
                 segment.damaged = true;
             }
+            // A checkpoint saved before knows nothing of this damage, and
+            // no new one is saved while the namespace holds it: remove the
+            // old one, so that every later open replays, finds and reports
+            // it. (Failing that, the next open that trusts it misses it.)
+            let _ = checkpoint::discard(&self.dir, &*self.io);
         }
         let mut pending = live.as_slice();
         while !pending.is_empty() {

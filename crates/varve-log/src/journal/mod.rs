@@ -441,6 +441,14 @@ impl JournalNamespace {
                     (state, report, tail, 0)
                 }
             };
+            // A checkpoint not trusted now never will be; one beside damage
+            // or losses would hide them from the next open that trusts it
+            // (no new one is saved while the namespace holds them).
+            let damaged = state.segments.values().any(|s| s.damaged)
+                || (!state.loss_causes.is_empty() && !state.lost_runs().is_empty());
+            if damaged || matches!(report.checkpoint, CheckpointUse::Ignored { .. }) {
+                checkpoint::discard(dir, &*io)?;
+            }
             let mut writer = open_writer(dir, &options, &state, tail, end, &*io)?;
             // What this open replayed counts towards the next checkpoint; a
             // long replay makes the first write save one.
