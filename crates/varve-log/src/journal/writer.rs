@@ -290,7 +290,7 @@ impl Shared {
     fn save_checkpoint(&self, writer: &mut Writer) {
         // A panic may have left the state behind a frame on disk (written,
         // not yet applied): then only a replay knows the truth.
-        let consistent = !self.state.is_poisoned() && !self.writer.as_ref().is_some_and(|w| w.is_poisoned());
+        let consistent = !self.state.is_poisoned() && !self.writer.as_ref().is_some_and(std::sync::Mutex::is_poisoned);
         let saved = if consistent && self.sync_active(writer).is_ok() && self.durability.poisoned(&self.name).is_ok() {
             checkpoint::save(&self.dir, &self.read_state(), (writer.active_id, writer.active_len))
         } else {
