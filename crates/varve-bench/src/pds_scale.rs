@@ -120,6 +120,8 @@ pub struct ScaleReport {
     pub crash_checkpoint_bytes: u64,
     /// The clean close after the run (an fsync and an index checkpoint saved).
     pub close_seconds: f64,
+    /// The size of the index checkpoint that close saved.
+    pub close_checkpoint_bytes: u64,
     /// Bytes appended per key on the memory backend (payloads plus the
     /// 20-byte record overhead every backend counts).
     pub memory_bytes_per_key: Option<f64>,
@@ -309,6 +311,8 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         drop(journal);
         drop(store);
         report.close_seconds = closing.elapsed().as_secs_f64();
+        report.close_checkpoint_bytes =
+            std::fs::metadata(dir.join("scale").join(varve_log::journal::CHECKPOINT_FILE)).map_or(0, |m| m.len());
     }
     let started = Instant::now();
     let store = JournalStore::open(&dir, options)?;
@@ -407,11 +411,13 @@ impl ScaleReport {
         }
         let _ = writeln!(
             out,
-            "\njournal: all inserts {:.1} s, peak RSS {:.0} MiB, clean close {:.2} s, reopen to the first read {:.2} s; \
+            "\njournal: all inserts {:.1} s, peak RSS {:.0} MiB, clean close {:.2} s (index checkpoint {:.1} MB), \
+             reopen to the first read {:.2} s; \
              after a crash {:.2} s ({:.0} MB of frames replayed after the last index checkpoint, {:.0} MB; {})",
             self.journal_seconds,
             self.journal_peak_rss_mib,
             self.close_seconds,
+            self.close_checkpoint_bytes as f64 / 1e6,
             self.reopen_seconds,
             self.crash_reopen_seconds,
             self.crash_replayed_bytes as f64 / 1e6,
