@@ -369,3 +369,63 @@ fn damage_the_compactor_found_is_reported_by_the_next_open() {
         full.recovery_report().losses
     );
 }
+
+/// A read-only open that loads the index checkpoint reads the frames the
+/// writer wrote after it before it returns. Damage in those frames is in its
+/// report, as in the report of a read-only open that replays every frame up
+/// to the same published end. (From a review.)
+#[test]
+fn a_read_only_open_from_the_checkpoint_reports_damage_in_the_frames_after_it() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Closed cleanly: a checkpoint at the end of the journal.
+    build(dir.path(), 1500);
+    assert!(dir.path().join(CHECKPOINT_FILE).exists(), "a clean close saves a checkpoint");
+    // A writer opens from it and writes on, into new segments; it keeps the
+    // checkpoint (16 MiB before its first save).
+    let writer = open(dir.path());
+    assert_eq!(writer.recovery_report().checkpoint, CheckpointUse::Loaded);
+    for seq in 1501..=3000 {
+        writer.append("t", &value("t", seq)).expect("append");
+    }
+    // A bit flips in a record written after the checkpoint, in a sealed segment.
+    let needle = value("t", 2000);
+    let id = segment_holding(dir.path(), &needle);
+    assert!(segment(dir.path(), id + 1).exists(), "segment {id} is sealed");
+    let at = find(dir.path(), id, &needle) + 7;
+    let file = fs::OpenOptions::new().read(true).write(true).open(segment(dir.path(), id)).expect("open");
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, at as u64).expect("read");
+    file.write_all_at(&[byte[0] ^ 0x10], at as u64).expect("write");
+    drop(file);
+    // A reader that replays every frame up to the writer's published end
+    // (the same files and END, without the checkpoint).
+    let copy = tempfile::tempdir().expect("tempdir");
+    for entry in fs::read_dir(dir.path()).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() && entry.file_name() != CHECKPOINT_FILE {
+            fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    let replayed = open_read_only(copy.path());
+    assert!(matches!(replayed.recovery_report().checkpoint, CheckpointUse::Absent));
+    let where_ = |ns: &JournalNamespace| -> Vec<(String, u64, u64)> {
+        ns.recovery_report()
+            .damage
+            .iter()
+            .map(|d| (d.segment.file_name().expect("a file").to_string_lossy().into_owned(), d.offset, d.len))
+            .collect()
+    };
+    assert!(!where_(&replayed).is_empty(), "the replay finds the damage: {:?}", replayed.recovery_report());
+    // A reader that loads the checkpoint and reads on from it.
+    let reader = open_read_only(dir.path());
+    assert_eq!(reader.recovery_report().checkpoint, CheckpointUse::Loaded);
+    assert!(matches!(reader.get("t", 2000), Err(LogError::Lost { .. })), "its state knows of the damage");
+    assert_eq!(
+        where_(&reader),
+        where_(&replayed),
+        "the read-only open from the checkpoint read the damaged frame but its report lists no damage"
+    );
+    assert!(reader.recovery_report().needs_attention());
+    drop(writer);
+}

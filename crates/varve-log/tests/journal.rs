@@ -661,3 +661,29 @@ fn a_torn_tail_cut_before_a_checkpoint_is_distrusted_is_still_reported() {
     // The distrusted checkpoint is gone: the next open replays at once.
     assert!(!ns_dir.join(CHECKPOINT_FILE).exists());
 }
+
+/// A read-only open that loads the checkpoint reads the frames written after
+/// it before it returns; its report counts them, as the report of an open
+/// from a checkpoint says. (From a review.)
+#[test]
+fn a_read_only_open_from_the_checkpoint_counts_the_frames_it_read_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let writer = open(dir.path(), small_segments());
+    assert_eq!(writer.recovery_report().checkpoint, CheckpointUse::Loaded);
+    for i in 301..=400u64 {
+        writer.append_batch(&[("u", format!("u{i}").as_bytes()), ("o", format!("o{i}").as_bytes())]).expect("batch");
+    }
+    let reader = open(dir.path(), read_only());
+    let report = reader.recovery_report().clone();
+    assert_eq!(report.checkpoint, CheckpointUse::Loaded);
+    assert_eq!(reader.latest("u").expect("latest"), 400, "the open read the 100 batches after the checkpoint");
+    assert!(
+        report.frames >= 100 && report.records >= 200 && report.bytes > 0,
+        "the open read 100 frames after the checkpoint, its report says {} frames, {} records, {} bytes",
+        report.frames,
+        report.records,
+        report.bytes
+    );
+    drop(writer);
+}

@@ -17,7 +17,7 @@ use crate::journal::published::PublishedEnd;
 use crate::journal::read::read_up_to;
 use crate::journal::scan::{list_segments, scan_segment, segment_path, ScanContext, ScanEnd};
 use crate::journal::state::SegmentState;
-use crate::journal::Shared;
+use crate::journal::{Damage, RecoveryReport, Shared};
 
 /// Where a read-only handle's catch-up resumes.
 pub(super) struct Follower {
@@ -25,6 +25,9 @@ pub(super) struct Follower {
     pub(super) offset: u64,
     /// The writer's published end; `None` until a writer has published one.
     pub(super) end: Option<PublishedEnd>,
+    /// While a read-only open catches up from an index checkpoint: what it
+    /// reads, for the open's report (as a replay reports what it reads).
+    pub(super) tally: Option<RecoveryReport>,
 }
 
 /// How far a read-only handle got in one segment.
@@ -112,7 +115,7 @@ impl Shared {
                 complete_below,
                 newest,
             };
-            let progress = self.follow_segment(&target, from)?;
+            let progress = self.follow_segment(&target, from, follower.tally.as_mut())?;
             changed |= progress.offset > from;
             follower.segment = id;
             follower.offset = progress.offset;
@@ -127,8 +130,14 @@ impl Shared {
         Ok(changed)
     }
 
-    /// Apply the frames of one segment from `from` on, reading in chunks.
-    fn follow_segment(&self, target: &Target<'_>, mut from: u64) -> Result<Followed> {
+    /// Apply the frames of one segment from `from` on, reading in chunks;
+    /// count them, and the damage found, in `tally` if given.
+    fn follow_segment(
+        &self,
+        target: &Target<'_>,
+        mut from: u64,
+        mut tally: Option<&mut RecoveryReport>,
+    ) -> Result<Followed> {
         let path = target.path;
         let len = target.file.metadata().context(|| format!("reading {}", path.display()))?.len();
         let end = len.min(target.limit);
@@ -156,6 +165,23 @@ impl Shared {
             let scan = scan_segment(&mut state, &context, &bytes, from);
             drop(state);
             let chunk_start = from;
+            if let Some(tally) = tally.as_deref_mut() {
+                tally.frames += scan.frames;
+                tally.records += scan.records;
+                tally.bytes += scan.valid_end - chunk_start;
+                tally.damage.extend(scan.damage.iter().cloned());
+                if let ScanEnd::TornTail { offset, reason } = &scan.end {
+                    tally.damage.push(Damage {
+                        segment: path.to_owned(),
+                        offset: *offset,
+                        len: chunk_start + n - offset,
+                        reason: format!(
+                            "{reason} (an unfinished write: the next writer to open the namespace cuts it)"
+                        ),
+                        at_tail: true,
+                    });
+                }
+            }
             match scan.end {
                 ScanEnd::Clean if scan.valid_end == chunk_start + n => {
                     from = scan.valid_end;

@@ -425,7 +425,8 @@ impl JournalNamespace {
                 }
             };
             let (segment, offset) = tail.unwrap_or((0, 0));
-            (state, report, None, None, Some(Mutex::new(Follower { segment, offset, end })))
+            let tally = (report.checkpoint == CheckpointUse::Loaded).then(RecoveryReport::default);
+            (state, report, None, None, Some(Mutex::new(Follower { segment, offset, end, tally })))
         } else {
             let lock = acquire_lock(dir)?;
             let end = PublishedEnd::for_writer(dir)?;
@@ -478,10 +479,19 @@ impl JournalNamespace {
             shared.install_active_segment(&mut writer);
             shared.housekeep(&mut writer);
         }
-        if shared.follower.is_some() && report.checkpoint == CheckpointUse::Loaded {
-            // Read what the writer published after the checkpoint, so that
-            // the handle starts where a replay would have left it.
-            shared.refresh()?;
+        if let Some(follower) = &shared.follower {
+            if report.checkpoint == CheckpointUse::Loaded {
+                // Read what the writer published after the checkpoint, so
+                // that the handle starts where a replay would have left it,
+                // and report it as a replay reports what it reads.
+                shared.refresh()?;
+                let tally = follower.lock().unwrap_or_else(PoisonError::into_inner).tally.take().unwrap_or_default();
+                report.frames += tally.frames;
+                report.records += tally.records;
+                report.bytes += tally.bytes;
+                report.damage.extend(tally.damage);
+                report.segments = shared.read_state().segments.len() as u64;
+            }
         }
         report.losses = shared.losses();
         let mut shared = shared;
