@@ -69,9 +69,16 @@ impl Shared {
         }
         let mut changed = false;
         for _ in 0..FOLLOW_ROUNDS_MAX {
+            // List the segments before loading the published end: the
+            // writer publishes the frames that move a segment's records
+            // (`Relocate`) before it deletes the segment, so a segment
+            // missing from this listing has no record left that frames up
+            // to that end still place there. (The other order could forget
+            // a segment that positions still point into.)
+            let on_disk = list_segments(&self.dir)?;
             let published = follower.end.as_ref().and_then(PublishedEnd::load);
             let causes_before = self.read_state().loss_causes.len();
-            changed |= self.follow(&mut follower, published)?;
+            changed |= self.follow(&mut follower, &on_disk, published)?;
             let new_losses = self.read_state().loss_causes.len() > causes_before;
             if !new_losses || follower.end.as_ref().and_then(PublishedEnd::load) == published {
                 break;
@@ -85,8 +92,7 @@ impl Shared {
 
     /// One pass over the segments from where the follower is; returns
     /// whether anything new was applied.
-    fn follow(&self, follower: &mut Follower, published: Option<(u32, u64)>) -> Result<bool> {
-        let on_disk = list_segments(&self.dir)?;
+    fn follow(&self, follower: &mut Follower, on_disk: &[u32], published: Option<(u32, u64)>) -> Result<bool> {
         let newest_on_disk = on_disk.last().copied();
         let mut changed = false;
         let mut previous = (follower.segment > 0).then_some(follower.segment);
