@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::context::CreateStreamErrorKind;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 use rand::{Rng as _, SeedableRng as _};
@@ -138,6 +139,20 @@ pub fn run(options: &NatsBenchOptions) -> Result<NatsReport> {
     Ok(report)
 }
 
+/// A raw client as patient as the Varve side (`timeout_ms=30000`): the
+/// default 5 s request timeout failed a stream creation at R=3 under CI load
+/// ("jetstream request timed out").
+async fn raw_connect(addrs: Vec<String>) -> Result<async_nats::Client> {
+    async_nats::ConnectOptions::new()
+        .request_timeout(Some(RAW_REQUEST_TIMEOUT))
+        .connection_timeout(RAW_REQUEST_TIMEOUT)
+        .connect(addrs)
+        .await
+        .map_err(external)
+}
+
+const RAW_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn namespace_name(tag: &str) -> String {
     format!("bench{}{tag}", std::process::id())
 }
@@ -195,7 +210,7 @@ fn raw_publishes(
         let clients = {
             let mut clients = Vec::new();
             for _ in 0..writers {
-                clients.push(async_nats::connect(addrs.clone()).await.map_err(external)?);
+                clients.push(raw_connect(addrs.clone()).await?);
             }
             clients
         };
@@ -210,13 +225,18 @@ fn raw_publishes(
         };
         // Just after a cluster starts, its meta leader may not have heard
         // from every peer yet and refuses an R=3 placement ("no suitable
-        // peers for placement, peer offline", seen under CI load): retry, as
-        // varve-nats does when it creates a namespace's stream.
+        // peers for placement, peer offline", seen under CI load), or its
+        // answer is lost while the meta group elects a leader: retry (a
+        // creation with the same config is idempotent), as varve-nats does
+        // when it creates a namespace's stream.
         let ready = Instant::now();
         loop {
             match js.create_stream(config.clone()).await {
                 Ok(_) => break,
-                Err(e) if e.to_string().contains("peer offline") && ready.elapsed() < Duration::from_secs(60) => {
+                Err(e)
+                    if (e.kind() == CreateStreamErrorKind::TimedOut || e.to_string().contains("peer offline"))
+                        && ready.elapsed() < Duration::from_secs(60) =>
+                {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => return Err(external(e)),
@@ -336,7 +356,7 @@ fn gets(cluster: &LocalCluster, url: &str, records: usize) -> Result<[f64; 3]> {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(external)?;
     let addrs: Vec<String> = (0..cluster.nodes()).map(|n| cluster.client_addr(n)).collect();
     let raw = runtime.block_on(async {
-        let client = async_nats::connect(addrs).await.map_err(external)?;
+        let client = raw_connect(addrs).await?;
         let stream = jetstream::new(client).get_stream(&stream_name).await.map_err(external)?;
         let last = stream.get_info().await.map_err(external)?.state.last_sequence;
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
