@@ -314,34 +314,14 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         report.close_checkpoint_bytes =
             std::fs::metadata(dir.join("scale").join(varve_log::journal::CHECKPOINT_FILE)).map_or(0, |m| m.len());
     }
-    let started = Instant::now();
-    let store = JournalStore::open(&dir, options)?;
-    let ns: Arc<dyn Namespace> = Arc::new(store.journal_namespace("scale")?);
-    let map = SortedMap::<u64, u64>::open(
-        ns,
-        "scale",
-        Options { extra: config.extra, keep: None, node_cache_entries: config.node_cache_entries },
-    )?;
-    std::hint::black_box(map.get(&key(0), None)?);
-    report.reopen_seconds = started.elapsed().as_secs_f64();
-    drop(map);
-    drop(store);
+    let reopened = reopen(&dir, options, config)?;
+    report.reopen_seconds = reopened.seconds;
     std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     let crashed = config.base.join("pds-scale-crash");
-    let started = Instant::now();
-    let store = JournalStore::open(&crashed, options)?;
-    let journal = store.journal_namespace("scale")?;
-    let ns: Arc<dyn Namespace> = Arc::new(journal.clone());
-    let map = SortedMap::<u64, u64>::open(
-        ns,
-        "scale",
-        Options { extra: config.extra, keep: None, node_cache_entries: config.node_cache_entries },
-    )?;
-    std::hint::black_box(map.get(&key(0), None)?);
-    report.crash_reopen_seconds = started.elapsed().as_secs_f64();
-    report.crash_replayed_bytes = journal.recovery_report().bytes;
-    report.crash_checkpoint = format!("{:?}", journal.recovery_report().checkpoint);
-    drop((map, journal, store));
+    let reopened = reopen(&crashed, options, config)?;
+    report.crash_reopen_seconds = reopened.seconds;
+    report.crash_replayed_bytes = reopened.recovery.bytes;
+    report.crash_checkpoint = format!("{:?}", reopened.recovery.checkpoint);
     std::fs::remove_dir_all(&crashed).with_context(|| format!("removing {}", crashed.display()))?;
     if config.memory {
         let memory = Arc::new(MemoryNamespace::new("scale", Limits::default()));
@@ -353,6 +333,31 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         report.points.extend(grow_references(config));
     }
     Ok(report)
+}
+
+/// What [`reopen`] measured.
+struct Reopened {
+    /// From the open of the store to the first read of the map.
+    seconds: f64,
+    /// What the journal's open read and found.
+    recovery: varve_log::RecoveryReport,
+}
+
+/// Open the store in `dir` and the map in it, and read one key: what a
+/// user waits for before the first answer.
+fn reopen(dir: &std::path::Path, options: JournalOptions, config: &ScaleConfig) -> Result<Reopened> {
+    let started = Instant::now();
+    let store = JournalStore::open(dir, options)?;
+    let journal = store.journal_namespace("scale")?;
+    let ns: Arc<dyn Namespace> = Arc::new(journal.clone());
+    let map = SortedMap::<u64, u64>::open(
+        ns,
+        "scale",
+        Options { extra: config.extra, keep: None, node_cache_entries: config.node_cache_entries },
+    )?;
+    std::hint::black_box(map.get(&key(0), None)?);
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Reopened { seconds, recovery: journal.recovery_report().clone() })
 }
 
 /// One decimal, or three significant digits below 1 µs (the references).

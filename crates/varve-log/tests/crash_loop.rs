@@ -9,10 +9,13 @@
 //! `VARVE_CRASH_KILLS=N` runs a longer soak (`make soak`: 1,000); `VARVE_SEED=S`
 //! replays a run.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::Command;
 
+use support::contents;
 use varve_log::journal::CHECKPOINT_FILE;
 use varve_log::{CheckpointUse, JournalNamespace, JournalOptions, Namespace, SeqRange};
 use varve_testkit::crash::CrashLoop;
@@ -46,23 +49,6 @@ fn parse(value: &[u8]) -> Parsed {
 fn expected_filler_ok(value: &[u8]) -> bool {
     let header_end = value.iter().enumerate().filter(|(_, &b)| b == b';').nth(3).map(|(i, _)| i + 1).expect("header");
     value[header_end..].iter().enumerate().all(|(j, &b)| usize::from(b) == j % 251)
-}
-
-/// Every log's bounds and records (seq, value).
-type Contents = Vec<(varve_log::LogInfo, Vec<(u64, Vec<u8>)>)>;
-
-fn contents(ns: &JournalNamespace) -> Contents {
-    let logs = ns.list_logs().expect("list");
-    logs.into_iter()
-        .map(|info| {
-            let records = ns
-                .scan(&info.name, SeqRange::from(info.earliest.max(1)..))
-                .expect("scan")
-                .map(|r| r.map(|r| (r.seq, r.value.to_vec())).expect("record"))
-                .collect();
-            (info, records)
-        })
-        .collect()
 }
 
 /// Open a copy of the namespace in `dir` without its index checkpoint,

@@ -3,9 +3,12 @@
 
 #![allow(clippy::cast_precision_loss, reason = "disk-use ratios in assertions")]
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
+use support::contents;
 use varve_log::journal::CHECKPOINT_FILE;
 use varve_log::{
     CheckpointUse, JournalNamespace, JournalOptions, JournalStore, LogConfig, LogError, Namespace, OnFull, SeqRange,
@@ -576,24 +579,6 @@ fn readers_never_see_damage_while_retention_and_compaction_move_records() {
     let (disk, live) = ns.disk_usage();
     assert!(disk <= 2 * live + (8 << 10), "compaction kept up: {disk} on disk for {live} live");
     assert_eq!(ns.scan("cold", SeqRange::ALL).expect("scan").count(), 300);
-}
-
-/// Every log's bounds and records (seq, value).
-type Contents = Vec<(varve_log::LogInfo, Vec<(u64, Vec<u8>)>)>;
-
-fn contents(ns: &JournalNamespace) -> Contents {
-    ns.refresh().expect("refresh");
-    let logs = ns.list_logs().expect("list");
-    logs.into_iter()
-        .map(|info| {
-            let records = ns
-                .scan(&info.name, SeqRange::from(info.earliest.max(1)..))
-                .expect("scan")
-                .map(|r| r.map(|r| (r.seq, r.value.to_vec())).expect("record"))
-                .collect();
-            (info, records)
-        })
-        .collect()
 }
 
 #[test]

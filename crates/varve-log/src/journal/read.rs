@@ -92,7 +92,8 @@ impl Shared {
                 cause: Box::new(cause.clone()),
             });
         }
-        Ok(located(&state, log_state.descriptor.id, position))
+        located(&state, log_state.descriptor.id, position)
+            .ok_or_else(|| segment_gone(&self.dir, name, seq, position.segment))
     }
 
     /// Where seqs `first..=last` of `log` are, up to [`SCAN_LOCATE_BATCH`]
@@ -108,13 +109,17 @@ impl Shared {
         let last = last.min(log_state.latest()).min(first.saturating_add(SCAN_LOCATE_BATCH as u64 - 1));
         (first..=last)
             .map_while(|seq| log_state.position(seq).filter(|p| p.lost_cause().is_none()))
-            .map(|position| located(&state, log_state.descriptor.id, position))
+            .map_while(|position| located(&state, log_state.descriptor.id, position))
             .collect()
     }
 
     pub(super) fn get(&self, log: LogRef<'_>, seq: Seq) -> Result<Bytes> {
         let located = match self.locate(log, seq) {
-            Err(LogError::LogNotFound { .. } | LogError::SeqNotFound { .. }) if self.writer.is_none() => {
+            // A read-only handle that has not seen the log or seq yet, or
+            // whose state names a segment it has not opened, catches up.
+            Err(LogError::LogNotFound { .. } | LogError::SeqNotFound { .. } | LogError::Io { .. })
+                if self.writer.is_none() =>
+            {
                 self.refresh()?;
                 self.locate(log, seq)?
             }
@@ -208,7 +213,24 @@ fn check_record(
     })
 }
 
-fn located(state: &State, log_id: u32, position: Position) -> Located {
-    let segment = state.segments.get(&position.segment).expect("live positions point at kept segments");
-    Located { log_id, position, file: segment.file.clone(), read_map: segment.read_map.clone() }
+/// Where to read `position` from; `None` if its segment is not among the
+/// state's. That breaks an invariant (live positions point at kept
+/// segments: the writer publishes a segment's `Relocate` frames before it
+/// deletes it, and a follower lists segments before it loads the end it
+/// reads to), so it is reported, not trusted.
+fn located(state: &State, log_id: u32, position: Position) -> Option<Located> {
+    let segment = state.segments.get(&position.segment)?;
+    Some(Located { log_id, position, file: segment.file.clone(), read_map: segment.read_map.clone() })
+}
+
+/// The error for a position whose segment [`located`] did not find.
+fn segment_gone(dir: &Path, log: &str, seq: Seq, segment: u32) -> LogError {
+    LogError::Io {
+        context: format!(
+            "reading seq {seq} of log {log:?}: its segment {} is not open; the index is out of step with the \
+             files (reopen the namespace, and run `varve fsck` if this repeats)",
+            segment_path(dir, segment).display()
+        ),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    }
 }
