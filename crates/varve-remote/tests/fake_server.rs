@@ -232,8 +232,11 @@ fn a_watch_resumes_after_its_last_record_and_stops_when_dropped() {
     assert!(watch.next_timeout(Duration::from_millis(50)).unwrap().is_none());
     let dropped = Instant::now();
     drop(watch);
-    let closed = closed_rx.recv_timeout(Duration::from_secs(2)).expect("the watch's connection closes");
-    assert!(closed.duration_since(dropped) < Duration::from_secs(1));
+    // Promptly: well before the client's 5 s timeout or the watch's 45 s
+    // silence limit would end it (a margin for a loaded machine).
+    let closed = closed_rx.recv_timeout(Duration::from_secs(10)).expect("the watch's connection closes");
+    let took = closed.duration_since(dropped);
+    assert!(took < Duration::from_secs(4), "the connection closed {took:?} after the drop");
     server.join().unwrap();
     let first = requests.recv().unwrap();
     assert_eq!(first.path, "/v1/namespaces/sensors/logs/t/watch?from=1");
@@ -256,7 +259,8 @@ fn a_watch_waits_out_a_server_that_is_gone() {
     server.join().unwrap(); // the listener is closed: every reconnection is refused
     let started = Instant::now();
     assert!(watch.next_timeout(Duration::from_millis(300)).unwrap().is_none());
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // Its own timeout, not the client's 5 s (a margin for a loaded machine).
+    assert!(started.elapsed() < Duration::from_secs(4), "returned after {:?}", started.elapsed());
 
     // The server comes back on the same port: the watch picks up after seq 1.
     let listener = TcpListener::bind(&address).unwrap();
