@@ -429,3 +429,42 @@ fn a_read_only_open_from_the_checkpoint_reports_damage_in_the_frames_after_it() 
     assert!(reader.recovery_report().needs_attention());
     drop(writer);
 }
+
+/// The first segment of a small journal deleted by hand: the header of the
+/// only segment left says where each log was, which is more records than
+/// the bytes left could hold. They are lost, not forgotten: the logs keep
+/// their seqs, reads of the old ones say `Lost`, and appends go on after
+/// them instead of reusing seq 1. The same on a read-only open.
+#[test]
+fn a_deleted_first_segment_of_a_small_journal_keeps_the_seqs_it_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Just past the first roll: the second segment holds a few records.
+    let t_len = 520;
+    build(dir.path(), t_len);
+    assert!(!segment(dir.path(), 3).exists(), "two segments, the second small");
+    let in_first = fs::read(segment(dir.path(), 1)).expect("read");
+    let t_first_kept =
+        (1..=t_len).find(|&seq| !in_first.windows(19).any(|w| w == &value("t", seq)[..19])).expect("kept");
+    fs::remove_file(segment(dir.path(), 1)).expect("delete a segment");
+    forget_checkpoint(dir.path());
+    let lost_t: Vec<u64> = (1..t_first_kept).collect();
+    for read_only in [true, false] {
+        let ns = if read_only { open_read_only(dir.path()) } else { open(dir.path()) };
+        let report = ns.recovery_report();
+        let t_loss =
+            report.losses.iter().find(|l| l.log == "t").unwrap_or_else(|| panic!("t lost records: {report:?}"));
+        assert_eq!((t_loss.first, t_loss.last), (1, t_first_kept - 1), "{t_loss:?}");
+        assert_eq!(t_loss.segment, segment(dir.path(), 1), "names the missing segment");
+        assert_reads(&ns, "t", t_len, &lost_t);
+        assert_eq!(ns.latest("u").expect("latest"), t_len / 10);
+    }
+    let ns = open(dir.path());
+    assert_eq!(ns.append("t", b"after").expect("append"), t_len + 1, "seqs are not reused");
+    assert_eq!(ns.append("u", b"after").expect("append"), t_len / 10 + 1);
+    drop(ns);
+    repair(dir.path());
+    let ns = open(dir.path());
+    assert!(!ns.recovery_report().needs_attention());
+    assert!(matches!(ns.get("t", 1), Err(LogError::Lost { .. })));
+    assert_eq!(ns.append("t", b"more").expect("append"), t_len + 2);
+}

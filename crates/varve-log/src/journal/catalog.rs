@@ -186,7 +186,7 @@ mod tests {
     fn log(id: u32) -> LogState {
         let descriptor =
             LogDescriptor { id, name: format!("log-{id}"), config: LogConfig::default(), latest: 0, trimmed_before: 0 };
-        LogState { descriptor, base: 1, positions: VecDeque::new() }
+        LogState::new(descriptor, 1, VecDeque::new())
     }
 
     proptest! {

@@ -382,7 +382,7 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
             }
             positions.push_back(position);
         }
-        let log = LogState { descriptor, base, positions };
+        let log = LogState::new(descriptor, base, positions);
         if log.latest() > 0 && log.base != log.earliest() {
             return Err(format!("log {:?}: its first position is not its earliest kept seq", log.descriptor.name));
         }

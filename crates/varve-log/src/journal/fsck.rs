@@ -215,9 +215,7 @@ fn lose_records_in(state: &mut State, id: u32, cause: LossCause) -> u64 {
         .logs
         .values()
         .flat_map(|log| {
-            (log.base..=log.latest())
-                .filter(move |&seq| log.position(seq).is_some_and(|p| p.segment == id))
-                .map(move |seq| (log.descriptor.id, seq))
+            log.entries().filter(move |(_, p)| p.segment == id).map(move |(seq, _)| (log.descriptor.id, seq))
         })
         .collect();
     for (log_id, seq) in &targets {

@@ -53,6 +53,11 @@ impl Position {
     }
 }
 
+/// The largest seq a frame or header may claim: far beyond any real log
+/// (2⁶² appends), and far enough below `u64::MAX` that seq arithmetic on a
+/// damaged claim cannot overflow.
+const SEQ_CLAIMABLE_MAX: Seq = 1 << 62;
+
 /// A run of consecutive lost seqs of one log, all for one cause.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LostRun {
@@ -62,18 +67,59 @@ pub(crate) struct LostRun {
     pub(crate) cause: usize,
 }
 
+/// A run of lost seqs kept as one range rather than a lost position per
+/// seq: a gap larger than the journal's bytes could hold. Only damage makes
+/// one (the first segment deleted by hand, say), and a damaged header may
+/// claim any size, so what it costs must not grow with the gap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hole {
+    pub(crate) first: Seq,
+    pub(crate) last: Seq,
+    pub(crate) cause: usize,
+}
+
+impl Hole {
+    fn len(self) -> u64 {
+        self.last - self.first + 1
+    }
+}
+
+/// A log's index. Invariant: seqs `base..=latest` are each either in
+/// exactly one of `holes` or have a slot in `positions`, in seq order; so
+/// `base + positions.len() + Σ hole lengths == latest + 1`, and
+/// `base == latest + 1` when the log keeps nothing.
 #[derive(Debug)]
 pub(crate) struct LogState {
     pub(crate) descriptor: LogDescriptor,
-    /// Seq of `positions[0]`.
+    /// The first seq the index covers (of `positions[0]`, or of the first
+    /// hole when that starts here).
     pub(crate) base: Seq,
-    /// Positions of seqs `base..=latest`; `base == latest + 1` when empty.
+    /// Positions of the seqs from `base` on that are in no hole.
     pub(crate) positions: VecDeque<Position>,
+    /// Sorted and disjoint; `None` unless damage made one (boxed, as every
+    /// log pays the field's size: 8 bytes).
+    #[allow(clippy::box_collection, reason = "a thin pointer: 8 bytes in every log, not a Vec's 24")]
+    holes: Option<Box<Vec<Hole>>>,
 }
 
 impl LogState {
+    pub(crate) fn new(descriptor: LogDescriptor, base: Seq, positions: VecDeque<Position>) -> LogState {
+        LogState { descriptor, base, positions, holes: None }
+    }
+
     pub(crate) fn latest(&self) -> Seq {
         self.descriptor.latest
+    }
+
+    pub(crate) fn holes(&self) -> &[Hole] {
+        self.holes.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Change the holes; an empty list is stored as none.
+    fn edit_holes(&mut self, edit: impl FnOnce(&mut Vec<Hole>)) {
+        let mut holes = self.holes.take().unwrap_or_default();
+        edit(&mut holes);
+        self.holes = (!holes.is_empty()).then_some(holes);
     }
 
     pub(crate) fn earliest(&self) -> Seq {
@@ -81,24 +127,120 @@ impl LogState {
     }
 
     pub(crate) fn position(&self, seq: Seq) -> Option<Position> {
-        let index = usize::try_from(seq.checked_sub(self.base)?).ok()?;
-        self.positions.get(index).copied()
+        match self.slot(seq)? {
+            Slot::Index(index) => self.positions.get(index).copied(),
+            Slot::Hole(hole) => Some(Position::lost(self.holes()[hole].cause)),
+        }
+    }
+
+    /// Where `seq` is in the index, if at or after `base` (its slot may be
+    /// past the end of `positions` when `seq` is past `latest`).
+    fn slot(&self, seq: Seq) -> Option<Slot> {
+        let mut offset = seq.checked_sub(self.base)?;
+        for (i, hole) in self.holes().iter().enumerate() {
+            if seq < hole.first {
+                break;
+            }
+            if seq <= hole.last {
+                return Some(Slot::Hole(i));
+            }
+            offset -= hole.len();
+        }
+        usize::try_from(offset).ok().map(Slot::Index)
+    }
+
+    /// The positions the index holds, with their seqs (holes skipped).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (Seq, Position)> + '_ {
+        let mut seq = self.base;
+        let mut holes = self.holes().iter().peekable();
+        self.positions.iter().map(move |&position| {
+            while let Some(hole) = holes.next_if(|hole| hole.first == seq) {
+                seq = hole.last + 1;
+            }
+            seq += 1;
+            (seq - 1, position)
+        })
     }
 
     /// The run of lost seqs around `seq` (which is lost), clipped to what
     /// retention keeps.
     pub(crate) fn lost_run_around(&self, seq: Seq) -> Option<LostRun> {
-        let cause = self.position(seq)?.lost_cause()?;
-        let same = |s: Seq| self.position(s).and_then(Position::lost_cause) == Some(cause);
-        let mut first = seq;
-        while first > self.base && same(first - 1) {
-            first -= 1;
+        let (cause, mut first, mut last) = self.lost_at(seq)?;
+        while first > self.base {
+            match self.lost_at(first - 1) {
+                Some((c, before, _)) if c == cause => first = before,
+                _ => break,
+            }
         }
-        let mut last = seq;
-        while last < self.latest() && same(last + 1) {
-            last += 1;
+        while last < self.latest() {
+            match self.lost_at(last + 1) {
+                Some((c, _, after)) if c == cause => last = after,
+                _ => break,
+            }
         }
         Some(LostRun { log_id: self.descriptor.id, first, last, cause })
+    }
+
+    /// The cause of a lost `seq` and the seqs its hole spans (`seq` alone
+    /// when it has a lost position).
+    fn lost_at(&self, seq: Seq) -> Option<(usize, Seq, Seq)> {
+        match self.slot(seq)? {
+            Slot::Hole(i) => {
+                let hole = self.holes()[i];
+                Some((hole.cause, hole.first, hole.last))
+            }
+            Slot::Index(index) => Some((self.positions.get(index)?.lost_cause()?, seq, seq)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.positions.is_empty() && self.holes.is_none()
+    }
+
+    /// The invariant, for debug assertions: the index ends at `latest`.
+    fn covers(&self, latest: Seq) -> bool {
+        self.base + self.positions.len() as u64 + self.holes().iter().map(|h| h.len()).sum::<u64>() == latest + 1
+    }
+
+    /// Index seqs `first..=last`, which follow every seq indexed so far, as
+    /// lost for `cause`: a lost position each when there are no more than
+    /// `positions_max` (what the journal's bytes could hold, so a relocated
+    /// copy may still fill them cheaply), else one hole.
+    fn index_lost(&mut self, first: Seq, last: Seq, cause: usize, positions_max: u64) {
+        let count = last - first + 1;
+        if count <= positions_max {
+            self.positions.extend((first..=last).map(|_| Position::lost(cause)));
+        } else {
+            self.edit_holes(|holes| holes.push(Hole { first, last, cause }));
+        }
+    }
+
+    /// A relocated copy supplies `seq`, in hole `i`: split the hole around
+    /// it (O(positions), but only damage makes holes).
+    fn fill_hole(&mut self, i: usize, seq: Seq, position: Position) {
+        let hole = self.holes()[i];
+        let slots_before = hole.first - self.base - self.holes()[..i].iter().map(|h| h.len()).sum::<u64>();
+        let left = (hole.first < seq).then(|| Hole { last: seq - 1, ..hole });
+        let right = (seq < hole.last).then(|| Hole { first: seq + 1, ..hole });
+        self.edit_holes(|holes| {
+            holes.splice(i..=i, left.into_iter().chain(right));
+        });
+        let index = usize::try_from(slots_before).expect("slots are in memory");
+        self.positions.insert(index, position);
+    }
+
+    /// Drop the first hole's seqs below `keep_from` (it starts at `base`).
+    fn trim_first_hole(&mut self, keep_from: Seq) {
+        let first = self.holes()[0];
+        if keep_from > first.last {
+            self.base = first.last + 1;
+            self.edit_holes(|holes| {
+                holes.remove(0);
+            });
+        } else {
+            self.base = keep_from;
+            self.edit_holes(|holes| holes[0].first = keep_from);
+        }
     }
 
     pub(crate) fn info(&self) -> LogInfo {
@@ -109,6 +251,12 @@ impl LogState {
             latest: self.latest(),
         }
     }
+}
+
+/// Where a seq is in a [`LogState`]: a slot of `positions`, or a hole.
+enum Slot {
+    Index(usize),
+    Hole(usize),
 }
 
 #[derive(Debug)]
@@ -194,7 +342,8 @@ impl State {
             self.apply_delete(older)?;
         }
         self.next_log_id = self.next_log_id.max(descriptor.id + 1);
-        let state = LogState { base: descriptor.latest + 1, positions: VecDeque::new(), descriptor };
+        let base = descriptor.latest + 1;
+        let state = LogState::new(descriptor, base, VecDeque::new());
         self.logs.insert(state);
         Ok(())
     }
@@ -334,29 +483,27 @@ impl State {
         }
         let keep_from =
             rules::earliest_after_trims(log.descriptor.config.retention, latest, log.descriptor.trimmed_before);
-        let missing_from = (old_latest + 1).max(keep_from);
-        if latest + 1 - missing_from > self.gap_records_max {
+        if latest > SEQ_CLAIMABLE_MAX {
             return Err(format!(
-                "log {:?} skips to seq {latest}, more records than the journal could hold",
+                "log {:?} skips to seq {latest}, past any seq a journal could reach",
                 log.descriptor.name
             ));
         }
+        let missing_from = (old_latest + 1).max(keep_from);
         let cause = if missing_from <= latest { Some(self.add_loss_cause(gap_cause.clone())) } else { None };
-        let State { logs, segments, live_bytes_total, .. } = self;
+        let State { logs, segments, live_bytes_total, gap_records_max, .. } = self;
         let log = logs.get_mut(log_id).expect("checked above");
         log.descriptor.latest = latest;
         // Drop what retention no longer keeps, then pad up to `latest`.
         trim(log, segments, live_bytes_total, keep_from.min(old_latest + 1));
-        if log.positions.is_empty() {
+        if log.is_empty() {
             log.base = missing_from;
         }
         if let Some(cause) = cause {
-            for _ in missing_from..=latest {
-                log.positions.push_back(Position::lost(cause));
-            }
+            log.index_lost(missing_from, latest, cause, *gap_records_max);
         }
         trim(log, segments, live_bytes_total, keep_from);
-        debug_assert_eq!(log.base + log.positions.len() as u64, latest + 1);
+        debug_assert!(log.covers(latest));
         Ok(())
     }
 
@@ -392,17 +539,18 @@ impl State {
         if seq <= latest {
             return Err(format!("log {:?} seq {seq} again, after seq {latest}", log.descriptor.name));
         }
-        if seq - latest - 1 > *gap_records_max {
+        if seq > SEQ_CLAIMABLE_MAX {
             return Err(format!(
-                "log {:?} jumps from seq {latest} to {seq}, past what the journal could hold",
+                "log {:?} jumps from seq {latest} to {seq}, past any seq a journal could reach",
                 log.descriptor.name
             ));
         }
         if seq > latest + 1 {
             let cause = add_loss_cause(loss_causes, gap_cause());
-            for _ in latest + 1..seq {
-                push(log, segments, live_bytes_total, Position::lost(cause));
-            }
+            log.index_lost(latest + 1, seq - 1, cause, *gap_records_max);
+            log.descriptor.latest = seq - 1;
+            let keep_from = log.earliest();
+            trim(log, segments, live_bytes_total, keep_from);
         }
         push(log, segments, live_bytes_total, position);
         Ok(())
@@ -415,28 +563,39 @@ impl State {
         if seq > log.latest() {
             return Err(format!("relocated seq {seq} of log {:?} was never appended", log.descriptor.name));
         }
-        let Some(index) = seq.checked_sub(log.base).and_then(|i| usize::try_from(i).ok()) else { return Ok(()) };
-        let Some(slot) = log.positions.get_mut(index) else { return Ok(()) };
-        let old = std::mem::replace(slot, position);
-        self.forget(old);
+        match log.slot(seq) {
+            // Below `base`: trimmed.
+            None => return Ok(()),
+            Some(Slot::Index(index)) => {
+                let Some(slot) = log.positions.get_mut(index) else { return Ok(()) };
+                let old = std::mem::replace(slot, position);
+                self.forget(old);
+            }
+            Some(Slot::Hole(hole)) => log.fill_hole(hole, seq, position),
+        }
         self.remember(position);
         Ok(())
     }
 
     /// Every run of lost records, by log name then seq.
     pub(crate) fn lost_runs(&self) -> Vec<LostRun> {
-        let mut runs = Vec::new();
+        let mut runs: Vec<LostRun> = Vec::new();
         for log in self.logs.values() {
-            for (seq, position) in (log.base..).zip(&log.positions) {
-                if let Some(cause) = position.lost_cause() {
-                    match runs.last_mut() {
-                        Some(LostRun { log_id, last, cause: c, .. })
-                            if *log_id == log.descriptor.id && *last + 1 == seq && *c == cause =>
-                        {
-                            *last = seq;
-                        }
-                        _ => runs.push(LostRun { log_id: log.descriptor.id, first: seq, last: seq, cause }),
+            let log_id = log.descriptor.id;
+            let holes = log.holes().iter().map(|h| LostRun { log_id, first: h.first, last: h.last, cause: h.cause });
+            let lost_positions = log
+                .entries()
+                .filter_map(|(seq, p)| Some(LostRun { log_id, first: seq, last: seq, cause: p.lost_cause()? }));
+            let mut log_runs: Vec<LostRun> = holes.chain(lost_positions).collect();
+            log_runs.sort_by_key(|run| run.first);
+            for run in log_runs {
+                match runs.last_mut() {
+                    Some(before)
+                        if before.log_id == log_id && before.last + 1 == run.first && before.cause == run.cause =>
+                    {
+                        before.last = run.last;
                     }
+                    _ => runs.push(run),
                 }
             }
             debug_assert!(log.latest() == 0 || log.base == log.earliest());
@@ -493,14 +652,133 @@ fn push(
     trim(log, segments, live_bytes_total, keep_from);
 }
 
-/// Drop positions below `keep_from` (retention), releasing their segments.
+/// Drop positions and holes below `keep_from` (retention), releasing their
+/// segments.
 fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, keep_from: Seq) {
     while log.base < keep_from {
+        if log.holes().first().is_some_and(|hole| hole.first == log.base) {
+            log.trim_first_hole(keep_from);
+            continue;
+        }
         let Some(old) = log.positions.pop_front() else {
             log.base = keep_from;
             return;
         };
         forget(segments, live_bytes_total, old);
         log.base += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::contract::{LogConfig, OnFull};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A record found `gap` seqs past the latest, in `segment`.
+        Salvage {
+            gap: u64,
+            segment: u32,
+            cause: u8,
+        },
+        /// A segment header says the log is `gap` seqs further on.
+        Skip {
+            gap: u64,
+            cause: u8,
+        },
+        /// A copy of the seq `back` seqs before the latest, moved to `segment`.
+        Relocate {
+            back: u64,
+            segment: u32,
+            lost: bool,
+        },
+        Trim {
+            back: u64,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u64..12, 0u32..4, 0u8..2).prop_map(|(gap, segment, cause)| Op::Salvage { gap, segment, cause }),
+            1 => (0u64..12, 0u8..2).prop_map(|(gap, cause)| Op::Skip { gap, cause }),
+            3 => (0u64..30, 0u32..4, any::<bool>()).prop_map(|(back, segment, lost)| Op::Relocate { back, segment, lost }),
+            1 => (0u64..30).prop_map(|back| Op::Trim { back }),
+        ]
+    }
+
+    fn cause(n: u8) -> LossCause {
+        LossCause { segment: PathBuf::from(format!("{n}.seg")), offset: None, reason: format!("gap {n}") }
+    }
+
+    fn state(config: LogConfig, gap_records_max: u64) -> State {
+        let mut state = State { gap_records_max, ..State::default() };
+        let descriptor = LogDescriptor { id: 0, name: "t".into(), config, latest: 0, trimmed_before: 0 };
+        state.apply_create(descriptor).expect("create");
+        state
+    }
+
+    fn apply(state: &mut State, op: &Op, offset: &mut u32) {
+        let latest = state.logs[0].latest();
+        *offset += 1;
+        let at = |segment| Position { segment, offset: *offset, len: 1 };
+        match *op {
+            Op::Salvage { gap, segment, cause: c } => {
+                state.salvage_append(0, latest + 1 + gap, at(segment), || cause(c)).expect("salvage");
+            }
+            Op::Skip { gap, cause: c } => state.skip_to(0, latest + gap, &cause(c)).expect("skip"),
+            Op::Relocate { back, segment, lost } => {
+                let position = if lost { Position::lost(state.add_loss_cause(cause(9))) } else { at(segment) };
+                state.apply_relocate(0, latest.saturating_sub(back), position).expect("relocate");
+            }
+            Op::Trim { back } => state.apply_trim(0, latest.saturating_sub(back)).expect("trim"),
+        }
+    }
+
+    proptest! {
+        /// Holes are only a cheaper index of lost seqs: a state that makes
+        /// every gap over 2 a hole answers exactly as one that indexes every
+        /// lost seq, through gaps, relocations into them and trims.
+        #[test]
+        fn holes_answer_as_lost_positions_do(
+            ops in proptest::collection::vec(op(), 1..60),
+            keep in proptest::option::of(1u64..25),
+        ) {
+            let config = keep.map_or(LogConfig::unbounded(), |k| LogConfig::keep(k, OnFull::Overwrite));
+            let (mut holes, mut positions) = (state(config, 2), state(config, u64::MAX));
+            let (mut offset_h, mut offset_p) = (0, 0);
+            for op in &ops {
+                apply(&mut holes, op, &mut offset_h);
+                apply(&mut positions, op, &mut offset_p);
+                let (h, p) = (&holes.logs[0], &positions.logs[0]);
+                prop_assert!(h.covers(h.latest()) && p.covers(p.latest()), "{op:?}");
+                prop_assert_eq!((h.latest(), h.earliest(), h.base), (p.latest(), p.earliest(), p.base));
+                for seq in 0..=p.latest() + 2 {
+                    prop_assert_eq!(h.position(seq), p.position(seq), "seq {} after {:?}", seq, op);
+                    prop_assert_eq!(h.lost_run_around(seq), p.lost_run_around(seq), "seq {}", seq);
+                }
+                prop_assert_eq!(h.entries().filter(|(_, p)| p.lost_cause().is_none()).collect::<Vec<_>>(),
+                                p.entries().filter(|(_, p)| p.lost_cause().is_none()).collect::<Vec<_>>());
+                prop_assert_eq!(holes.lost_runs(), positions.lost_runs());
+            }
+        }
+    }
+
+    /// A gap of any size costs one hole, and a claim past any reachable seq
+    /// is refused rather than overflowing later.
+    #[test]
+    fn a_huge_gap_is_one_hole_and_an_absurd_one_is_refused() {
+        let mut state = state(LogConfig::unbounded(), 1000);
+        state.skip_to(0, 5_000_000_000, &cause(0)).expect("skip");
+        let log = &state.logs[0];
+        assert_eq!((log.positions.len(), log.holes().len()), (0, 1));
+        assert_eq!(state.lost_runs().len(), 1);
+        assert!(state.skip_to(0, u64::MAX - 1, &cause(0)).is_err());
+        let at = Position { segment: 1, offset: 0, len: 1 };
+        assert!(state.salvage_append(0, u64::MAX, at, || cause(0)).is_err());
+        state.salvage_append(0, 5_000_000_001, at, || cause(0)).expect("the next seq");
+        assert_eq!(state.logs[0].position(5_000_000_001), Some(at));
     }
 }
