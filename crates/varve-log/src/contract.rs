@@ -252,6 +252,11 @@ impl Limits {
     }
 }
 
+/// The last seq a log can have (2⁶²): far beyond any real log, and far
+/// enough below `u64::MAX` that seq arithmetic never overflows, even on a
+/// damaged journal's claims. An append past it is `InvalidArgument`.
+pub const SEQ_MAX: Seq = 1 << 62;
+
 /// Longest log or namespace name, in bytes.
 pub const NAME_BYTES_MAX: usize = 200;
 

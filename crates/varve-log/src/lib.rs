@@ -40,7 +40,7 @@ pub mod rules;
 
 pub use contract::{
     validate_name, Limits, LogConfig, LogInfo, Namespace, OnFull, Record, Retention, Scan, Seq, SeqRange, Store,
-    SyncPolicy, Watch, WatchSource, NAME_BYTES_MAX, RENAMES_PER_CALL_MAX,
+    SyncPolicy, Watch, WatchSource, NAME_BYTES_MAX, RENAMES_PER_CALL_MAX, SEQ_MAX,
 };
 pub use error::{LogError, LossCause, Result};
 pub use journal::{CheckpointUse, JournalNamespace, JournalOptions, JournalStore, RecoveryReport};

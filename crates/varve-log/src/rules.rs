@@ -196,6 +196,14 @@ pub fn check_recreate(log: &str, existing: &LogConfig, requested: &LogConfig) ->
 /// Can `incoming` more records be appended to a log whose latest seq is
 /// `latest`? `Refuse` logs never trim, so they hold exactly `latest` records.
 pub fn check_room(log: &str, retention: Retention, latest: Seq, incoming: u64) -> Result<()> {
+    if latest.saturating_add(incoming) > crate::contract::SEQ_MAX {
+        return Err(LogError::InvalidArgument {
+            reason: format!(
+                "log {log:?} is at seq {latest}: {incoming} more would pass seq {}, the last a log can have; append to a new log",
+                crate::contract::SEQ_MAX
+            ),
+        });
+    }
     match retention {
         Retention::Keep { k, on_full: OnFull::Refuse } if latest + incoming > k => {
             Err(LogError::Full { log: log.to_owned(), keep: k })

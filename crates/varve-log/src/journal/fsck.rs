@@ -259,8 +259,8 @@ fn covers(recorded: &[(u32, Seq, Seq)], log_id: u32, first: Seq, last: Seq) -> b
 fn recorded_losses(state: &State) -> Vec<(u32, Seq, Seq)> {
     let Some(log) = state.log_by_name(LOSSES_LOG) else { return Vec::new() };
     let mut recorded = Vec::new();
-    for seq in log.earliest().max(1)..=log.latest() {
-        let Some(position) = log.position(seq) else { continue };
+    // By its positions, not its seqs: a hole may span any number of seqs.
+    for (seq, position) in log.entries().filter(|&(seq, _)| seq >= log.earliest()) {
         let Some(segment) = state.segments.get(&position.segment) else { continue };
         let Ok(value) =
             read_record(&segment.file, || segment.path.clone(), LOSSES_LOG, log.descriptor.id, seq, position)

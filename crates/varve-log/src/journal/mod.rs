@@ -58,6 +58,7 @@ mod fault_tests;
 mod follower;
 pub(crate) mod format;
 mod fsck;
+mod holes;
 mod io;
 mod lock;
 mod mapped;

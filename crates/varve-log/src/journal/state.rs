@@ -14,10 +14,12 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::contract::{LogInfo, Seq};
+use crate::contract::{LogInfo, Seq, SEQ_MAX};
 pub(crate) use crate::error::LossCause;
 use crate::journal::catalog::Catalog;
 use crate::journal::format::{LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES};
+pub(crate) use crate::journal::holes::Hole;
+use crate::journal::holes::{Found, Holes};
 use crate::journal::mapped::ReadMap;
 use crate::rules;
 
@@ -53,11 +55,6 @@ impl Position {
     }
 }
 
-/// The largest seq a frame or header may claim: far beyond any real log
-/// (2⁶² appends), and far enough below `u64::MAX` that seq arithmetic on a
-/// damaged claim cannot overflow.
-const SEQ_CLAIMABLE_MAX: Seq = 1 << 62;
-
 /// A run of consecutive lost seqs of one log, all for one cause.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LostRun {
@@ -65,23 +62,6 @@ pub(crate) struct LostRun {
     pub(crate) first: Seq,
     pub(crate) last: Seq,
     pub(crate) cause: usize,
-}
-
-/// A run of lost seqs kept as one range rather than a lost position per
-/// seq: a gap larger than the journal's bytes could hold. Only damage makes
-/// one (the first segment deleted by hand, say), and a damaged header may
-/// claim any size, so what it costs must not grow with the gap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Hole {
-    pub(crate) first: Seq,
-    pub(crate) last: Seq,
-    pub(crate) cause: usize,
-}
-
-impl Hole {
-    fn len(self) -> u64 {
-        self.last - self.first + 1
-    }
 }
 
 /// A log's index. Invariant: seqs `base..=latest` are each either in
@@ -96,10 +76,9 @@ pub(crate) struct LogState {
     pub(crate) base: Seq,
     /// Positions of the seqs from `base` on that are in no hole.
     pub(crate) positions: VecDeque<Position>,
-    /// Sorted and disjoint; `None` unless damage made one (boxed, as every
-    /// log pays the field's size: 8 bytes).
-    #[allow(clippy::box_collection, reason = "a thin pointer: 8 bytes in every log, not a Vec's 24")]
-    holes: Option<Box<Vec<Hole>>>,
+    /// `None` unless damage made one (boxed: every log pays the field's
+    /// size, 8 bytes).
+    holes: Option<Box<Holes>>,
 }
 
 impl LogState {
@@ -111,15 +90,16 @@ impl LogState {
         self.descriptor.latest
     }
 
-    pub(crate) fn holes(&self) -> &[Hole] {
-        self.holes.as_deref().map_or(&[], Vec::as_slice)
+    pub(crate) fn holes(&self) -> impl Iterator<Item = Hole> + '_ {
+        self.holes.iter().flat_map(|holes| holes.iter())
     }
 
-    /// Change the holes; an empty list is stored as none.
-    fn edit_holes(&mut self, edit: impl FnOnce(&mut Vec<Hole>)) {
+    /// Change the holes; none left are stored as `None`.
+    fn edit_holes<T>(&mut self, edit: impl FnOnce(&mut Holes) -> T) -> T {
         let mut holes = self.holes.take().unwrap_or_default();
-        edit(&mut holes);
+        let result = edit(&mut holes);
         self.holes = (!holes.is_empty()).then_some(holes);
+        result
     }
 
     pub(crate) fn earliest(&self) -> Seq {
@@ -129,30 +109,30 @@ impl LogState {
     pub(crate) fn position(&self, seq: Seq) -> Option<Position> {
         match self.slot(seq)? {
             Slot::Index(index) => self.positions.get(index).copied(),
-            Slot::Hole(hole) => Some(Position::lost(self.holes()[hole].cause)),
+            Slot::Hole(hole) => Some(Position::lost(self.hole(hole).cause)),
         }
     }
 
     /// Where `seq` is in the index, if at or after `base` (its slot may be
     /// past the end of `positions` when `seq` is past `latest`).
     fn slot(&self, seq: Seq) -> Option<Slot> {
-        let mut offset = seq.checked_sub(self.base)?;
-        for (i, hole) in self.holes().iter().enumerate() {
-            if seq < hole.first {
-                break;
-            }
-            if seq <= hole.last {
-                return Some(Slot::Hole(i));
-            }
-            offset -= hole.len();
-        }
-        usize::try_from(offset).ok().map(Slot::Index)
+        let offset = seq.checked_sub(self.base)?;
+        let lost_before = match self.holes.as_deref().map(|holes| holes.find(seq)) {
+            None => 0,
+            Some(Found::After(lost)) => lost,
+            Some(Found::In(i)) => return Some(Slot::Hole(i)),
+        };
+        usize::try_from(offset - lost_before).ok().map(Slot::Index)
+    }
+
+    fn hole(&self, i: usize) -> Hole {
+        self.holes.as_deref().expect("a slot in a hole").get(i)
     }
 
     /// The positions the index holds, with their seqs (holes skipped).
     pub(crate) fn entries(&self) -> impl Iterator<Item = (Seq, Position)> + '_ {
         let mut seq = self.base;
-        let mut holes = self.holes().iter().peekable();
+        let mut holes = self.holes().peekable();
         self.positions.iter().map(move |&position| {
             while let Some(hole) = holes.next_if(|hole| hole.first == seq) {
                 seq = hole.last + 1;
@@ -186,7 +166,7 @@ impl LogState {
     fn lost_at(&self, seq: Seq) -> Option<(usize, Seq, Seq)> {
         match self.slot(seq)? {
             Slot::Hole(i) => {
-                let hole = self.holes()[i];
+                let hole = self.hole(i);
                 Some((hole.cause, hole.first, hole.last))
             }
             Slot::Index(index) => Some((self.positions.get(index)?.lost_cause()?, seq, seq)),
@@ -199,7 +179,7 @@ impl LogState {
 
     /// The invariant, for debug assertions: the index ends at `latest`.
     fn covers(&self, latest: Seq) -> bool {
-        self.base + self.positions.len() as u64 + self.holes().iter().map(|h| h.len()).sum::<u64>() == latest + 1
+        self.base + self.positions.len() as u64 + self.holes.as_deref().map_or(0, Holes::total) == latest + 1
     }
 
     /// Index seqs `first..=last`, which follow every seq indexed so far, as
@@ -216,14 +196,13 @@ impl LogState {
     }
 
     /// A relocated copy supplies `seq`, in hole `i`: split the hole around
-    /// it (O(positions), but only damage makes holes).
+    /// it (O(positions + holes), but only damage makes holes).
     fn fill_hole(&mut self, i: usize, seq: Seq, position: Position) {
-        let hole = self.holes()[i];
-        let slots_before = hole.first - self.base - self.holes()[..i].iter().map(|h| h.len()).sum::<u64>();
-        let left = (hole.first < seq).then(|| Hole { last: seq - 1, ..hole });
-        let right = (seq < hole.last).then(|| Hole { first: seq + 1, ..hole });
-        self.edit_holes(|holes| {
-            holes.splice(i..=i, left.into_iter().chain(right));
+        let base = self.base;
+        let slots_before = self.edit_holes(|holes| {
+            let slots_before = holes.get(i).first - base - holes.before(i);
+            holes.split(i, seq);
+            slots_before
         });
         let index = usize::try_from(slots_before).expect("slots are in memory");
         self.positions.insert(index, position);
@@ -231,16 +210,7 @@ impl LogState {
 
     /// Drop the first hole's seqs below `keep_from` (it starts at `base`).
     fn trim_first_hole(&mut self, keep_from: Seq) {
-        let first = self.holes()[0];
-        if keep_from > first.last {
-            self.base = first.last + 1;
-            self.edit_holes(|holes| {
-                holes.remove(0);
-            });
-        } else {
-            self.base = keep_from;
-            self.edit_holes(|holes| holes[0].first = keep_from);
-        }
+        self.base = self.edit_holes(|holes| holes.trim_front(keep_from));
     }
 
     pub(crate) fn info(&self) -> LogInfo {
@@ -451,6 +421,13 @@ impl State {
                 problems.push(format!("segment header disagrees about log id {}", descriptor.id));
                 continue;
             }
+            if descriptor.latest > SEQ_MAX {
+                problems.push(format!(
+                    "segment header says log {:?} ends at seq {}, past {SEQ_MAX}, the last a log can have",
+                    descriptor.name, descriptor.latest
+                ));
+                continue;
+            }
             if descriptor.latest < log.latest() {
                 problems.push(format!(
                     "segment header says log {:?} ends at seq {}, but seq {} was already seen",
@@ -464,7 +441,7 @@ impl State {
             // records below it are trimmed, not counted lost, by the skip.
             let log = self.logs.get_mut(descriptor.id).expect("checked above");
             log.descriptor.trimmed_before = log.descriptor.trimmed_before.max(descriptor.trimmed_before);
-            problems.extend(self.skip_to(descriptor.id, descriptor.latest, gap_cause).err());
+            self.skip_to(descriptor.id, descriptor.latest, gap_cause);
             let State { logs, segments, live_bytes_total, .. } = self;
             let log = logs.get_mut(descriptor.id).expect("checked above");
             let keep_from = log.earliest();
@@ -475,20 +452,17 @@ impl State {
 
     /// Advance a log's latest to `latest` over records we have not seen;
     /// they are lost unless trimmed, or supplied later by a `Relocate` frame.
-    fn skip_to(&mut self, log_id: u32, latest: Seq, gap_cause: &LossCause) -> Result<(), Inconsistency> {
+    /// The caller has checked that `latest` is at most [`SEQ_MAX`] and at
+    /// least the log's latest.
+    fn skip_to(&mut self, log_id: u32, latest: Seq, gap_cause: &LossCause) {
         let log = &self.logs[log_id];
         let old_latest = log.latest();
+        debug_assert!(old_latest <= latest && latest <= SEQ_MAX);
         if latest == old_latest {
-            return Ok(());
+            return;
         }
         let keep_from =
             rules::earliest_after_trims(log.descriptor.config.retention, latest, log.descriptor.trimmed_before);
-        if latest > SEQ_CLAIMABLE_MAX {
-            return Err(format!(
-                "log {:?} skips to seq {latest}, past any seq a journal could reach",
-                log.descriptor.name
-            ));
-        }
         let missing_from = (old_latest + 1).max(keep_from);
         let cause = if missing_from <= latest { Some(self.add_loss_cause(gap_cause.clone())) } else { None };
         let State { logs, segments, live_bytes_total, gap_records_max, .. } = self;
@@ -504,7 +478,6 @@ impl State {
         }
         trim(log, segments, live_bytes_total, keep_from);
         debug_assert!(log.covers(latest));
-        Ok(())
     }
 
     /// A new record, at the next seq of its log (the writer's own appends).
@@ -539,11 +512,8 @@ impl State {
         if seq <= latest {
             return Err(format!("log {:?} seq {seq} again, after seq {latest}", log.descriptor.name));
         }
-        if seq > SEQ_CLAIMABLE_MAX {
-            return Err(format!(
-                "log {:?} jumps from seq {latest} to {seq}, past any seq a journal could reach",
-                log.descriptor.name
-            ));
+        if seq > SEQ_MAX {
+            return Err(format!("log {:?} seq {seq} is past {SEQ_MAX}, the last a log can have", log.descriptor.name));
         }
         if seq > latest + 1 {
             let cause = add_loss_cause(loss_causes, gap_cause());
@@ -580,24 +550,27 @@ impl State {
     /// Every run of lost records, by log name then seq.
     pub(crate) fn lost_runs(&self) -> Vec<LostRun> {
         let mut runs: Vec<LostRun> = Vec::new();
+        let mut add = |run: LostRun| match runs.last_mut() {
+            Some(before)
+                if before.log_id == run.log_id && before.last + 1 == run.first && before.cause == run.cause =>
+            {
+                before.last = run.last;
+            }
+            _ => runs.push(run),
+        };
         for log in self.logs.values() {
             let log_id = log.descriptor.id;
-            let holes = log.holes().iter().map(|h| LostRun { log_id, first: h.first, last: h.last, cause: h.cause });
-            let lost_positions = log
-                .entries()
-                .filter_map(|(seq, p)| Some(LostRun { log_id, first: seq, last: seq, cause: p.lost_cause()? }));
-            let mut log_runs: Vec<LostRun> = holes.chain(lost_positions).collect();
-            log_runs.sort_by_key(|run| run.first);
-            for run in log_runs {
-                match runs.last_mut() {
-                    Some(before)
-                        if before.log_id == log_id && before.last + 1 == run.first && before.cause == run.cause =>
-                    {
-                        before.last = run.last;
-                    }
-                    _ => runs.push(run),
+            let hole_run = |h: Hole| LostRun { log_id, first: h.first, last: h.last, cause: h.cause };
+            // Holes and lost positions, merged in seq order.
+            let mut holes = log.holes().peekable();
+            for (seq, position) in log.entries() {
+                let Some(cause) = position.lost_cause() else { continue };
+                while let Some(hole) = holes.next_if(|h| h.first < seq) {
+                    add(hole_run(hole));
                 }
+                add(LostRun { log_id, first: seq, last: seq, cause });
             }
+            holes.for_each(|hole| add(hole_run(hole)));
             debug_assert!(log.latest() == 0 || log.base == log.earliest());
         }
         runs.sort_by(|a, b| {
@@ -656,7 +629,7 @@ fn push(
 /// segments.
 fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, keep_from: Seq) {
     while log.base < keep_from {
-        if log.holes().first().is_some_and(|hole| hole.first == log.base) {
+        if log.holes.as_deref().and_then(Holes::first).is_some_and(|hole| hole.first == log.base) {
             log.trim_first_hole(keep_from);
             continue;
         }
@@ -728,7 +701,7 @@ mod tests {
             Op::Salvage { gap, segment, cause: c } => {
                 state.salvage_append(0, latest + 1 + gap, at(segment), || cause(c)).expect("salvage");
             }
-            Op::Skip { gap, cause: c } => state.skip_to(0, latest + gap, &cause(c)).expect("skip"),
+            Op::Skip { gap, cause: c } => state.skip_to(0, latest + gap, &cause(c)),
             Op::Relocate { back, segment, lost } => {
                 let position = if lost { Position::lost(state.add_loss_cause(cause(9))) } else { at(segment) };
                 state.apply_relocate(0, latest.saturating_sub(back), position).expect("relocate");
@@ -766,19 +739,54 @@ mod tests {
         }
     }
 
-    /// A gap of any size costs one hole, and a claim past any reachable seq
-    /// is refused rather than overflowing later.
+    fn header(latest: Seq, trimmed_before: Seq) -> SegmentHeader {
+        let descriptor =
+            LogDescriptor { id: 0, name: "t".into(), config: LogConfig::unbounded(), latest, trimmed_before };
+        SegmentHeader { format_version: 0, segment_id: 2, next_log_id: 1, logs: vec![descriptor] }
+    }
+
+    /// A gap of any size costs one hole, and a claim past `SEQ_MAX` is
+    /// refused whole (its trim floor too) rather than overflowing later.
     #[test]
-    fn a_huge_gap_is_one_hole_and_an_absurd_one_is_refused() {
+    fn a_huge_gap_is_one_hole_and_a_claim_past_the_last_seq_is_refused() {
         let mut state = state(LogConfig::unbounded(), 1000);
-        state.skip_to(0, 5_000_000_000, &cause(0)).expect("skip");
-        let log = &state.logs[0];
-        assert_eq!((log.positions.len(), log.holes().len()), (0, 1));
-        assert_eq!(state.lost_runs().len(), 1);
-        assert!(state.skip_to(0, u64::MAX - 1, &cause(0)).is_err());
         let at = Position { segment: 1, offset: 0, len: 1 };
-        assert!(state.salvage_append(0, u64::MAX, at, || cause(0)).is_err());
+        state.salvage_append(0, 1, at, || cause(0)).expect("seq 1");
+        assert!(state.apply_segment_header(&header(5_000_000_000, 0), &cause(0)).is_empty());
+        let log = &state.logs[0];
+        assert_eq!((log.positions.len(), log.holes().count()), (1, 1));
+        assert_eq!(state.lost_runs().len(), 1);
+        let problems = state.apply_segment_header(&header(SEQ_MAX + 10, SEQ_MAX + 5), &cause(0));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!((state.logs[0].earliest(), state.logs[0].latest()), (1, 5_000_000_000));
+        assert!(state.salvage_append(0, SEQ_MAX + 1, at, || cause(0)).is_err());
         state.salvage_append(0, 5_000_000_001, at, || cause(0)).expect("the next seq");
         assert_eq!(state.logs[0].position(5_000_000_001), Some(at));
+        assert_eq!(state.logs[0].position(1), Some(at));
+    }
+
+    /// Many holes, as a crafted segment of one-record frames each just
+    /// past the bound makes: every lookup and relocation lands where it
+    /// should (`Holes::find` is a binary search, so this stays linear-log).
+    #[test]
+    fn many_holes_index_every_seq() {
+        let mut state = state(LogConfig::unbounded(), 2);
+        let at = |offset| Position { segment: 1, offset, len: 1 };
+        for n in 1..=20_000u32 {
+            state.salvage_append(0, u64::from(n) * 10, at(n), || cause(0)).expect("salvage");
+        }
+        for n in (1..=20_000u32).step_by(100) {
+            state.apply_relocate(0, u64::from(n) * 10 - 5, at(n + 1_000_000)).expect("relocate");
+        }
+        let log = &state.logs[0];
+        assert_eq!(log.holes().count(), 20_200);
+        for n in 1..=20_000u32 {
+            let seq = u64::from(n) * 10;
+            assert_eq!(log.position(seq), Some(at(n)));
+            let moved = (n - 1) % 100 == 0;
+            assert_eq!(log.position(seq - 5), if moved { Some(at(n + 1_000_000)) } else { Some(Position::lost(0)) });
+            assert_eq!(log.position(seq - 1), Some(Position::lost(0)));
+        }
+        assert!(log.covers(200_000));
     }
 }
