@@ -15,7 +15,7 @@ use crate::error::{IoContext, LogError, Result};
 use crate::journal::format::ENTRY_HEADER_BYTES;
 use crate::journal::published::PublishedEnd;
 use crate::journal::read::read_up_to;
-use crate::journal::scan::{list_segments, scan_segment, segment_path, ScanContext, ScanEnd};
+use crate::journal::scan::{list_segments_beside_writer, scan_segment, segment_path, ScanContext, ScanEnd};
 use crate::journal::state::SegmentState;
 use crate::journal::{Damage, RecoveryReport, Shared};
 
@@ -42,8 +42,20 @@ struct Followed {
 const FOLLOW_CHUNK_BYTES: u64 = 1 << 20;
 
 /// How often one refresh reads on when the writer reclaimed a segment under
-/// it (its live records moved past the end published when the refresh began).
-const FOLLOW_ROUNDS_MAX: usize = 3;
+/// it (its live records moved past the end published when the refresh
+/// began). Each round reads only what the writer published since the last,
+/// so the bound is only against a writer that outruns the reader for ever.
+const FOLLOW_ROUNDS_MAX: usize = 64;
+
+/// What one pass of a refresh did.
+struct Pass {
+    /// Anything new was applied.
+    changed: bool,
+    /// A listed segment was gone when the pass came to open it.
+    skipped_deleted: bool,
+    /// It read to the end published when it began.
+    reached_end: bool,
+}
 
 /// One segment's part of a refresh.
 struct Target<'a> {
@@ -75,12 +87,19 @@ impl Shared {
             // missing from this listing has no record left that frames up
             // to that end still place there. (The other order could forget
             // a segment that positions still point into.)
-            let on_disk = list_segments(&self.dir)?;
+            let settled = follower.end.as_ref().and_then(PublishedEnd::load).map_or(u32::MAX, |(segment, _)| segment);
+            let on_disk = list_segments_beside_writer(&self.dir, settled)?;
             let published = follower.end.as_ref().and_then(PublishedEnd::load);
-            let causes_before = self.read_state().loss_causes.len();
-            changed |= self.follow(&mut follower, &on_disk, published)?;
-            let new_losses = self.read_state().loss_causes.len() > causes_before;
-            if !new_losses || follower.end.as_ref().and_then(PublishedEnd::load) == published {
+            let pass = self.follow(&mut follower, &on_disk, published)?;
+            changed |= pass.changed;
+            // A segment deleted after the listing had its records moved by
+            // frames published before the deletion, so possibly after
+            // `published`: their seqs read as lost until a round reads on
+            // to an end loaded after it. And the listing may predate
+            // segments the end names (the writer rolled between the two):
+            // then list again and read on.
+            let end_moved = follower.end.as_ref().and_then(PublishedEnd::load) != published;
+            if pass.reached_end && !(pass.skipped_deleted && end_moved) {
                 break;
             }
         }
@@ -90,11 +109,11 @@ impl Shared {
         Ok(())
     }
 
-    /// One pass over the segments from where the follower is; returns
-    /// whether anything new was applied.
-    fn follow(&self, follower: &mut Follower, on_disk: &[u32], published: Option<(u32, u64)>) -> Result<bool> {
+    /// One pass over the segments from where the follower is.
+    fn follow(&self, follower: &mut Follower, on_disk: &[u32], published: Option<(u32, u64)>) -> Result<Pass> {
         let newest_on_disk = on_disk.last().copied();
         let mut changed = false;
+        let mut skipped_deleted = false;
         let mut previous = (follower.segment > 0).then_some(follower.segment);
         let start = follower.segment;
         for id in on_disk.iter().copied().filter(|&id| id >= start) {
@@ -108,7 +127,10 @@ impl Shared {
             let path = segment_path(&self.dir, id);
             let file = match File::open(&path) {
                 Ok(file) => Arc::new(file),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // deleted since listing
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    skipped_deleted = true; // since the listing
+                    continue;
+                }
                 Err(e) => return Err(LogError::io(format!("opening {}", path.display()), e)),
             };
             let from = if id == follower.segment { follower.offset } else { 0 };
@@ -133,7 +155,8 @@ impl Shared {
         let mut state = self.write_state();
         let resume = follower.segment;
         state.segments.retain(|id, _| on_disk.binary_search(id).is_ok() || *id >= resume);
-        Ok(changed)
+        let reached_end = published.is_none_or(|end| (follower.segment, follower.offset) >= end);
+        Ok(Pass { changed, skipped_deleted, reached_end })
     }
 
     /// Apply the frames of one segment from `from` on, reading in chunks;

@@ -426,7 +426,7 @@ impl JournalNamespace {
                 }
             };
             let (segment, offset) = tail.unwrap_or((0, 0));
-            let tally = (report.checkpoint == CheckpointUse::Loaded).then(RecoveryReport::default);
+            let tally = Some(RecoveryReport::default());
             (state, report, None, None, Some(Mutex::new(Follower { segment, offset, end, tally })))
         } else {
             let lock = acquire_lock(dir)?;
@@ -481,18 +481,18 @@ impl JournalNamespace {
             shared.housekeep(&mut writer);
         }
         if let Some(follower) = &shared.follower {
-            if report.checkpoint == CheckpointUse::Loaded {
-                // Read what the writer published after the checkpoint, so
-                // that the handle starts where a replay would have left it,
-                // and report it as a replay reports what it reads.
-                shared.refresh()?;
-                let tally = follower.lock().unwrap_or_else(PoisonError::into_inner).tally.take().unwrap_or_default();
-                report.frames += tally.frames;
-                report.records += tally.records;
-                report.bytes += tally.bytes;
-                report.damage.extend(tally.damage);
-                report.segments = shared.read_state().segments.len() as u64;
-            }
+            // Read what the writer published after the checkpoint or the
+            // replay, and report it as a replay reports what it reads. A
+            // replay needs it too: a segment the writer deleted under it had
+            // its records moved by frames past the end the replay read to
+            // (the refresh reads on until it has them).
+            shared.refresh()?;
+            let tally = follower.lock().unwrap_or_else(PoisonError::into_inner).tally.take().unwrap_or_default();
+            report.frames += tally.frames;
+            report.records += tally.records;
+            report.bytes += tally.bytes;
+            report.damage.extend(tally.damage);
+            report.segments = shared.read_state().segments.len() as u64;
         }
         report.losses = shared.losses();
         let mut shared = shared;

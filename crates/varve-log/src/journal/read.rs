@@ -117,9 +117,15 @@ impl Shared {
         let located = match self.locate(log, seq) {
             // A read-only handle that has not seen the log or seq yet, or
             // whose state names a segment it has not opened, catches up.
-            Err(LogError::LogNotFound { .. } | LogError::SeqNotFound { .. } | LogError::Io { .. })
-                if self.writer.is_none() =>
-            {
+            // Or a record the writer moved out of a segment it then deleted,
+            // if the last refresh stopped (`FOLLOW_ROUNDS_MAX`) before the
+            // frames that moved it: `Lost` until it reads them.
+            Err(
+                LogError::LogNotFound { .. }
+                | LogError::SeqNotFound { .. }
+                | LogError::Io { .. }
+                | LogError::Lost { .. },
+            ) if self.writer.is_none() => {
                 self.refresh()?;
                 self.locate(log, seq)?
             }

@@ -17,17 +17,15 @@ use crate::journal::io::SegmentIo;
 use crate::journal::mapped::SegmentBytes;
 use crate::journal::published::PublishedEnd;
 use crate::journal::read::read_up_to;
-use crate::journal::scan::{list_segments, scan_segment, segment_path, ScanContext, ScanEnd, SegmentScan};
+use crate::journal::scan::{
+    list_segments, list_segments_beside_writer, scan_segment, segment_path, ScanContext, ScanEnd, SegmentScan,
+};
 use crate::journal::state::{SegmentState, State};
 use crate::journal::{RecoveryReport, TornTail};
 
 /// Where reading resumes: the newest segment read, and the offset after
 /// its last frame applied (a writer appends there; a reader follows from there).
 pub(crate) type Tail = Option<(u32, u64)>;
-
-/// How many times a reader scans again when the writer reclaimed a segment
-/// under it (records moved to a part not yet published when it looked).
-const READER_RESCANS_MAX: usize = 3;
 
 /// Rebuild the state as the writer: every byte is finished but a torn tail
 /// of the newest segment, which is cut off (copied to `quarantine/` first).
@@ -133,7 +131,10 @@ fn replay_as_writer(
 
 /// Rebuild the state as a reader: up to what the writer has published, or,
 /// with nothing published, up to the first frame of the newest segment that
-/// does not check (it may be unfinished).
+/// does not check (it may be unfinished). A segment the writer deletes
+/// while this reads is skipped: the frames that moved its live records may
+/// lie past the end read to, so the caller reads on (`Shared::refresh`, as
+/// the open does) before it trusts what reads as lost.
 ///
 /// `progress(done, total)` is told the bytes read as segments are read.
 pub(crate) fn recover_as_reader(
@@ -141,24 +142,18 @@ pub(crate) fn recover_as_reader(
     published: Option<&PublishedEnd>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(State, RecoveryReport, Tail)> {
-    let mut attempt = 0;
-    loop {
-        let end_before = published.and_then(PublishedEnd::load);
-        let recovered = read_segments(dir, end_before, progress)?;
-        let end_after = published.and_then(PublishedEnd::load);
-        attempt += 1;
-        if recovered.1.losses.is_empty() || end_after == end_before || attempt > READER_RESCANS_MAX {
-            return Ok(recovered);
-        }
-    }
+    read_segments(dir, published, progress)
 }
 
 fn read_segments(
     dir: &Path,
-    published: Option<(u32, u64)>,
+    end: Option<&PublishedEnd>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(State, RecoveryReport, Tail)> {
-    let mut ids = list_segments(dir)?;
+    // List before loading the end, as a refresh does (`Shared::refresh`).
+    let settled = end.and_then(PublishedEnd::load).map_or(u32::MAX, |(segment, _)| segment);
+    let mut ids = list_segments_beside_writer(dir, settled)?;
+    let published = end.and_then(PublishedEnd::load);
     if let Some((segment, _)) = published {
         ids.retain(|&id| id <= segment);
     }

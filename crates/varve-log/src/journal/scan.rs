@@ -39,6 +39,28 @@ pub(crate) fn segment_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{id:010}{SEGMENT_SUFFIX}"))
 }
 
+/// Segment ids in `dir` while a writer may be creating them, ascending:
+/// [`list_segments`], plus each id above `settled` that the listing skipped
+/// but that exists. A directory listing need not return a file created while
+/// it runs, yet may return a newer one (seen with 4 KiB segments rolling
+/// during a refresh: the skipped segment read as missing, its records as
+/// lost). Ids up to `settled` — the published segment, loaded before the
+/// listing — existed when it began, so only a deletion hides them; the stat
+/// is for the few above.
+pub(crate) fn list_segments_beside_writer(dir: &Path, settled: u32) -> Result<Vec<u32>> {
+    let mut ids = list_segments(dir)?;
+    let skipped: Vec<u32> = ids
+        .windows(2)
+        .flat_map(|pair| (pair[0] + 1).max(settled.saturating_add(1))..pair[1])
+        .filter(|&id| segment_path(dir, id).exists())
+        .collect();
+    if !skipped.is_empty() {
+        ids.extend(skipped);
+        ids.sort_unstable();
+    }
+    Ok(ids)
+}
+
 /// Segment ids in `dir`, ascending. Files that are not segments are ignored.
 pub(crate) fn list_segments(dir: &Path) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
