@@ -25,52 +25,65 @@ fn open(dir: &Path, options: JournalOptions) -> JournalNamespace {
     JournalStore::open(dir, options).expect("open store").journal_namespace("ns").expect("open namespace")
 }
 
+fn stress_time() -> Duration {
+    Duration::from_secs(std::env::var("VARVE_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5))
+}
+
+/// A writer appending as fast as it can on a thread of its own, one live
+/// record per few dead ones, so that every sealed segment is mostly dead
+/// and the compactor moves its live records and deletes it.
+struct CompactingWriter {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<JournalNamespace>,
+}
+
+impl CompactingWriter {
+    fn start(dir: &Path) -> CompactingWriter {
+        let options = JournalOptions {
+            segment_bytes_max: 4096,
+            sync: SyncPolicy::Never,
+            checkpoint_bytes_min: 1 << 40, // never saved while writing: readers replay
+            ..JournalOptions::default()
+        };
+        let writer = open(dir, options);
+        writer.create_log("keep", LogConfig::unbounded()).expect("create");
+        writer.create_log("churn", LogConfig::keep(5, OnFull::Overwrite)).expect("create");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let filler = [1u8; 100];
+            let mut i = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                let log = if i.is_multiple_of(6) { "keep" } else { "churn" };
+                writer.append(log, &filler).expect("append");
+                i += 1;
+            }
+            writer
+        });
+        CompactingWriter { stop, thread }
+    }
+
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("writer thread").close().expect("close");
+    }
+}
+
 #[test]
 fn a_read_only_open_beside_a_compacting_writer_reports_no_losses() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let writer_options = JournalOptions {
-        segment_bytes_max: 4096,
-        sync: SyncPolicy::Never,
-        checkpoint_bytes_min: 1 << 40, // never saved while writing: readers replay
-        ..JournalOptions::default()
-    };
-    let writer = open(dir.path(), writer_options);
-    writer.create_log("keep", LogConfig::unbounded()).expect("create");
-    writer.create_log("churn", LogConfig::keep(5, OnFull::Overwrite)).expect("create");
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_writer = stop.clone();
-    let writing = std::thread::spawn(move || {
-        let filler = [1u8; 100];
-        let mut i = 0u64;
-        while !stop_writer.load(Ordering::Relaxed) {
-            // One live record per few dead ones: every sealed segment is
-            // mostly dead, so the compactor moves its live records and
-            // deletes it.
-            if i.is_multiple_of(6) {
-                writer.append("keep", &filler).expect("append keep");
-            } else {
-                writer.append("churn", &filler).expect("append churn");
-            }
-            i += 1;
-        }
-        writer
-    });
+    let writer = CompactingWriter::start(dir.path());
     std::thread::sleep(Duration::from_millis(300));
     let reader_options =
         JournalOptions { read_only: true, read_only_poll: Duration::from_millis(5), ..JournalOptions::default() };
     let started = Instant::now();
     let mut opens = 0;
     let mut failure = None;
-    let seconds = std::env::var("VARVE_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    while started.elapsed() < Duration::from_secs(seconds) {
+    while started.elapsed() < stress_time() {
         let reader = open(dir.path(), reader_options);
         opens += 1;
         let report = reader.recovery_report();
         assert!(report.damage.is_empty(), "open {opens}: damage on an undamaged journal: {report:?}");
-        if let Some(loss) = report.losses.first() {
-            let got = reader.get("keep", loss.first).map(|v| v.len());
-            assert_eq!(got.expect("a record listed as lost reads back"), 100, "open {opens}");
-        }
         if !report.losses.is_empty() {
             let seq = report.losses[0].first;
             let before = reader.get("keep", seq).map(|v| v.len());
@@ -86,9 +99,7 @@ fn a_read_only_open_beside_a_compacting_writer_reports_no_losses() {
             break;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let writer = writing.join().expect("writer thread");
-    writer.close().expect("close");
+    writer.finish();
     println!("{opens} read-only opens");
     if let Some(failure) = failure {
         panic!("{failure}");
@@ -100,38 +111,14 @@ fn a_read_only_open_beside_a_compacting_writer_reports_no_losses() {
 #[test]
 fn a_read_only_follower_beside_a_compacting_writer_has_no_losses_after_a_refresh() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let writer_options = JournalOptions {
-        segment_bytes_max: 4096,
-        sync: SyncPolicy::Never,
-        checkpoint_bytes_min: 1 << 40,
-        ..JournalOptions::default()
-    };
-    let writer = open(dir.path(), writer_options);
-    writer.create_log("keep", LogConfig::unbounded()).expect("create");
-    writer.create_log("churn", LogConfig::keep(5, OnFull::Overwrite)).expect("create");
+    let writer = CompactingWriter::start(dir.path());
     let reader_options =
         JournalOptions { read_only: true, read_only_poll: Duration::from_millis(5), ..JournalOptions::default() };
     let reader = open(dir.path(), reader_options);
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_writer = stop.clone();
-    let writing = std::thread::spawn(move || {
-        let filler = [1u8; 100];
-        let mut i = 0u64;
-        while !stop_writer.load(Ordering::Relaxed) {
-            if i.is_multiple_of(6) {
-                writer.append("keep", &filler).expect("append keep");
-            } else {
-                writer.append("churn", &filler).expect("append churn");
-            }
-            i += 1;
-        }
-        writer
-    });
     let started = Instant::now();
     let mut refreshes = 0u32;
     let mut failure = None;
-    let seconds = std::env::var("VARVE_STRESS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    while started.elapsed() < Duration::from_secs(seconds) {
+    while started.elapsed() < stress_time() {
         std::thread::sleep(Duration::from_millis(u64::from(refreshes % 7) * 3));
         reader.refresh().expect("refresh");
         refreshes += 1;
@@ -146,9 +133,7 @@ fn a_read_only_follower_beside_a_compacting_writer_has_no_losses_after_a_refresh
             break;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let writer = writing.join().expect("writer thread");
-    writer.close().expect("close");
+    writer.finish();
     println!("{refreshes} refreshes");
     if let Some(failure) = failure {
         panic!("{failure}");
