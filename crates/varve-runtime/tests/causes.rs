@@ -195,6 +195,17 @@ fn feed(case: &Case, rng: &mut StdRng, inputs: usize, seed: u64) {
     }
 }
 
+/// The answer of the full graph over the events kept now. Retention trims
+/// `_events` after runs finish, which can be just after `wait_idle` saw the
+/// runtime idle and the test took its snapshot of the events: the index then
+/// answers over fewer events than the snapshot holds (seen once in CI: a
+/// record whose APPEND event was trimmed in between). An idle runtime trims
+/// nothing more, so a second snapshot is the index's view.
+fn kept_now(case: &Case, answer: impl for<'a> Fn(&CausalGraph<'a>) -> Vec<&'a StoredEvent>) -> Vec<EventId> {
+    let all = merge(&[case.edge.events().expect("edge events"), case.cloud.events().expect("cloud events")]);
+    ids(&answer(&CausalGraph::new(&all)))
+}
+
 /// Returns how many effects were compared, and how many of them held more than a record's own run.
 fn check(seed: u64) -> (usize, usize) {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -243,12 +254,15 @@ fn check(seed: u64) -> (usize, usize) {
                 continue;
             }
             let t = std::time::Instant::now();
-            let expected = ids(&graph.ancestors(ns_name, log, seq));
+            let mut expected = ids(&graph.ancestors(ns_name, log, seq));
             graph_time += t.elapsed();
             let t = std::time::Instant::now();
             let found = causes.ancestors(ns_name, log, seq).expect("causes");
             index_time += t.elapsed();
             let found: Vec<EventId> = found.iter().map(|e| e.id.clone()).collect();
+            if found != expected && retention {
+                expected = kept_now(&case, |graph| graph.ancestors(ns_name, log, seq));
+            }
             assert_eq!(
                 found, expected,
                 "seed {seed} (retention {retention}, before the index {before_index}): causes of {ns_name}/{log}:{seq}"
@@ -257,12 +271,15 @@ fn check(seed: u64) -> (usize, usize) {
             // Effects walk every event after the record: a smaller sample.
             if effects_compared < 80 && rng.gen_bool(if log == HOT { 0.02 } else { 0.1 }) {
                 let t = std::time::Instant::now();
-                let expected = ids(&graph.descendants(ns_name, log, seq));
+                let mut expected = ids(&graph.descendants(ns_name, log, seq));
                 graph_time += t.elapsed();
                 let t = std::time::Instant::now();
                 let found = effects.descendants(ns_name, log, seq).expect("effects");
                 walk_time += t.elapsed();
                 let found: Vec<EventId> = found.iter().map(|e| e.id.clone()).collect();
+                if found != expected && retention {
+                    expected = kept_now(&case, |graph| graph.descendants(ns_name, log, seq));
+                }
                 assert_eq!(
                     found, expected,
                     "seed {seed} (retention {retention}, before the index {before_index}): effects of {ns_name}/{log}:{seq}"
