@@ -31,6 +31,7 @@
 //! entries whose events it trimmed, keeping the last one below.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use varve_log::codec::ByteReader;
@@ -46,6 +47,9 @@ pub const APPENDS_PREFIX: &str = "_runtime.appends.";
 pub const INDEX_SINCE_LOG: &str = "_runtime.index";
 /// At most this many events lie between an APPEND and its log's entry at or before it.
 pub const STRIDE: Seq = 128;
+/// How many times a lookup starts again after event retention trimmed the
+/// index entries it was reading (each time means another trim ran meanwhile).
+const TRIMMED_ATTEMPTS_MAX: u32 = 8;
 
 /// The index log of `log`, or `None` when the name would be too long (a
 /// log name over 183 bytes: its APPENDs are found by a scan).
@@ -326,9 +330,25 @@ impl EventIndex {
     /// in order. Events that event retention trims meanwhile are passed
     /// over: the walk goes on from the earliest event still kept.
     pub fn for_each_from(&self, first: Seq, mut visit: impl FnMut(StoredEvent) -> Result<()>) -> Result<()> {
+        self.walk_kept(first, self.latest, |seq, bytes| {
+            visit(self.stored(seq, bytes)?)?;
+            Ok(ControlFlow::Continue(()))
+        })
+    }
+
+    /// Call `visit` with the seq and bytes of each event kept in
+    /// `first..=last`, in order, until it breaks. Event retention may trim
+    /// while an index is open (its `earliest` is then stale): the events
+    /// trimmed are passed over, as if they had been trimmed before.
+    fn walk_kept(
+        &self,
+        first: Seq,
+        last: Seq,
+        mut visit: impl FnMut(Seq, &[u8]) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
         let mut next = first.max(self.earliest);
-        while next <= self.latest {
-            let records = match self.ns.scan(EVENTS_LOG, SeqRange { first: next, last: self.latest }) {
+        'scans: while next <= last {
+            let records = match self.ns.scan(EVENTS_LOG, SeqRange { first: next, last }) {
                 Ok(records) => records,
                 Err(LogError::Trimmed { .. }) => {
                     next = self.kept_after(next)?;
@@ -336,24 +356,22 @@ impl EventIndex {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let mut trimmed = false;
             for record in records {
                 match record {
                     Ok(record) => {
                         next = record.seq + 1;
-                        visit(self.stored(record.seq, &record.value)?)?;
+                        if visit(record.seq, &record.value)?.is_break() {
+                            return Ok(());
+                        }
                     }
                     Err(LogError::Trimmed { .. }) => {
-                        trimmed = true;
-                        break;
+                        next = self.kept_after(next)?;
+                        continue 'scans;
                     }
                     Err(e) => return Err(e.into()),
                 }
             }
-            if !trimmed {
-                return Ok(());
-            }
-            next = self.kept_after(next)?;
+            return Ok(());
         }
         Ok(())
     }
@@ -373,6 +391,18 @@ impl EventIndex {
 
     /// The APPEND event of `log`'s record `seq`, if one is kept.
     pub fn append_of(&self, log: &str, seq: Seq) -> Result<Option<StoredEvent>> {
+        // Event retention trims index entries as it trims events: a lookup
+        // that meets one trimmed under it reads the index's bounds again.
+        let mut attempts = 1;
+        loop {
+            match self.append_of_once(log, seq) {
+                Err(RuntimeError::Log(LogError::Trimmed { .. })) if attempts < TRIMMED_ATTEMPTS_MAX => attempts += 1,
+                result => return result,
+            }
+        }
+    }
+
+    fn append_of_once(&self, log: &str, seq: Seq) -> Result<Option<StoredEvent>> {
         if seq == 0 {
             return Ok(None);
         }
@@ -418,27 +448,26 @@ impl EventIndex {
 
     /// Look for the APPEND of `(log, seq)` among the events in `[from, to)`.
     fn scan_for_append(&self, log: &str, seq: Seq, from: Seq, to: Seq) -> Result<Option<StoredEvent>> {
-        let (from, last) = (from.max(self.earliest), to.min(self.latest.saturating_add(1)).saturating_sub(1));
-        if from > last {
-            return Ok(None);
-        }
-        for record in self.ns.scan(EVENTS_LOG, SeqRange { first: from, last })? {
-            let record = record?;
-            if kind_byte(&record.value).is_some_and(|kind| kind != EventKind::Append as u8) {
+        let last = to.min(self.latest.saturating_add(1)).saturating_sub(1);
+        let mut found = None;
+        self.walk_kept(from, last, |event_seq, bytes| {
+            if kind_byte(bytes).is_some_and(|kind| kind != EventKind::Append as u8) {
                 self.count();
-                continue; // not an APPEND: no need to decode it
+                return Ok(ControlFlow::Continue(())); // not an APPEND: no need to decode it
             }
-            let event = self.stored(record.seq, &record.value)?;
+            let event = self.stored(event_seq, bytes)?;
             if event.event.kind == EventKind::Append && event.event.log == log {
                 if event.event.seq == seq {
-                    return Ok(Some(event));
+                    found = Some(event);
+                    return Ok(ControlFlow::Break(()));
                 }
                 if event.event.seq > seq {
-                    return Ok(None); // appended without the runtime
+                    return Ok(ControlFlow::Break(())); // appended without the runtime
                 }
             }
-        }
-        Ok(None)
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(found)
     }
 
     /// The events the run of the FIRING at `firing` wrote in this namespace
@@ -451,27 +480,24 @@ impl EventIndex {
             return Ok(out);
         }
         let here = self.ns.name().as_bytes();
-        for record in self.ns.scan(EVENTS_LOG, SeqRange { first: firing + 1, last: self.latest })? {
-            let record = record?;
+        self.walk_kept(firing + 1, self.latest, |seq, bytes| {
             // Most events between a FIRING and its DONE belong to other runs:
             // judged by their header, without decoding them.
-            if let Some((_, parent)) = peek_header(&record.value) {
+            if let Some((_, parent)) = peek_header(bytes) {
                 self.count();
                 if parent.is_none_or(|(namespace, seq)| seq != firing || namespace != here) {
-                    continue;
+                    return Ok(ControlFlow::Continue(()));
                 }
             }
-            let event = self.stored(record.seq, &record.value)?;
+            let event = self.stored(seq, bytes)?;
             let child = event.event.parent.as_ref().is_some_and(|p| p.seq == firing && p.namespace == self.ns.name());
             if !child {
-                continue;
+                return Ok(ControlFlow::Continue(()));
             }
             let end = matches!(event.event.kind, EventKind::Done | EventKind::Failed);
             out.push(event);
-            if end {
-                break;
-            }
-        }
+            Ok(if end { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
         Ok(out)
     }
 
@@ -485,16 +511,14 @@ impl EventIndex {
         }
         if self.repairs.get().is_none() {
             let mut found = Vec::new();
-            if self.earliest <= self.latest {
-                for record in self.ns.scan(EVENTS_LOG, SeqRange { first: self.earliest, last: self.latest })? {
-                    let record = record?;
-                    if kind_byte(&record.value).is_some_and(|kind| kind != EventKind::Repair as u8) {
-                        self.count();
-                        continue;
-                    }
-                    found.push(self.stored(record.seq, &record.value)?);
+            self.walk_kept(self.earliest, self.latest, |seq, bytes| {
+                if kind_byte(bytes).is_some_and(|kind| kind != EventKind::Repair as u8) {
+                    self.count();
+                } else {
+                    found.push(self.stored(seq, bytes)?);
                 }
-            }
+                Ok(ControlFlow::Continue(()))
+            })?;
             let _ = self.repairs.set(found);
         }
         let repairs = self.repairs.get().map_or(&[][..], Vec::as_slice);

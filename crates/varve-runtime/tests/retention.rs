@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use varve_log::{JournalNamespace, JournalOptions, LogConfig, Namespace, Seq, SeqRange, SyncPolicy};
+use varve_runtime::append_index::EventIndex;
 use varve_runtime::{
-    event::now_ns, Backlog, EventKind, RetryPolicy, Runtime, RuntimeBuilder, RuntimeError, EVENTS_LOG,
+    event::now_ns, Backlog, EventKind, RetryPolicy, Runtime, RuntimeBuilder, RuntimeError, StoredEvent, EVENTS_LOG,
 };
 
 const IDLE: Duration = Duration::from_secs(60);
@@ -248,4 +249,61 @@ fn retention_is_refused_where_it_cannot_hold_and_the_runtime_keeps_its_own_logs(
     }
     assert_eq!(runtime.trim("x", 3).expect("an application log"), 3);
     runtime.stop(Duration::from_secs(5));
+}
+
+/// An index opened before a trim (its earliest is then stale) answers from
+/// what is kept: lookups whose events were trimmed under it find nothing,
+/// the others find what they found before — never a `Trimmed` error.
+#[test]
+fn an_event_index_opened_before_a_trim_answers_from_what_is_kept() {
+    const KEEP: u64 = 1_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = journal(dir.path());
+    let runtime = copier(&ns, |builder| builder.events_keep(KEEP));
+    for i in 0..300u64 {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+    }
+    assert!(runtime.wait_idle(IDLE), "idle");
+    let before = runtime.events().expect("events");
+    let index = EventIndex::open(Arc::clone(&ns)).expect("open").expect("an index");
+    // More traffic: retention trims into what the index saw.
+    for i in 300..400u64 {
+        runtime.append("in", &i.to_le_bytes()).expect("append");
+    }
+    assert!(runtime.wait_idle(IDLE), "idle");
+    runtime.stop(Duration::from_secs(5));
+    let earliest = ns.earliest(EVENTS_LOG).expect("earliest");
+    println!("index saw {}..={}, kept now from {earliest}", index.earliest(), index.latest());
+    assert!(index.earliest() < earliest && earliest <= index.latest(), "the trim falls inside what the index saw");
+
+    let seen = |seq: Seq| seq >= earliest && seq <= index.latest();
+    let (mut found, mut gone) = (0, 0);
+    for event in before.iter().filter(|e| e.event.kind == EventKind::Append) {
+        let (log, seq) = (&event.event.log, event.event.seq);
+        let answer = index.append_of(log, seq).unwrap_or_else(|e| panic!("append_of({log}, {seq}): {e}"));
+        let expected = seen(event.id.seq).then_some(event);
+        assert_eq!(answer.as_ref(), expected, "the APPEND of {log} {seq}");
+        if answer.is_some() {
+            found += 1;
+        } else {
+            gone += 1;
+        }
+    }
+    assert!(found > 0 && gone > 0, "{found} found, {gone} trimmed: both kinds were looked up");
+    for firing in before.iter().filter(|e| e.event.kind == EventKind::Firing) {
+        let run = index.run_of(firing.id.seq).unwrap_or_else(|e| panic!("run_of({}): {e}", firing.id.seq));
+        let expected: Vec<&StoredEvent> = before
+            .iter()
+            .filter(|e| e.event.parent.as_ref().is_some_and(|p| p.seq == firing.id.seq) && seen(e.id.seq))
+            .collect();
+        assert_eq!(run.iter().collect::<Vec<_>>(), expected, "the run of the FIRING at {}", firing.id.seq);
+    }
+    let mut walked = Vec::new();
+    index
+        .for_each_from(1, |event| {
+            walked.push(event.id.seq);
+            Ok(())
+        })
+        .expect("walk");
+    assert_eq!(walked, (earliest..=index.latest()).collect::<Vec<_>>(), "the walk passes over what was trimmed");
 }
