@@ -42,7 +42,8 @@ macro_rules! conformance_suite {
     (without_renames: $make:expr) => {
         $crate::conformance_suite!(core: $make);
         $crate::conformance_suite!(@tests $make; conditional_batches_land_only_where_expected,
-            renames_are_refused_as_unsupported, trims_are_refused_as_unsupported);
+            renames_are_refused_as_unsupported);
+        $crate::conformance_suite!(trims: $make);
     };
     // `trim` (contract rule 8).
     (trims: $make:expr) => {
@@ -704,17 +705,4 @@ pub fn trims_and_overwrite_retention_agree(ns: &dyn Namespace) {
     assert_eq!(ns.earliest("o").expect("retention passes the trim"), 8);
     let seqs: Vec<u64> = ns.scan("o", SeqRange::from(8..)).expect("scan").map(|r| r.expect("record").seq).collect();
     assert_eq!(seqs, (8..=12).collect::<Vec<_>>());
-}
-
-/// For a backend that does not trim: every trim is refused with
-/// `Unsupported` (saying what to do instead) and changes nothing.
-pub fn trims_are_refused_as_unsupported(ns: &dyn Namespace) {
-    ns.create_log("a", LogConfig::unbounded()).expect("create");
-    ns.append("a", b"a1").expect("append");
-    ns.append("a", b"a2").expect("append");
-    let before = snapshot(ns);
-    let err = ns.trim("a", 2).expect_err("unsupported");
-    assert!(matches!(err, LogError::Unsupported { .. }), "{err}");
-    assert!(err.to_string().contains("trim"), "{err}");
-    assert_eq!(snapshot(ns), before);
 }

@@ -238,7 +238,7 @@ fn after_commit(inner: &Inner, batch: &[(&str, &[u8])], states: &[(&str, LogStat
         let step = (k / 4).max(1);
         if new_latest > k && new_latest / step != state.latest / step {
             // Best effort: a failed purge leaves invisible records for the next one.
-            let _ = inner.trim(log, k);
+            let _ = inner.purge_overwritten(log, k);
         }
     }
 }

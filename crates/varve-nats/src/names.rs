@@ -1,5 +1,6 @@
 //! Where a namespace and its logs live in `JetStream`: one stream per
-//! namespace, two subjects per log (its records and its configuration).
+//! namespace, three subjects per log (its records, its configuration and
+//! its trim floor).
 //!
 //! Varve names use `[A-Za-z0-9_.-]`; a `.` separates subject tokens and is
 //! not allowed in stream names, so it is written `~`, a character Varve
@@ -52,6 +53,12 @@ impl Layout {
         format!("{}c.{}", self.prefix, token(log))
     }
 
+    /// A log's trim floor (its last message's `Varve-Seq`: no record below
+    /// it is kept; no message when never trimmed): `varve.<ns>.t.<log>`.
+    pub(crate) fn floor(&self, log: &str) -> String {
+        format!("{}t.{}", self.prefix, token(log))
+    }
+
     /// Every configuration subject, to list the logs.
     pub(crate) fn configs(&self) -> String {
         format!("{}c.>", self.prefix)
@@ -78,6 +85,7 @@ mod tests {
         assert_eq!(layout.stream, "VARVE_app~v1");
         assert_eq!(layout.data("temp.c"), "varve.app~v1.d.temp~c");
         assert_eq!(layout.config("temp.c"), "varve.app~v1.c.temp~c");
+        assert_eq!(layout.floor("temp.c"), "varve.app~v1.t.temp~c");
         assert_eq!(layout.log_of_config("varve.app~v1.c.temp~c").as_deref(), Some("temp.c"));
         assert_eq!(layout.log_of_config("varve.app~v1.d.temp~c"), None);
         assert_eq!(namespace_of_stream("VARVE_app~v1").as_deref(), Some("app.v1"));

@@ -7,8 +7,13 @@
 //!   each with header `Varve-Seq`; those seqs are dense from 1, because
 //!   every append is published with `Nats-Expected-Last-Subject-Sequence`
 //!   set to the stream sequence of the log's latest record (0 when empty);
-//! - this client's cached `latest` never goes back (a replica may answer
-//!   with an older state; the cache keeps the newest seen).
+//! - a log's trim floor is the `Varve-Seq` of the last message of its
+//!   floor subject, when that message is newer than its configuration: no
+//!   record below it is readable, whether or not its purge has run yet;
+//!   floors only rise (each is published with a compare-and-set on the
+//!   floor subject);
+//! - this client's cached `latest` and floor never go back (a replica may
+//!   answer with an older state; the cache keeps the newest seen).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,13 +21,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_nats::header::HeaderMap;
 use bytes::Bytes;
 use serde::Deserialize;
-use varve_log::rules::{self, earliest_kept, Expect};
+use varve_log::rules::{self, earliest_after_trims, Expect};
 use varve_log::{LogConfig, LogError, LogInfo, Namespace, Result, Scan, Seq, SeqRange, Watch};
 
 use crate::conn::{err_code, Conn, Failure};
 use crate::names::Layout;
 use crate::scan::NatsScan;
-use crate::stored::{ConfigJson, Stored};
+use crate::stored::{ConfigJson, PubAck, Stored, SEQ_HEADER};
 use crate::watch::NatsWatch;
 
 /// Most seq → stream-sequence anchors kept per log (hints for `get`).
@@ -54,13 +59,18 @@ pub(crate) struct LogState {
     /// record `latest`, or 0 when the subject is empty (the value every
     /// append's compare-and-set expects).
     pub(crate) latest_sseq: u64,
+    /// No record below this seq is kept (`trim`); 0 when never trimmed.
+    pub(crate) floor: Seq,
+    /// The stream sequence of the floor subject's last message, 0 when it
+    /// has none: what the next trim's compare-and-set expects.
+    pub(crate) floor_sseq: u64,
     /// Known positions of records: seq → stream sequence.
     anchors: BTreeMap<Seq, u64>,
 }
 
 impl LogState {
     pub(crate) fn earliest(&self) -> Seq {
-        earliest_kept(self.config.retention, self.latest)
+        earliest_after_trims(self.config.retention, self.latest, self.floor)
     }
 
     pub(crate) fn info(&self, name: &str) -> LogInfo {
@@ -275,11 +285,13 @@ impl Inner {
     }
 
     fn refresh_once(&self, log: &str) -> Result<LogState> {
-        let (config_subject, data_subject) = (self.layout.config(log), self.layout.data(log));
-        let (config, last) = self.conn.block_on(async {
+        let (config_subject, data_subject, floor_subject) =
+            (self.layout.config(log), self.layout.data(log), self.layout.floor(log));
+        let (config, last, floor) = self.conn.block_on(async {
             let config = self.direct_last(&config_subject);
             let last = self.direct_last(&data_subject);
-            futures_util::future::join(config, last).await
+            let floor = self.direct_last(&floor_subject);
+            futures_util::future::join3(config, last, floor).await
         });
         let map = |failure: Failure| failure.into_read_error(self.target(), &format!("read log {log:?}"));
         let config = match config {
@@ -304,25 +316,34 @@ impl Inner {
             Some(orphan) => (0, orphan.sseq),
             None => (0, 0),
         };
-        let mut cache = self.cache();
-        let state = cache.entry(log.to_owned()).or_insert_with(|| LogState {
+        // So does a floor older than the configuration.
+        let (floor, floor_sseq) = match floor.map_err(map)? {
+            Some(message) if message.sseq > config_message.sseq => (message.seq, message.sseq),
+            Some(orphan) => (0, orphan.sseq),
+            None => (0, 0),
+        };
+        let fresh = || LogState {
             config: parsed.config(),
             config_sseq: config_message.sseq,
             latest,
             latest_sseq,
+            floor,
+            floor_sseq,
             anchors: BTreeMap::new(),
-        });
-        if state.config_sseq != config_message.sseq {
-            *state = LogState {
-                config: parsed.config(),
-                config_sseq: config_message.sseq,
-                latest,
-                latest_sseq,
-                anchors: BTreeMap::new(),
-            };
-        } else if latest > state.latest || (latest == state.latest && latest_sseq > state.latest_sseq) {
-            state.latest = latest;
-            state.latest_sseq = latest_sseq;
+        };
+        let mut cache = self.cache();
+        let state = cache.entry(log.to_owned()).or_insert_with(fresh);
+        if state.config_sseq == config_message.sseq {
+            if latest > state.latest || (latest == state.latest && latest_sseq > state.latest_sseq) {
+                state.latest = latest;
+                state.latest_sseq = latest_sseq;
+            }
+            if floor_sseq > state.floor_sseq {
+                state.floor = state.floor.max(floor);
+                state.floor_sseq = floor_sseq;
+            }
+        } else {
+            *state = fresh();
         }
         if latest > 0 {
             state.anchors.insert(latest, latest_sseq);
@@ -459,13 +480,75 @@ impl Inner {
 
     /// Purge the records of an overwrite log that its retention no longer
     /// keeps (they are already invisible: reads stop at `earliest`).
-    pub(crate) fn trim(&self, log: &str, keep: u64) -> Result<()> {
+    pub(crate) fn purge_overwritten(&self, log: &str, keep: u64) -> Result<()> {
+        self.purge(&serde_json::json!({ "filter": self.layout.data(log), "keep": keep }), &format!("trim log {log:?}"))
+    }
+
+    fn purge(&self, body: &serde_json::Value, operation: &str) -> Result<()> {
         let op = format!("STREAM.PURGE.{}", self.layout.stream);
-        let body = serde_json::json!({ "filter": self.layout.data(log), "keep": keep });
         self.conn
-            .block_on(self.conn.api::<serde_json::Value>(&op, &body))
+            .block_on(self.conn.api::<serde_json::Value>(&op, body))
             .map(drop)
-            .map_err(|f| f.into_log_error(self.target(), &format!("trim log {log:?}")))
+            .map_err(|f| f.into_log_error(self.target(), operation))
+    }
+
+    /// Raise `log`'s trim floor to `floor` (unless it is that high already)
+    /// by a compare-and-set on its floor subject: floors only rise, however
+    /// many clients trim at once. A lost answer or a floor moved by another
+    /// client is read again and, if still lower, published again.
+    fn raise_floor(&self, log: &str, floor: Seq) -> Result<()> {
+        let subject = self.layout.floor(log);
+        let operation = format!("trim log {log:?} before seq {floor}");
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let state = self.refresh(log)?;
+            if state.floor >= floor {
+                return Ok(());
+            }
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Expected-Last-Subject-Sequence", state.floor_sseq.to_string().as_str());
+            headers.insert(SEQ_HEADER, floor.to_string().as_str());
+            let answer = self.conn.block_on(async {
+                let message = self.conn.request(subject.clone(), Some(headers), Bytes::new()).await?;
+                crate::conn::parse_answer::<PubAck>(&message.payload)
+            });
+            let failure = match answer {
+                Ok(ack) => {
+                    self.note_floor(log, state.config_sseq, floor, ack.seq);
+                    return Ok(());
+                }
+                Err(Failure::NotSent(reason)) => match self.refusal_of_no_responders() {
+                    Some(refusal) => return Err(refusal),
+                    None => Failure::NotSent(reason),
+                },
+                Err(Failure::Api(error))
+                    if matches!(
+                        error.err_code,
+                        err_code::WRONG_LAST_SEQUENCE | err_code::WRONG_LAST_SEQUENCE_CONSTANT
+                    ) || error.code == 503
+                        || error.err_code == err_code::CLUSTER_NOT_AVAILABLE =>
+                {
+                    Failure::Api(error)
+                }
+                Err(lost @ Failure::Lost(_)) => lost,
+                Err(failure) => return Err(failure.into_log_error(self.target(), &operation)),
+            };
+            if started.elapsed() > self.conn.options.append_deadline {
+                return Err(failure.into_log_error(self.target(), &operation));
+            }
+            std::thread::sleep(crate::conn::backoff(attempt));
+        }
+    }
+
+    /// Record that `log`'s floor is at least `floor`, published at stream
+    /// sequence `floor_sseq`.
+    fn note_floor(&self, log: &str, config_sseq: u64, floor: Seq, floor_sseq: u64) {
+        let mut cache = self.cache();
+        let Some(state) = cache.get_mut(log).filter(|s| s.config_sseq == config_sseq) else { return };
+        state.floor = state.floor.max(floor);
+        state.floor_sseq = state.floor_sseq.max(floor_sseq);
     }
 }
 
@@ -551,26 +634,33 @@ impl Namespace for NatsNamespace {
         })
     }
 
-    /// Refused for now: every client derives a log's `earliest` from its
-    /// retention and latest seq, so a trim needs a floor all of them see
-    /// (in the log's configuration subject) before the purge — not built.
-    /// Overwrite retention (`Keep { k, Overwrite }`) bounds a log on NATS.
+    /// Two steps: the floor is published (the commit: from then on every
+    /// client that reads the log's state finds nothing below it), then
+    /// the log's messages below record `before` are purged. A purge that
+    /// fails leaves records no reader can see, purged by the next trim of
+    /// the log (which purges below its own, higher, `before`).
     fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
-        Err(LogError::Unsupported {
-            target: self.inner.target().to_owned(),
-            operation: format!("trim log {log:?} before seq {before}"),
-            reason: "trims are not built on the NATS JetStream backend yet: bound the log with overwrite retention \
-                     (keep K, overwrite), or keep the namespace on the journal or `varve serve` to trim"
-                .into(),
-        })
+        let inner = &self.inner;
+        let state = inner.refresh(log)?;
+        let Some(before) = rules::check_trim(log, state.config.retention, before, state.earliest(), state.latest)?
+        else {
+            return Ok(state.earliest());
+        };
+        // Found before the floor hides it: the purge stops at its message.
+        let record = inner.locate(log, &state, before)?;
+        inner.raise_floor(log, before)?;
+        let purge = serde_json::json!({ "filter": inner.layout.data(log), "seq": record.sseq });
+        let _ = inner.purge(&purge, &format!("purge the trimmed records of log {log:?}"));
+        Ok(inner.state(log)?.earliest())
     }
 
     fn delete_log(&self, log: &str) -> Result<()> {
         let inner = &self.inner;
         inner.refresh(log)?;
-        // Records first, then the configuration: a crash between leaves an
-        // empty log, and deleting again finishes the job.
-        for subject in [inner.layout.data(log), inner.layout.config(log)] {
+        // The floor, the records, then the configuration: a crash between
+        // leaves an empty log (or one whose trimmed records were purged and
+        // the rest not yet), and deleting again finishes the job.
+        for subject in [inner.layout.floor(log), inner.layout.data(log), inner.layout.config(log)] {
             let op = format!("STREAM.PURGE.{}", inner.layout.stream);
             inner
                 .conn

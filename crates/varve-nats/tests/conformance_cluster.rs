@@ -3,5 +3,5 @@
 
 mod support;
 
-// Renames are refused with `Unsupported` (docs/nats.md).
+// Renames are refused with `Unsupported` (docs/nats.md); trims are checked like every backend's.
 varve_log::conformance_suite!(without_renames: || support::fixture(support::cluster3(), "replicas=3"));

@@ -93,8 +93,8 @@ fn slack(keep: u64) -> u64 {
 
 /// Check the retention options at start: each rule is positive, the
 /// runtime is not shared, and the namespace's backend trims (a trim to seq
-/// 0 changes nothing anywhere, and is refused with `Unsupported` where
-/// trims are not built: NATS).
+/// 0 changes nothing anywhere, and is refused with `Unsupported` by a
+/// backend that does not trim).
 pub(crate) fn check_options(ns: &dyn Namespace, options: &RuntimeOptions) -> Result<()> {
     if options.events_keep.is_none() && options.events_keep_for.is_none() {
         return Ok(());
