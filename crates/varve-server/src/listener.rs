@@ -201,9 +201,11 @@ impl Server {
             state.metrics.open_connections.inc();
             tokio::spawn(async move {
                 match tls {
-                    None => serve_connection(&builder, router, stream, watcher, peer).await,
+                    None => serve_connection(&builder, router, stream, watcher, peer, handshake_timeout).await,
                     Some(acceptor) => match tls::handshake(acceptor, stream, handshake_timeout).await {
-                        Ok(stream) => serve_connection(&builder, router, stream, watcher, peer).await,
+                        Ok(stream) => {
+                            serve_connection(&builder, router, stream, watcher, peer, handshake_timeout).await;
+                        }
                         Err(error @ tls::HandshakeError::ClosedSilently) => tracing::debug!(%peer, %error),
                         Err(error) => tracing::warn!(%peer, %error, "TLS handshake failed"),
                     },
@@ -229,18 +231,45 @@ impl Server {
 
 /// Serve HTTP/1.1 or HTTP/2 (told apart by the HTTP/2 preface) on one
 /// connection until it ends, or until a graceful shutdown ends it.
+///
+/// A connection must send its first request within `first_request_timeout`
+/// (the header timeout), or it is closed. hyper's own header timeout
+/// covers HTTP/1 request heads, but not the wait for the bytes that tell
+/// HTTP/1 from HTTP/2: a connection that sent nothing, or the start of the
+/// HTTP/2 preface, would stay open for good and count against
+/// `connections_max`.
 async fn serve_connection<I>(
     builder: &auto::Builder<TokioExecutor>,
     router: axum::Router,
     io: I,
     watcher: Watcher,
     peer: SocketAddr,
+    first_request_timeout: Duration,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let connection =
-        builder.serve_connection_with_upgrades(TokioIo::new(io), TowerToHyperService::new(router)).into_owned();
-    if let Err(error) = watcher.watch(connection).await {
+    let requested = Arc::new(AtomicBool::new(false));
+    let service = {
+        let (requested, router) = (Arc::clone(&requested), TowerToHyperService::new(router));
+        hyper::service::service_fn(move |request| {
+            requested.store(true, Ordering::Relaxed);
+            hyper::service::Service::call(&router, request)
+        })
+    };
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service).into_owned();
+    let served = watcher.watch(connection);
+    tokio::pin!(served);
+    let ended = tokio::select! {
+        ended = &mut served => ended,
+        () = tokio::time::sleep(first_request_timeout) => {
+            if !requested.load(Ordering::Relaxed) {
+                tracing::debug!(%peer, "no request within the header timeout: closing the connection");
+                return;
+            }
+            served.await
+        }
+    };
+    if let Err(error) = ended {
         tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }

@@ -73,7 +73,21 @@ impl Namespaces {
         self.open(name)
     }
 
-    /// The namespace for a write, created if needed.
+    /// The namespace for a write to logs that must exist already (an
+    /// append, a trim, a rename), refused with `log_not_found` for `log`
+    /// when the namespace was never written: a refused write leaves no
+    /// namespace behind (a typo in its name would).
+    pub fn for_write_to(&self, name: &str, log: &str) -> Result<Arc<Served>, ApiError> {
+        match self.for_read(name) {
+            Err(ApiError::Log(LogError::NamespaceNotFound { namespace })) => {
+                Err(LogError::LogNotFound { namespace, log: log.to_owned() }.into())
+            }
+            other => other,
+        }
+    }
+
+    /// The namespace for a write that creates (a log, an object store),
+    /// created if needed.
     pub fn for_write(&self, name: &str) -> Result<Arc<Served>, ApiError> {
         varve_log::validate_name(name, true)?;
         match self.cached(name) {

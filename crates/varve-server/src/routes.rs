@@ -34,6 +34,10 @@ pub const CAUSE_HEADER: &str = "varve-cause";
 pub const TRACE_HEADER: &str = "varve-trace";
 /// JSON bodies beyond the records' own bytes (base64 grows them by 4/3) may add this much.
 pub const JSON_OVERHEAD_BYTES: u64 = 1 << 20;
+/// The largest rename body a valid call can need: the most pairs, each with
+/// two names of the longest length (and room for their JSON), plus the overhead.
+const RENAME_BODY_BYTES_MAX: u64 =
+    varve_log::RENAMES_PER_CALL_MAX as u64 * (2 * varve_log::NAME_BYTES_MAX as u64 + 64) + JSON_OVERHEAD_BYTES;
 
 /// The path's parameters, with rejections answered as JSON errors.
 pub struct Params(HashMap<String, String>);
@@ -270,7 +274,7 @@ pub async fn trim(
     require_json(&parts.headers, false)?;
     let body = read_body(body, &parts.headers, "trim body", JSON_OVERHEAD_BYTES).await?;
     let before = parse_json::<TrimJson>(&body)?.before;
-    let served = state.namespaces.for_write(params.ns())?;
+    let served = state.namespaces.for_write_to(params.ns(), &log)?;
     let earliest = blocking(move || Ok(served.writer.trim(&log, before)?)).await?;
     Ok(Json(json!({ "earliest": earliest })).into_response())
 }
@@ -286,13 +290,14 @@ pub async fn rename_logs(
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     require_json(&parts.headers, false)?;
-    let body = read_body(body, &parts.headers, "rename body", JSON_OVERHEAD_BYTES).await?;
+    let body = read_body(body, &parts.headers, "rename body", RENAME_BODY_BYTES_MAX).await?;
     let renames = parse_json::<RenameJson>(&body)?.renames;
     for pair in &renames {
         refuse_raw_object_log(&permission, &pair.from)?;
         refuse_raw_object_log(&permission, &pair.to)?;
     }
-    let served = state.namespaces.for_write(params.ns())?;
+    let Some(first) = renames.first() else { return Ok(StatusCode::NO_CONTENT.into_response()) };
+    let served = state.namespaces.for_write_to(params.ns(), &first.from)?;
     blocking(move || {
         let pairs: Vec<(&str, &str)> = renames.iter().map(|pair| (pair.from.as_str(), pair.to.as_str())).collect();
         Ok(served.writer.rename_logs(&pairs)?)
@@ -315,7 +320,7 @@ pub async fn append(
     let id = request_id(&parts.headers)?;
     let cause = cause(&parts.headers)?;
     let value = read_body(body, &parts.headers, "record", state.limits.record_bytes_max).await?;
-    let served = state.namespaces.for_write(params.ns())?;
+    let served = state.namespaces.for_write_to(params.ns(), &log)?;
     let len = value.len() as u64;
     let Appended { seqs, repeated } = blocking(move || {
         Ok(match expected {
@@ -349,7 +354,11 @@ pub async fn append_batch(
         varve_log::validate_name(log, true)?;
         refuse_raw_object_log(&permission, log)?;
     }
-    let served = state.namespaces.for_write(params.ns())?;
+    // Checked before the namespace is looked for, so that a bad batch to a
+    // namespace never written is refused for what is wrong with it.
+    let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();
+    varve_log::rules::check_batch(&state.limits, &batch)?;
+    let served = state.namespaces.for_write_to(params.ns(), batch[0].0)?;
     let (count, bytes) = (records.len() as u64, records.iter().map(|(_, v)| v.len() as u64).sum::<u64>());
     let Appended { seqs, repeated } = blocking(move || {
         let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();

@@ -1,0 +1,388 @@
+//! The server and the remote client together on a loopback port, for the
+//! failure behaviour `docs/http.md` promises: refusals that reach the
+//! client as refusals (not as lost answers), connections that must send a
+//! request in time, restarts under a client's pooled connection and watch,
+//! refused writes that leave nothing behind.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use varve_log::{JournalOptions, Limits, LogConfig, LogError, Store, SyncPolicy};
+use varve_remote::{RemoteOptions, RemoteStore};
+use varve_server::{ServeOptions, Server, Tokens};
+
+/// A server on its own threads; stopped (gracefully) on drop.
+struct Running {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+fn start_at(listen: SocketAddr, data: &Path, limits: Limits, tokens: Option<&str>) -> Running {
+    start_with(listen, data, limits, tokens, Duration::from_secs(10))
+}
+
+fn start_with(
+    listen: SocketAddr,
+    data: &Path,
+    limits: Limits,
+    tokens: Option<&str>,
+    header_timeout: Duration,
+) -> Running {
+    let mut options = ServeOptions::new(listen, data.to_owned());
+    options.header_timeout = header_timeout;
+    options.journal = JournalOptions { sync: SyncPolicy::Never, limits, ..JournalOptions::default() };
+    if let Some(text) = tokens {
+        options.tokens = Tokens::parse(text).unwrap();
+    }
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let server = Server::bind(options).await.unwrap();
+            addr_tx.send(server.local_addr().unwrap()).unwrap();
+            server
+                .run(async {
+                    let _ = stop_rx.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let addr = addr_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    Running { addr, stop: Some(stop_tx), thread: Some(thread) }
+}
+
+fn start(data: &Path, limits: Limits, tokens: Option<&str>) -> Running {
+    start_at("127.0.0.1:0".parse().unwrap(), data, limits, tokens)
+}
+
+fn client(addr: SocketAddr, token: Option<&str>) -> RemoteStore {
+    let options = RemoteOptions {
+        token: token.map(str::to_owned),
+        timeout: Duration::from_secs(10),
+        ..RemoteOptions::new(format!("http://{addr}"))
+    };
+    RemoteStore::connect(options).unwrap()
+}
+
+/// A raw GET with `Connection: close`; the whole answer as text.
+fn get_text(addr: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn open_watches(addr: SocketAddr) -> Option<i64> {
+    let text = get_text(addr, "/metrics");
+    text.lines().find_map(|line| line.strip_prefix("varve_open_watches ").and_then(|v| v.trim().parse().ok()))
+}
+
+const SMALL: Limits = Limits { record_bytes_max: 1024, batch_bytes_max: 4096, batch_records_max: 16 };
+
+/// A record over the server's record limit, but below the client's
+/// `Expect: 100-continue` threshold (1 MiB), surely did not land: the server
+/// refuses it by its declared length. The client must report `too_large`,
+/// not `OutcomeUnknown` (which tells the user to go and check the log).
+#[test]
+fn a_record_over_the_servers_limit_is_too_large_not_outcome_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), SMALL, None);
+    let store = client(server.addr, None);
+    let ns = store.namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    let value = vec![b'x'; 768 << 10];
+    let mut outcomes = Vec::new();
+    for _ in 0..5 {
+        match ns.append("t", &value) {
+            Err(LogError::TooLarge { .. }) => outcomes.push("too_large".to_owned()),
+            other => outcomes.push(format!("{other:?}")),
+        }
+    }
+    assert!(outcomes.iter().all(|o| o == "too_large"), "{outcomes:#?}");
+    assert_eq!(ns.latest("t").unwrap(), 0);
+}
+
+/// The same with a read-only token: the refusal (`Denied`) must come back,
+/// not `OutcomeUnknown`.
+#[test]
+fn a_read_only_tokens_append_is_denied_not_outcome_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = "writer-0123456 read-write\nreader-0123456 read-only\n";
+    let server = start(dir.path(), Limits::default(), Some(tokens));
+    client(server.addr, Some("writer-0123456"))
+        .namespace("app")
+        .unwrap()
+        .create_log("t", LogConfig::unbounded())
+        .unwrap();
+    let ns = client(server.addr, Some("reader-0123456")).namespace("app").unwrap();
+    let value = vec![b'x'; 768 << 10];
+    let mut outcomes = Vec::new();
+    for _ in 0..5 {
+        match ns.append("t", &value) {
+            Err(LogError::Denied { .. }) => outcomes.push("denied".to_owned()),
+            other => outcomes.push(format!("{other:?}")),
+        }
+    }
+    assert!(outcomes.iter().all(|o| o == "denied"), "{outcomes:#?}");
+}
+
+/// A client that holds a pooled connection across a server restart: its
+/// next append must land (the old connection is gone, nothing was sent on
+/// it), not fail as `OutcomeUnknown`.
+#[test]
+fn an_append_after_a_server_restart_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    let store = client(addr, None);
+    let ns = store.namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    assert_eq!(ns.append("t", b"one").unwrap(), 1);
+    server.stop();
+    let _server = start_at(addr, dir.path(), Limits::default(), None);
+    let result = ns.append("t", b"two");
+    assert!(matches!(result, Ok(2)), "{result:?}");
+}
+
+/// A watch whose client went away must end on the server (its thread and
+/// the `open_watches` gauge), well before the next keep-alive (15 s).
+#[test]
+fn a_watch_whose_client_vanished_ends_on_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    let ns = client(addr, None).namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    let mut watch = TcpStream::connect(addr).unwrap();
+    watch.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(watch, "GET /v1/namespaces/app/logs/t/watch HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    watch.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while open_watches(addr) != Some(1) {
+        assert!(Instant::now() < deadline, "the watch never counted as open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(watch);
+    let closed = Instant::now();
+    let deadline = closed + Duration::from_secs(5);
+    loop {
+        let open = open_watches(addr);
+        if open == Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "5 s after the client left, open_watches is {open:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A remote watch across a server restart resumes with no gap and no duplicate.
+#[test]
+fn a_remote_watch_resumes_across_a_server_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    let ns = client(addr, None).namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    ns.append("t", b"1").unwrap();
+    let mut watch = ns.watch("t", 1).unwrap();
+    let first = watch.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(first.seq, 1);
+    server.stop();
+    let _server = start_at(addr, dir.path(), Limits::default(), None);
+    let writer = client(addr, None).namespace("app").unwrap();
+    writer.append("t", b"2").unwrap();
+    writer.append("t", b"3").unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.len() < 2 && Instant::now() < deadline {
+        match watch.next_timeout(Duration::from_secs(1)) {
+            Ok(Some(record)) => seen.push(record.seq),
+            Ok(None) => {}
+            Err(e) => panic!("watch error: {e}"),
+        }
+    }
+    assert_eq!(seen, [2, 3]);
+}
+
+/// docs/http.md: a rename body of up to 4,096 pairs is accepted (names are
+/// up to 200 bytes). The server must not refuse such a body as too large.
+#[test]
+fn a_rename_of_4096_pairs_with_long_names_is_not_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let mut body = String::from("{\"renames\":[");
+    for i in 0..4096 {
+        if i > 0 {
+            body.push(',');
+        }
+        let from = format!("{i:0>200}");
+        let to = format!("{i:z>200}");
+        let _ = write!(body, "{{\"from\":\"{from}\",\"to\":\"{to}\"}}");
+    }
+    body.push_str("]}");
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        stream,
+        "POST /v1/namespaces/app/rename HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let _ = stream.write_all(body.as_bytes());
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    // The logs do not exist: `log_not_found` (or `namespace_not_found`) is
+    // the right refusal; `too_large` is not.
+    assert!(!answer.contains("too_large"), "body of {} bytes: {answer}", body.len());
+}
+
+/// A raw request with `Connection: close`: (status, body).
+fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        let _ = write!(head, "{name}: {value}\r\n");
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_owned());
+    (status, body)
+}
+
+/// A write refused for a log that does not exist must not create the
+/// namespace it named (a typo in a namespace leaves no trace behind).
+#[test]
+fn a_refused_write_to_an_unknown_namespace_does_not_create_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    let (status, _) = send(addr, "POST", "/v1/namespaces/typo/logs/t/records", &[], b"x");
+    assert_eq!(status, 404);
+    let (status, _) = send(
+        addr,
+        "POST",
+        "/v1/namespaces/typo2/logs/t/trim",
+        &[("Content-Type", "application/json")],
+        b"{\"before\":1}",
+    );
+    assert_eq!(status, 404);
+    let (_, listed) = send(addr, "GET", "/v1/namespaces", &[], b"");
+    assert!(!listed.contains("typo"), "refused writes created namespaces: {listed}");
+}
+
+/// `append_if` conflicts carry the actual latest, on every write path:
+/// plain, with a request id, and through a (writer-only) runtime.
+#[test]
+fn append_if_conflicts_carry_the_actual_latest_on_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    assert_eq!(send(addr, "PUT", "/v1/namespaces/app/logs/t", &[], b"").0, 201);
+    for _ in 0..3 {
+        assert_eq!(send(addr, "POST", "/v1/namespaces/app/logs/t/records", &[], b"x").0, 201);
+    }
+    let conflict = |headers: &[(&str, &str)]| {
+        let (status, body) = send(addr, "POST", "/v1/namespaces/app/logs/t/records?if_latest=1", headers, b"y");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        (status, json)
+    };
+    let (status, json) = conflict(&[]);
+    assert_eq!((status, &json["error"], &json["actual"]), (409, &"conflict".into(), &3.into()), "{json}");
+    let (status, json) = conflict(&[("Varve-Request-Id", "r-1")]);
+    assert_eq!((status, &json["error"], &json["actual"]), (409, &"conflict".into(), &3.into()), "{json}");
+    // A caused append starts a writer-only runtime; later writes go through it.
+    let cause = [("Varve-Cause", "00000000000000ab:other:7"), ("Varve-Trace", "abc")];
+    let (status, body) = send(addr, "POST", "/v1/namespaces/app/logs/t/records", &cause, b"z");
+    assert_eq!(status, 201, "{body}");
+    let (status, json) = conflict(&[]);
+    assert_eq!((status, &json["error"], &json["actual"]), (409, &"conflict".into(), &4.into()), "{json}");
+    let (status, json) = conflict(&[("Varve-Request-Id", "r-2")]);
+    assert_eq!((status, &json["error"], &json["actual"]), (409, &"conflict".into(), &4.into()), "{json}");
+    // A batch with a missing log lands nothing, on the runtime path too.
+    let batch = br#"{"records":[{"log":"t","value":"YQ=="},{"log":"missing","value":"YQ=="}]}"#;
+    let json_type = ("Content-Type", "application/json");
+    let (status, body) = send(addr, "POST", "/v1/namespaces/app/batch", &[json_type], batch);
+    assert_eq!(status, 404, "{body}");
+    let (status, body) =
+        send(addr, "POST", "/v1/namespaces/app/batch", &[json_type, ("Varve-Request-Id", "b-1")], batch);
+    assert_eq!(status, 404, "{body}");
+    let (_, info) = send(addr, "GET", "/v1/namespaces/app/logs/t", &[], b"");
+    assert!(info.contains("\"latest\":4"), "{info}");
+}
+
+/// docs/http.md, Connections: "a client has 10 s to send a request's head";
+/// a connection that sends nothing at all must be closed after the header
+/// timeout too (else idle connections pile up to `--connections-max`).
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        start_with("127.0.0.1:0".parse().unwrap(), dir.path(), Limits::default(), None, Duration::from_secs(1));
+    let mut still_open = Vec::new();
+    for opening in [&b""[..], b"P", b"GET / HT"] {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        stream.write_all(opening).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(6))).unwrap();
+        let mut buf = Vec::new();
+        if stream.read_to_end(&mut buf).is_err() {
+            still_open.push(String::from_utf8_lossy(opening).into_owned());
+        }
+    }
+    assert!(still_open.is_empty(), "still open 6 s after sending {still_open:?} (header timeout 1 s)");
+}
+
+/// A record over the limit and over 1 MiB goes with `Expect: 100-continue`:
+/// its refusal comes back as `too_large`.
+#[test]
+fn a_large_record_over_the_limit_is_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), SMALL, None);
+    let ns = client(server.addr, None).namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    let value = vec![b'x'; 2 << 20];
+    for _ in 0..3 {
+        let result = ns.append("t", &value);
+        assert!(matches!(result, Err(LogError::TooLarge { .. })), "{result:?}");
+    }
+}
