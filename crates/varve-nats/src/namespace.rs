@@ -496,14 +496,18 @@ impl Inner {
     /// by a compare-and-set on its floor subject: floors only rise, however
     /// many clients trim at once. A lost answer or a floor moved by another
     /// client is read again and, if still lower, published again.
-    fn raise_floor(&self, log: &str, floor: Seq) -> Result<()> {
+    /// `state` is the log's state just read (the first attempt's).
+    fn raise_floor(&self, log: &str, floor: Seq, state: LogState) -> Result<()> {
         let subject = self.layout.floor(log);
         let operation = format!("trim log {log:?} before seq {floor}");
         let started = std::time::Instant::now();
         let mut attempt = 0;
+        let mut state = state;
         loop {
             attempt += 1;
-            let state = self.refresh(log)?;
+            if attempt > 1 {
+                state = self.refresh(log)?;
+            }
             if state.floor >= floor {
                 return Ok(());
             }
@@ -648,7 +652,7 @@ impl Namespace for NatsNamespace {
         };
         // Found before the floor hides it: the purge stops at its message.
         let record = inner.locate(log, &state, before)?;
-        inner.raise_floor(log, before)?;
+        inner.raise_floor(log, before, state)?;
         let purge = serde_json::json!({ "filter": inner.layout.data(log), "seq": record.sseq });
         let _ = inner.purge(&purge, &format!("purge the trimmed records of log {log:?}"));
         Ok(inner.state(log)?.earliest())

@@ -38,6 +38,10 @@ pub struct AppState {
     pub stopping: AtomicBool,
     /// The URI clients reach this server by (`varve://HOST:PORT`), for log URIs in answers.
     pub uri: String,
+    /// Longest wait for the next bytes of a body read before the request is
+    /// checked (the header timeout): a client that declared a body and
+    /// stopped sending it is answered, however slow its link.
+    pub body_stall_timeout: std::time::Duration,
 }
 
 impl AppState {
@@ -88,7 +92,7 @@ pub fn router(state: Shared) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), authorize))
-        .layer(middleware::from_fn(read_unsolicited_body))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), read_unsolicited_body))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), measure))
         .with_state(state)
 }
@@ -192,19 +196,39 @@ const UNSOLICITED_BODY_BYTES_MAX: u64 = 1 << 20;
 /// refused append (a bad token, a record over the limit) from one whose
 /// answer was lost. A body that waits for `100 Continue` is read only by
 /// the handler that takes it, so a refusal goes out before it is sent.
-async fn read_unsolicited_body(request: Request, next: Next) -> Response {
+async fn read_unsolicited_body(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     let waits_for_continue = headers.contains_key(header::EXPECT);
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let Some(len) = declared.filter(|&len| !waits_for_continue && len > 0 && len <= UNSOLICITED_BODY_BYTES_MAX) else {
         return next.run(request).await;
     };
-    let (parts, body) = request.into_parts();
-    let cap = usize::try_from(len).unwrap_or(usize::MAX);
-    match http_body_util::Limited::new(body, cap).collect().await {
-        Ok(collected) => next.run(Request::from_parts(parts, axum::body::Body::from(collected.to_bytes()))).await,
-        Err(error) => ApiError::invalid(format!("the request body could not be read: {error}")).into_response(),
+    let (parts, mut body) = request.into_parts();
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    loop {
+        // hyper ends the body at its declared length (and fails one that
+        // sends more), so this reads at most `len` bytes.
+        let frame = match tokio::time::timeout(state.body_stall_timeout, body.frame()).await {
+            Err(_) => {
+                return ApiError::invalid(format!(
+                    "the request body stalled: {} of its {len} bytes arrived, then nothing for {:?}; send the \
+                     body right after the head",
+                    bytes.len(),
+                    state.body_stall_timeout
+                ))
+                .into_response();
+            }
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                return ApiError::invalid(format!("the request body could not be read: {error}")).into_response();
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        if let Some(data) = frame.data_ref() {
+            bytes.extend_from_slice(data);
+        }
     }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
 /// Check the request's bearer token against the namespace and the method;

@@ -145,6 +145,7 @@ impl Server {
             metrics: Metrics::new(),
             stopping: AtomicBool::new(false),
             uri: format!("{}://{local}", if tls.is_some() { "varves" } else { "varve" }),
+            body_stall_timeout: options.header_timeout,
         });
         Ok(Server { listener, state, options, tls })
     }

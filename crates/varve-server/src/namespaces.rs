@@ -73,11 +73,13 @@ impl Namespaces {
         self.open(name)
     }
 
-    /// The namespace for a write to logs that must exist already (an
-    /// append, a trim, a rename), refused with `log_not_found` for `log`
-    /// when the namespace was never written: a refused write leaves no
-    /// namespace behind (a typo in its name would).
-    pub fn for_write_to(&self, name: &str, log: &str) -> Result<Arc<Served>, ApiError> {
+    /// The namespace of an operation on `log`, which must exist already (a
+    /// read, an append, a trim, a rename, a delete): `log_not_found` when
+    /// the namespace was never written, as for any log that does not exist
+    /// (a client's namespace handle stands for a namespace, written or
+    /// not). A write refused so leaves no namespace behind, as a typo in
+    /// its name would.
+    pub fn for_log(&self, name: &str, log: &str) -> Result<Arc<Served>, ApiError> {
         match self.for_read(name) {
             Err(ApiError::Log(LogError::NamespaceNotFound { namespace })) => {
                 Err(LogError::LogNotFound { namespace, log: log.to_owned() }.into())

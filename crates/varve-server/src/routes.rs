@@ -229,7 +229,7 @@ pub async fn list_logs(
 /// `GET …/logs/LOG`: one log's configuration and bounds.
 pub async fn log_info(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let log = params.log()?;
-    let served = state.namespaces.for_read(params.ns())?;
+    let served = state.namespaces.for_log(params.ns(), log)?;
     Ok(Json(LogInfoJson::from(served.ns().log_info(log)?)).into_response())
 }
 
@@ -254,7 +254,7 @@ pub async fn create_log(State(state): State<Shared>, params: Params, request: Re
 /// `DELETE …/logs/LOG`: delete a log and its records.
 pub async fn delete_log(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let log = params.log()?.to_owned();
-    let served = state.namespaces.for_read(params.ns())?;
+    let served = state.namespaces.for_log(params.ns(), &log)?;
     blocking(move || Ok(served.writer.delete_log(&log)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -274,7 +274,7 @@ pub async fn trim(
     require_json(&parts.headers, false)?;
     let body = read_body(body, &parts.headers, "trim body", JSON_OVERHEAD_BYTES).await?;
     let before = parse_json::<TrimJson>(&body)?.before;
-    let served = state.namespaces.for_write_to(params.ns(), &log)?;
+    let served = state.namespaces.for_log(params.ns(), &log)?;
     let earliest = blocking(move || Ok(served.writer.trim(&log, before)?)).await?;
     Ok(Json(json!({ "earliest": earliest })).into_response())
 }
@@ -297,7 +297,7 @@ pub async fn rename_logs(
         refuse_raw_object_log(&permission, &pair.to)?;
     }
     let Some(first) = renames.first() else { return Ok(StatusCode::NO_CONTENT.into_response()) };
-    let served = state.namespaces.for_write_to(params.ns(), &first.from)?;
+    let served = state.namespaces.for_log(params.ns(), &first.from)?;
     blocking(move || {
         let pairs: Vec<(&str, &str)> = renames.iter().map(|pair| (pair.from.as_str(), pair.to.as_str())).collect();
         Ok(served.writer.rename_logs(&pairs)?)
@@ -320,7 +320,7 @@ pub async fn append(
     let id = request_id(&parts.headers)?;
     let cause = cause(&parts.headers)?;
     let value = read_body(body, &parts.headers, "record", state.limits.record_bytes_max).await?;
-    let served = state.namespaces.for_write_to(params.ns(), &log)?;
+    let served = state.namespaces.for_log(params.ns(), &log)?;
     let len = value.len() as u64;
     let Appended { seqs, repeated } = blocking(move || {
         Ok(match expected {
@@ -358,7 +358,7 @@ pub async fn append_batch(
     // namespace never written is refused for what is wrong with it.
     let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();
     varve_log::rules::check_batch(&state.limits, &batch)?;
-    let served = state.namespaces.for_write_to(params.ns(), batch[0].0)?;
+    let served = state.namespaces.for_log(params.ns(), batch[0].0)?;
     let (count, bytes) = (records.len() as u64, records.iter().map(|(_, v)| v.len() as u64).sum::<u64>());
     let Appended { seqs, repeated } = blocking(move || {
         let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();
@@ -376,7 +376,7 @@ pub async fn append_batch(
 pub async fn get_record(State(state): State<Shared>, params: Params) -> Result<Response, ApiError> {
     let log = params.log()?;
     let seq = params.seq()?;
-    let served: Arc<Served> = state.namespaces.for_read(params.ns())?;
+    let served: Arc<Served> = state.namespaces.for_log(params.ns(), log)?;
     let value = served.ns().get(log, seq)?;
     let mut response = Body::from(value).into_response();
     let headers = response.headers_mut();

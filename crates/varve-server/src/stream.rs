@@ -41,7 +41,7 @@ pub async fn scan(State(state): State<Shared>, params: Params, RawQuery(raw): Ra
     let query = query(raw.as_deref(), &["from", "to"])?;
     let from = query.get("from").map(|t| parse_seq("from", t)).transpose()?;
     let to = query.get("to").map(|t| parse_seq("to", t)).transpose()?.unwrap_or(u64::MAX);
-    let served = state.namespaces.for_read(params.ns())?;
+    let served = state.namespaces.for_log(params.ns(), &log)?;
     // Without `from`, start at the oldest record kept (a trimmed log is no error then).
     let first = match from {
         Some(first) => first,
@@ -121,7 +121,7 @@ pub async fn watch(
 ) -> Result<Response, ApiError> {
     let log = params.log()?.to_owned();
     let query = query(raw.as_deref(), &["from"])?;
-    let served = state.namespaces.for_read(params.ns())?;
+    let served = state.namespaces.for_log(params.ns(), &log)?;
     let from = match headers.get("last-event-id") {
         Some(value) => {
             let text = value.to_str().map_err(|_| ApiError::invalid("Last-Event-ID must be a seq"))?;

@@ -386,3 +386,26 @@ fn a_large_record_over_the_limit_is_too_large() {
         assert!(matches!(result, Err(LogError::TooLarge { .. })), "{result:?}");
     }
 }
+
+/// A body declared and then not sent (or stalled part-way) is answered once
+/// nothing more arrives for the header timeout, not waited for forever.
+#[test]
+fn a_body_that_stops_arriving_is_answered_after_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        start_with("127.0.0.1:0".parse().unwrap(), dir.path(), Limits::default(), None, Duration::from_secs(1));
+    for sent in [&b""[..], b"half of it"] {
+        let mut stream = TcpStream::connect(server.addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(stream, "POST /v1/namespaces/app/logs/t/records HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+            .unwrap();
+        stream.write_all(sent).unwrap();
+        let started = Instant::now();
+        let mut answer = [0u8; 512];
+        let read = stream.read(&mut answer).unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("stalled"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(15), "answered after {:?}", started.elapsed());
+    }
+}

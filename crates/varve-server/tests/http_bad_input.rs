@@ -228,8 +228,10 @@ fn bad_requests_get_their_status_and_a_json_error_and_change_nothing() {
             400,
             "invalid_name",
         ),
-        // Bodies over the limit are refused by their declared length, before they are sent.
-        ("POST", "/v1/namespaces/app/logs/t/records", vec![("Content-Length", "1025")], Vec::new(), 413, "too_large"),
+        // Bodies over the limit are refused: one of up to 1 MiB sent unasked
+        // once it is read (so the client reads the refusal), a larger one by
+        // its declared length, before it is sent.
+        ("POST", "/v1/namespaces/app/logs/t/records", vec![], vec![b'x'; 1025], 413, "too_large"),
         ("POST", "/v1/namespaces/app/batch", vec![JSON, ("Content-Length", "8388608")], Vec::new(), 413, "too_large"),
         ("POST", "/v1/namespaces/app/logs/t/records?if_latest=abc", vec![], b"x".to_vec(), 400, "invalid_argument"),
         ("POST", "/v1/namespaces/app/logs/t/records?if_latest=1", vec![], b"x".to_vec(), 409, "conflict"),
@@ -267,7 +269,8 @@ fn bad_requests_get_their_status_and_a_json_error_and_change_nothing() {
             "invalid_argument",
         ),
         ("GET", "/v1/namespaces/nowhere/logs", vec![], Vec::new(), 404, "namespace_not_found"),
-        ("GET", "/v1/namespaces/nowhere/logs/t/records/1", vec![], Vec::new(), 404, "namespace_not_found"),
+        // A log of a namespace never written does not exist, like any other.
+        ("GET", "/v1/namespaces/nowhere/logs/t/records/1", vec![], Vec::new(), 404, "log_not_found"),
         ("DELETE", "/v1/namespaces/app/logs/missing", vec![], Vec::new(), 404, "log_not_found"),
         ("GET", "/v2/namespaces", vec![], Vec::new(), 404, "no_route"),
         ("PATCH", "/v1/namespaces/app/logs/t", vec![], Vec::new(), 405, "method_not_allowed"),
