@@ -316,10 +316,12 @@ impl Inner {
             Some(orphan) => (0, orphan.sseq),
             None => (0, 0),
         };
-        // So does a floor older than the configuration.
+        // So does a floor for another configuration (each floor names the
+        // one it was published for: a trim racing a delete and re-create
+        // must not floor the new log).
         let (floor, floor_sseq) = match floor.map_err(map)? {
-            Some(message) if message.sseq > config_message.sseq => (message.seq, message.sseq),
-            Some(orphan) => (0, orphan.sseq),
+            Some(message) if floor_config(&message) == Some(config_message.sseq) => (message.seq, message.sseq),
+            Some(other) => (0, other.sseq),
             None => (0, 0),
         };
         let fresh = || LogState {
@@ -502,11 +504,15 @@ impl Inner {
         let operation = format!("trim log {log:?} before seq {floor}");
         let started = std::time::Instant::now();
         let mut attempt = 0;
+        let config_sseq = state.config_sseq;
         let mut state = state;
         loop {
             attempt += 1;
             if attempt > 1 {
                 state = self.refresh(log)?;
+                if state.config_sseq != config_sseq {
+                    return Err(self.not_found(log)); // deleted meanwhile (and perhaps created again)
+                }
             }
             if state.floor >= floor {
                 return Ok(());
@@ -515,7 +521,7 @@ impl Inner {
             headers.insert("Nats-Expected-Last-Subject-Sequence", state.floor_sseq.to_string().as_str());
             headers.insert(SEQ_HEADER, floor.to_string().as_str());
             let answer = self.conn.block_on(async {
-                let message = self.conn.request(subject.clone(), Some(headers), Bytes::new()).await?;
+                let message = self.conn.request(subject.clone(), Some(headers), config_sseq.to_string().into()).await?;
                 crate::conn::parse_answer::<PubAck>(&message.payload)
             });
             let failure = match answer {
@@ -554,6 +560,12 @@ impl Inner {
         state.floor = state.floor.max(floor);
         state.floor_sseq = state.floor_sseq.max(floor_sseq);
     }
+}
+
+/// The configuration (its stream sequence, the payload) a floor message
+/// was published for.
+fn floor_config(message: &Stored) -> Option<u64> {
+    std::str::from_utf8(&message.value).ok()?.parse().ok()
 }
 
 /// A direct get's answer: the message, or `None` for "404 no message".
@@ -641,8 +653,9 @@ impl Namespace for NatsNamespace {
     /// Two steps: the floor is published (the commit: from then on every
     /// client that reads the log's state finds nothing below it), then
     /// the log's messages below record `before` are purged. A purge that
-    /// fails leaves records no reader can see, purged by the next trim of
-    /// the log (which purges below its own, higher, `before`).
+    /// fails is an error that says the floor holds: a client whose cached
+    /// state predates the trim could still read those records until it
+    /// reads the log's state again, and trimming again purges them.
     fn trim(&self, log: &str, before: Seq) -> Result<Seq> {
         let inner = &self.inner;
         let state = inner.refresh(log)?;
@@ -654,17 +667,22 @@ impl Namespace for NatsNamespace {
         let record = inner.locate(log, &state, before)?;
         inner.raise_floor(log, before, state)?;
         let purge = serde_json::json!({ "filter": inner.layout.data(log), "seq": record.sseq });
-        let _ = inner.purge(&purge, &format!("purge the trimmed records of log {log:?}"));
+        let operation = format!(
+            "purge the records of log {log:?} below seq {before} (its trim floor holds: reads below it are \
+             refused once the log's state is read again; trim again to purge them)"
+        );
+        inner.purge(&purge, &operation)?;
         Ok(inner.state(log)?.earliest())
     }
 
     fn delete_log(&self, log: &str) -> Result<()> {
         let inner = &self.inner;
         inner.refresh(log)?;
-        // The floor, the records, then the configuration: a crash between
-        // leaves an empty log (or one whose trimmed records were purged and
-        // the rest not yet), and deleting again finishes the job.
-        for subject in [inner.layout.floor(log), inner.layout.data(log), inner.layout.config(log)] {
+        // The configuration first: the log is gone for every reader at once
+        // (records and a floor older than a configuration are ignored). A
+        // crash after it leaves messages no reader sees, purged when a log
+        // of this name is deleted again.
+        for subject in [inner.layout.config(log), inner.layout.data(log), inner.layout.floor(log)] {
             let op = format!("STREAM.PURGE.{}", inner.layout.stream);
             inner
                 .conn

@@ -68,6 +68,14 @@ impl NatsWatch {
                 continue;
             }
             if stored.seq > expected {
+                if self.buffer.is_empty() {
+                    // `seq` is gone from where the watch stood: a trim or
+                    // overwrite retention purged it. Below `earliest` now,
+                    // that is `Trimmed`; else the next read finds it anew.
+                    self.after_sseq = None;
+                    let state = self.inner.refresh(&self.log)?;
+                    rules::check_readable(&self.log, seq, state.earliest(), state.latest)?;
+                }
                 break;
             }
             expected += 1;

@@ -1,5 +1,5 @@
 //! The router: which request goes to which operation, and the layers every
-//! request passes (metrics, reading a small body whole, then tokens). The operations are in
+//! request passes (metrics, tokens, then reading a small body whole). The operations are in
 //! [`crate::routes`] and [`crate::stream`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,8 +91,8 @@ pub fn router(state: Shared) -> Router {
         .nest("/v1", v1)
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), authorize))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), read_unsolicited_body))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), authorize))
         .layer(middleware::from_fn_with_state(Arc::clone(&state), measure))
         .with_state(state)
 }
@@ -190,19 +190,16 @@ async fn measure(State(state): State<Shared>, request: Request, next: Next) -> R
 const UNSOLICITED_BODY_BYTES_MAX: u64 = 1 << 20;
 
 /// Read a body the client sends unasked (no `Expect: 100-continue`, a
-/// declared length of at most [`UNSOLICITED_BODY_BYTES_MAX`]) before any
-/// check may refuse the request. A refusal answered while the client still
-/// writes such a body breaks its write, and the client cannot tell a
-/// refused append (a bad token, a record over the limit) from one whose
-/// answer was lost. A body that waits for `100 Continue` is read only by
-/// the handler that takes it, so a refusal goes out before it is sent.
+/// declared length of at most [`UNSOLICITED_BODY_BYTES_MAX`]) before a
+/// handler's checks may refuse the request. A refusal answered while the
+/// client still writes such a body breaks its write, and the client cannot
+/// tell a refused append (a record over the limit, a bad content type) from
+/// one whose answer was lost. The token check comes first (no memory or
+/// patience for a client without a token) and drops such a body when it
+/// refuses. A body that waits for `100 Continue` is read only by the
+/// handler that takes it, so a refusal goes out before it is sent.
 async fn read_unsolicited_body(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let waits_for_continue = headers.contains_key(header::EXPECT);
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let Some(len) = declared.filter(|&len| !waits_for_continue && len > 0 && len <= UNSOLICITED_BODY_BYTES_MAX) else {
-        return next.run(request).await;
-    };
+    let Some(len) = unsolicited_len(&request) else { return next.run(request).await };
     let (parts, mut body) = request.into_parts();
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     loop {
@@ -231,19 +228,57 @@ async fn read_unsolicited_body(State(state): State<Shared>, request: Request, ne
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
+/// The declared length of a body the client sends unasked (see
+/// [`read_unsolicited_body`]), if the request has one.
+fn unsolicited_len(request: &Request) -> Option<u64> {
+    let headers = request.headers();
+    if headers.contains_key(header::EXPECT) {
+        return None;
+    }
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())?;
+    (declared > 0 && declared <= UNSOLICITED_BODY_BYTES_MAX).then_some(declared)
+}
+
+/// Read and drop the unsolicited body of a request refused before it was
+/// read (a bad token), so that the refusal reaches the client. Nothing is
+/// kept, and a client without a token gets no patience: whatever has not
+/// arrived by the header timeout is not waited for (its connection closes).
+async fn discard_unsolicited_body(state: &AppState, request: Request) {
+    if unsolicited_len(&request).is_none() {
+        return;
+    }
+    let mut body = request.into_body();
+    let _ =
+        tokio::time::timeout(state.body_stall_timeout, async { while let Some(Ok(_)) = body.frame().await {} }).await;
+}
+
 /// Check the request's bearer token against the namespace and the method;
 /// put the [`Permission`] into the request for handlers that filter by it.
-async fn authorize(State(state): State<Shared>, mut request: Request, next: Next) -> Result<Response, ApiError> {
+async fn authorize(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
+    if request.uri().path() == "/healthz" && !state.is_stopping() {
+        return next.run(request).await;
+    }
+    match permission(&state, &request) {
+        Ok(permission) => {
+            request.extensions_mut().insert(permission);
+            next.run(request).await
+        }
+        Err(refusal) => {
+            discard_unsolicited_body(&state, request).await;
+            refusal.into_response()
+        }
+    }
+}
+
+/// What the request's token allows, or why the request is refused.
+fn permission(state: &AppState, request: &Request) -> Result<Permission, ApiError> {
     if state.is_stopping() {
         return Err(ApiError::Stopping);
-    }
-    if request.uri().path() == "/healthz" {
-        return Ok(next.run(request).await);
     }
     let permission = if state.tokens.is_empty() {
         Permission::all()
     } else {
-        let presented = bearer(&request).ok_or_else(|| {
+        let presented = bearer(request).ok_or_else(|| {
             ApiError::Unauthorized(
                 "this server needs a token: send `Authorization: Bearer TOKEN` (or `?access_token=TOKEN` on a GET)"
                     .into(),
@@ -263,8 +298,7 @@ async fn authorize(State(state): State<Shared>, mut request: Request, next: Next
             return Err(ApiError::Forbidden(format!("this token does not reach namespace {namespace:?}")));
         }
     }
-    request.extensions_mut().insert(permission);
-    Ok(next.run(request).await)
+    Ok(permission)
 }
 
 /// The token of `Authorization: Bearer …`, or of `access_token=…` in a GET's

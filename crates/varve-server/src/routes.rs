@@ -296,8 +296,11 @@ pub async fn rename_logs(
         refuse_raw_object_log(&permission, &pair.from)?;
         refuse_raw_object_log(&permission, &pair.to)?;
     }
-    let Some(first) = renames.first() else { return Ok(StatusCode::NO_CONTENT.into_response()) };
-    let served = state.namespaces.for_log(params.ns(), &first.from)?;
+    let pairs: Vec<(&str, &str)> = renames.iter().map(|pair| (pair.from.as_str(), pair.to.as_str())).collect();
+    // Checked before the namespace is looked for, as in a namespace written.
+    varve_log::rules::check_rename_arguments(&pairs)?;
+    let Some(&(first, _)) = pairs.first() else { return Ok(StatusCode::NO_CONTENT.into_response()) };
+    let served = state.namespaces.for_log(params.ns(), first)?;
     blocking(move || {
         let pairs: Vec<(&str, &str)> = renames.iter().map(|pair| (pair.from.as_str(), pair.to.as_str())).collect();
         Ok(served.writer.rename_logs(&pairs)?)

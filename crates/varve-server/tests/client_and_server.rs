@@ -409,3 +409,60 @@ fn a_body_that_stops_arriving_is_answered_after_the_header_timeout() {
         assert!(started.elapsed() < Duration::from_secs(15), "answered after {:?}", started.elapsed());
     }
 }
+
+/// A client without a token that declares a body and sends part of it is
+/// refused once the header timeout passes: no patience, and no buffer, for
+/// a request that is refused anyway.
+#[test]
+fn a_request_without_a_token_is_refused_without_waiting_for_its_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = "writer-0123456 read-write\n";
+    let server =
+        start_with("127.0.0.1:0".parse().unwrap(), dir.path(), Limits::default(), Some(tokens), Duration::from_secs(1));
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    write!(stream, "POST /v1/namespaces/app/logs/t/records HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", 1 << 20)
+        .unwrap();
+    stream.write_all(&[b'x'; 100]).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut head = [0u8; 12];
+    let answer = stream.read_exact(&mut head).map(|()| String::from_utf8_lossy(&head).into_owned());
+    assert!(
+        matches!(&answer, Ok(text) if text == "HTTP/1.1 401"),
+        "no token, body not sent: after {:?} (header timeout 1 s) got {answer:?}",
+        started.elapsed()
+    );
+}
+
+/// A bad rename is refused for what is wrong with it (a name renamed
+/// twice), in a namespace never written as in one written.
+#[test]
+fn a_bad_rename_in_a_namespace_never_written_is_refused_for_what_is_wrong_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let body = br#"{"renames":[{"from":"a","to":"b"},{"from":"a","to":"c"}]}"#;
+    let json = [("Content-Type", "application/json")];
+    assert_eq!(send(server.addr, "PUT", "/v1/namespaces/written/logs/x", &[], b"").0, 201);
+    let (status, written) = send(server.addr, "POST", "/v1/namespaces/written/rename", &json, body);
+    assert_eq!(status, 400, "{written}");
+    let (status, fresh) = send(server.addr, "POST", "/v1/namespaces/fresh/rename", &json, body);
+    assert_eq!(status, 400, "a namespace never written: {fresh}");
+}
+
+/// Every operation on a log of a namespace never written is `LogNotFound`
+/// through the client, as for any log that does not exist.
+#[test]
+fn unknown_logs_in_a_namespace_never_written_are_log_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("never").unwrap();
+    let outcomes = [
+        ns.append("nope", b"x").map(drop),
+        ns.get("nope", 1).map(drop),
+        ns.latest("nope").map(drop),
+        ns.scan("nope", varve_log::SeqRange::ALL).map(drop),
+        ns.trim("nope", 1).map(drop),
+        ns.delete_log("nope"),
+    ];
+    assert!(outcomes.iter().all(|r| matches!(r, Err(LogError::LogNotFound { .. }))), "{outcomes:#?}");
+}
