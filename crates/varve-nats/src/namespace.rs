@@ -85,6 +85,10 @@ pub(crate) struct Inner {
     pub(crate) name: String,
     pub(crate) layout: Layout,
     logs: Mutex<HashMap<String, LogState>>,
+    /// The configuration (stream sequence) of each log this client deleted,
+    /// until it sees a newer one: a replica that still answers with it is
+    /// behind, and the log is not there any more.
+    deleted: Mutex<HashMap<String, u64>>,
     pub(crate) limits: varve_log::Limits,
 }
 
@@ -118,6 +122,7 @@ impl NatsNamespace {
                 name: name.to_owned(),
                 layout: Layout::new(name),
                 logs: Mutex::new(HashMap::new()),
+                deleted: Mutex::new(HashMap::new()),
                 limits,
             }),
         }
@@ -137,6 +142,10 @@ impl Inner {
 
     pub(crate) fn cache(&self) -> MutexGuard<'_, HashMap<String, LogState>> {
         self.logs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn deleted(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        self.deleted.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn not_found(&self, log: &str) -> LogError {
@@ -287,12 +296,34 @@ impl Inner {
     fn refresh_once(&self, log: &str) -> Result<LogState> {
         let (config_subject, data_subject, floor_subject) =
             (self.layout.config(log), self.layout.data(log), self.layout.floor(log));
-        let (config, last, floor) = self.conn.block_on(async {
-            let config = self.direct_last(&config_subject);
-            let last = self.direct_last(&data_subject);
-            let floor = self.direct_last(&floor_subject);
-            futures_util::future::join3(config, last, floor).await
-        });
+        let read = |source: Source| {
+            self.conn.block_on(async {
+                let config = self.last_of(source, &config_subject);
+                let last = self.last_of(source, &data_subject);
+                let floor = self.last_of(source, &floor_subject);
+                futures_util::future::join3(config, last, floor).await
+            })
+        };
+        let (mut config, mut last, mut floor) = read(Source::AnyReplica);
+        // The three reads may each be answered by another replica, and a
+        // replica may be behind the leader (an acknowledgement needs a
+        // majority): a log created a moment ago could read as missing, as
+        // the log deleted before it, or with the records of that log (which
+        // would make the next append's compare-and-set expect them). Such
+        // answers, rare outside deletes and creates, are asked again of
+        // the leader, which has every acknowledged message.
+        let seen = self.cache().get(log).map(|state| state.config_sseq);
+        let deleted = self.deleted().get(log).copied();
+        let doubtful = match (&config, &last) {
+            (Ok(None), _) => true,
+            (Ok(Some(config)), _) if seen.is_some_and(|seen| config.sseq < seen) => true,
+            (Ok(Some(config)), _) if deleted.is_some_and(|deleted| config.sseq <= deleted) => true,
+            (Ok(Some(config)), Ok(Some(last))) => last.sseq < config.sseq,
+            _ => false,
+        };
+        if doubtful {
+            (config, last, floor) = read(Source::Leader);
+        }
         let map = |failure: Failure| failure.into_read_error(self.target(), &format!("read log {log:?}"));
         let config = match config {
             Ok(config) => config,
@@ -304,6 +335,13 @@ impl Inner {
             self.cache().remove(log);
             return Err(self.not_found(log));
         };
+        if deleted.is_some_and(|deleted| config_message.sseq <= deleted) {
+            // Even the leader: this client's delete has not been applied yet.
+            return Err(self.not_found(log));
+        }
+        if deleted.is_some() {
+            self.deleted().remove(log);
+        }
         let parsed: ConfigJson = serde_json::from_slice(&config_message.value).map_err(|e| LogError::Protocol {
             target: self.target().to_owned(),
             reason: format!("log {log:?} has an unreadable configuration message ({e})"),
@@ -458,6 +496,22 @@ impl Inner {
             }
         }
         Ok(None)
+    }
+
+    /// The last message of `subject`, as `source` has it.
+    async fn last_of(&self, source: Source, subject: &str) -> Result<Option<Stored>, Failure> {
+        match source {
+            Source::AnyReplica => self.direct_last(subject).await,
+            Source::Leader => {
+                let op = format!("STREAM.MSG.GET.{}", self.layout.stream);
+                let body = serde_json::json!({ "last_by_subj": subject });
+                match self.conn.api::<crate::stored::MessageGetJson>(&op, &body).await {
+                    Ok(answer) => Stored::from_leader(answer).map(Some),
+                    Err(Failure::Api(error)) if error.err_code == err_code::NO_MESSAGE_FOUND => Ok(None),
+                    Err(failure) => Err(failure),
+                }
+            }
+        }
     }
 
     /// The first message of `subject` at stream sequence `from` or later, as `source` has it.
@@ -677,7 +731,7 @@ impl Namespace for NatsNamespace {
 
     fn delete_log(&self, log: &str) -> Result<()> {
         let inner = &self.inner;
-        inner.refresh(log)?;
+        let state = inner.refresh(log)?;
         // The configuration first: the log is gone for every reader at once
         // (records and a floor older than a configuration are ignored). A
         // crash after it leaves messages no reader sees, purged when a log
@@ -690,6 +744,7 @@ impl Namespace for NatsNamespace {
                 .map_err(|f| f.into_log_error(inner.target(), &format!("delete log {log:?}")))?;
         }
         inner.forget(log);
+        inner.deleted().insert(log.to_owned(), state.config_sseq);
         Ok(())
     }
 
