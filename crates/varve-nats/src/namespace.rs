@@ -8,8 +8,9 @@
 //!   every append is published with `Nats-Expected-Last-Subject-Sequence`
 //!   set to the stream sequence of the log's latest record (0 when empty);
 //! - a log's trim floor is the `Varve-Seq` of the last message of its
-//!   floor subject, when that message is newer than its configuration: no
-//!   record below it is readable, whether or not its purge has run yet;
+//!   floor subject, when that message names the log's configuration (its
+//!   payload): no record below it is readable, whether or not its purge
+//!   has run yet;
 //!   floors only rise (each is published with a compare-and-set on the
 //!   floor subject);
 //! - this client's cached `latest` and floor never go back (a replica may
