@@ -17,6 +17,7 @@
 //! | the same, 100 records per request | `append_batch` of 100 | `append_batch` of 100 | 100 `publish`es, then await their 100 acks |
 //! | `get` p50/p99 | one client, random seqs of a 100,000-record log | the same, in process | — |
 //! | watch delivery p50/p99 | 100 remote watches of one log, one appender | 100 in-process watches | — |
+//! | sorted-map insert p50/p99 | `varve_pds::SortedMap` on a served namespace, one client | the same map in process | — |
 //!
 //! Durability is compared pairwise: `--sync group` (acknowledged once
 //! written, fsynced within 5 ms) beside JetStream's default (acknowledged
@@ -69,7 +70,7 @@ pub struct ServeBenchOptions {
     /// Short runs and one trial: a smoke run of seconds, not figures to publish.
     pub quick: bool,
     /// Run only one part: `append` (both shapes), `append-single`,
-    /// `append-batch`, `get` or `watch`.
+    /// `append-batch`, `get`, `watch` or `map`.
     pub only: Option<String>,
 }
 
@@ -80,6 +81,7 @@ struct Sizes {
     get_samples: usize,
     get_warmup: usize,
     fan_out: FanOut,
+    map_inserts: usize,
 }
 
 impl Sizes {
@@ -92,6 +94,7 @@ impl Sizes {
                 get_samples: 1_000,
                 get_warmup: 100,
                 fan_out: FanOut { subscribers: 100, records: 30, interval: Duration::from_millis(5), warmup: 5 },
+                map_inserts: 200,
             }
         } else {
             Sizes {
@@ -101,6 +104,7 @@ impl Sizes {
                 get_samples: 20_000,
                 get_warmup: 1_000,
                 fan_out: FanOut { subscribers: 100, records: 400, interval: Duration::from_millis(5), warmup: 20 },
+                map_inserts: 2_000,
             }
         }
     }
@@ -356,6 +360,9 @@ pub fn run(options: &ServeBenchOptions) -> Result<ServeReport> {
         if wanted("watch") {
             watch_rows(options, &base, &sizes, &mut rows)?;
         }
+        if wanted("map") {
+            map_rows(options, &base, &sizes, &mut rows)?;
+        }
         Ok(())
     })();
     // The scratch data goes, whether the run finished or not: it can be gigabytes.
@@ -605,6 +612,62 @@ fn watch_rows(options: &ServeBenchOptions, base: &Path, sizes: &Sizes, rows: &mu
     drop(served);
     std::fs::remove_dir_all(&dir).ok();
     Ok(())
+}
+
+/// A versioned structure over the network: `map_inserts` distinct keys
+/// into a new red-black `SortedMap<u64, u64>` (`extra` 5) per trial, each
+/// insert timed, through a served namespace and in process.
+fn map_rows(options: &ServeBenchOptions, base: &Path, sizes: &Sizes, rows: &mut Vec<Row>) -> Result<()> {
+    let served = start_served(options, base, Durability::Group)?;
+    let remote = RemoteStore::connect(RemoteOptions::from_uri(&served.uri, None)?)?.namespace(NAMESPACE)?;
+    let dir = fresh_dir(base, "embedded-map")?;
+    let journal_options = JournalOptions { sync: Durability::Group.policy(), ..JournalOptions::default() };
+    let embedded: Arc<dyn Namespace> = Arc::new(JournalNamespace::open(&dir, NAMESPACE, journal_options)?);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for trial in 0..sizes.trials {
+        let name = format!("m{trial}");
+        ours.push(map_insert_latency(Arc::clone(&remote), &name, sizes.map_inserts)?);
+        theirs.push(map_insert_latency(Arc::clone(&embedded), &name, sizes.map_inserts)?);
+    }
+    let (ours, theirs) = (median_each(&ours), median_each(&theirs));
+    eprintln!(
+        "  sorted-map insert, {} keys: served p50 {:.0} µs p99 {:.0} µs; embedded p50 {:.1} µs p99 {:.1} µs",
+        sizes.map_inserts,
+        ours[0] / 1e3,
+        ours[1] / 1e3,
+        theirs[0] / 1e3,
+        theirs[1] / 1e3
+    );
+    for (index, label) in [(0, "p50"), (1, "p99")] {
+        let mut row = Row::new(
+            format!("map_insert_{label}_us"),
+            format!(
+                "sorted-map insert {label} (PEDaLS red-black map, extra 5), 1 client, {} distinct keys into a new map, --sync group",
+                sizes.map_inserts
+            ),
+            "µs",
+            ours[index] / 1e3,
+            false,
+        );
+        row.embedded = Some(theirs[index] / 1e3);
+        rows.push(row);
+    }
+    drop(served);
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// p50 and p99 in nanoseconds of `count` inserts into a new map `name`.
+fn map_insert_latency(ns: Arc<dyn Namespace>, name: &str, count: usize) -> Result<[f64; 2]> {
+    let mut map = varve_pds::SortedMap::<u64, u64>::open(ns, name, varve_pds::Options::default())?;
+    let mut took = Vec::with_capacity(count);
+    for i in 0..count as u64 {
+        let key = i * 7919 % 1_000_003;
+        let start = std::time::Instant::now();
+        map.insert(&key, &i)?;
+        took.push(crate::stats::nanos(start.elapsed()));
+    }
+    Ok(crate::stats::p50_p99(took, 0))
 }
 
 impl ServeReport {

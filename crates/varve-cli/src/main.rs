@@ -549,8 +549,9 @@ struct BenchServeArgs {
     /// figures are skipped, and the report says so.
     #[arg(long, value_name = "PATH")]
     nats_server: Option<PathBuf>,
-    /// Run only one part (append-single, append-batch: one shape of appends).
-    #[arg(long, value_parser = ["append", "append-single", "append-batch", "get", "watch"])]
+    /// Run only one part (append-single, append-batch: one shape of appends;
+    /// map: inserts into a versioned sorted map).
+    #[arg(long, value_parser = ["append", "append-single", "append-batch", "get", "watch", "map"])]
     only: Option<String>,
 }
 

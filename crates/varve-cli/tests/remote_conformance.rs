@@ -16,21 +16,6 @@ fn fresh() -> Fixture {
     Fixture { namespace: store.namespace("test").expect("namespace"), keep_alive: Box::new((served, env)) }
 }
 
-// `varve serve` has no conditional-batch route; the remote backend refuses
-// `append_batch_if` with `InvalidArgument` (checked in remote_errors).
-varve_log::conformance_suite!(core: fresh);
-// `POST /v1/namespaces/NS/rename`: renames are served.
-varve_log::conformance_suite!(renames: fresh);
-// `POST /v1/namespaces/NS/logs/LOG/trim`: trims are served.
-varve_log::conformance_suite!(trims: fresh);
-
-#[test]
-fn conditional_batches_are_refused_before_anything_is_sent() {
-    let fixture = fresh();
-    let ns = &fixture.namespace;
-    ns.create_log("a", varve_log::LogConfig::unbounded()).expect("create");
-    let err = ns.append_batch_if(&[("a", b"x")], &[("a", 0)]).expect_err("not served");
-    assert!(matches!(err, varve_log::LogError::InvalidArgument { .. }), "{err}");
-    assert!(err.to_string().contains("append_if"), "says what to do instead: {err}");
-    assert_eq!(ns.latest("a").expect("latest"), 0, "nothing appended");
-}
+// Every check: conditional batches (`expected` in a `POST …/batch`), renames
+// (`POST …/rename`) and trims (`POST …/logs/LOG/trim`) are served.
+varve_log::conformance_suite!(fresh);

@@ -58,8 +58,8 @@ macro_rules! conformance_suite {
             rename_shifts_generations_in_one_call, refused_renames_change_nothing,
             watches_and_scans_follow_a_renamed_log);
     };
-    // Every check but conditional batches (`append_batch_if`), for a backend
-    // that refuses them (the remote one: `varve serve` has no such route).
+    // Every check but conditional batches (`append_batch_if`); the other
+    // arms add them.
     (core: $make:expr) => {
         $crate::conformance_suite!(@tests $make;
             empty_log_has_no_records, seqs_are_dense_from_one, create_is_idempotent_for_same_config,

@@ -37,6 +37,17 @@ pub fn check_batch(limits: &Limits, batch: &[(&str, &[u8])]) -> Result<()> {
     Ok(())
 }
 
+/// The check of an `append_batch_if` that needs no state: every log it
+/// expects is one the batch appends to.
+pub fn check_expected_logs(batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<()> {
+    match expected.iter().find(|(name, _)| !batch.iter().any(|(log, _)| log == name)) {
+        Some((name, _)) => Err(LogError::InvalidArgument {
+            reason: format!("append_batch_if expects log {name:?}, which the batch does not append to: a batch can only expect the logs it writes"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What a backend knows of a log a batch appends to.
 #[derive(Clone, Copy, Debug)]
 pub struct LogBounds {
@@ -72,11 +83,7 @@ pub fn assign_seqs<'b, K: Copy + PartialEq>(
     mut lookup: impl FnMut(&'b str) -> Result<(K, LogBounds)>,
 ) -> Result<Vec<(K, Seq)>> {
     if let Expect::Each(expected) = expect {
-        if let Some((name, _)) = expected.iter().find(|(name, _)| !batch.iter().any(|(log, _)| log == name)) {
-            return Err(LogError::InvalidArgument {
-                reason: format!("append_batch_if expects log {name:?}, which the batch does not append to: a batch can only expect the logs it writes"),
-            });
-        }
+        check_expected_logs(batch, expected)?;
     }
     let mut logs: Vec<(K, &str, LogBounds, u64)> = Vec::new();
     let mut seqs = Vec::with_capacity(batch.len());

@@ -235,16 +235,15 @@ impl Namespace for RemoteNamespace {
         Ok(self.batch_answer(&self.client.send(&call)?, batch.len())?.seqs)
     }
 
-    /// Not served by `varve serve` (its API has `if_latest` on single
-    /// records only): refused before anything is sent.
-    fn append_batch_if(&self, batch: &[(&str, &[u8])], _expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
-        Err(LogError::InvalidArgument {
-            reason: format!(
-                "a conditional batch of {} records cannot be sent to {}: `varve serve` answers `if_latest` on single records only; append them one by one with append_if, or write through the server's runtime",
-                batch.len(),
-                self.client.target()
-            ),
-        })
+    /// `POST …/batch` with BATCH and `expected`. Never resent. The
+    /// expectations are checked here first (each log must be one the batch
+    /// writes), so a batch refused for them sends nothing.
+    fn append_batch_if(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
+        varve_log::rules::check_expected_logs(batch, expected)?;
+        let operation = format!("append a conditional batch of {} records to namespace {:?}", batch.len(), self.name);
+        let body = BatchJson::new(batch).expecting(expected);
+        let call = Call::new(Method::POST, self.path("/batch"), Effect::Once { operation }).json(&body);
+        Ok(self.batch_answer(&self.client.send(&call)?, batch.len())?.seqs)
     }
 
     /// `POST …/logs/LOG/records?if_latest=N` with the raw bytes. Never resent.

@@ -105,6 +105,15 @@ pub(crate) struct LogsJson {
 #[derive(Debug, Serialize)]
 pub(crate) struct BatchJson<'a> {
     records: Vec<BatchRecordJson<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    expected: Vec<ExpectedJson<'a>>,
+}
+
+/// Where a log must end for a conditional batch to land.
+#[derive(Debug, Serialize)]
+struct ExpectedJson<'a> {
+    log: &'a str,
+    latest: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -116,7 +125,14 @@ struct BatchRecordJson<'a> {
 impl<'a> BatchJson<'a> {
     pub(crate) fn new(batch: &[(&'a str, &[u8])]) -> Self {
         let records = batch.iter().map(|&(log, value)| BatchRecordJson { log, value: BASE64.encode(value) }).collect();
-        BatchJson { records }
+        BatchJson { records, expected: Vec::new() }
+    }
+
+    /// A conditional batch (`append_batch_if`): it lands only while each
+    /// log of `expected` ends at its seq.
+    pub(crate) fn expecting(mut self, expected: &[(&'a str, u64)]) -> Self {
+        self.expected = expected.iter().map(|&(log, latest)| ExpectedJson { log, latest }).collect();
+        self
     }
 }
 

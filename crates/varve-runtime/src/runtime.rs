@@ -84,7 +84,7 @@ impl Runtime {
         batch: &[(&str, &[u8])],
         cause: Option<(EventId, TraceId)>,
     ) -> Result<Appended> {
-        self.inner.append_once(Some(request), batch, cause, None)
+        self.inner.append_once(Some(request), batch, cause, &[])
     }
 
     /// `append_if` through the runtime: append `value` to `log` (firing its
@@ -100,7 +100,23 @@ impl Runtime {
         value: &[u8],
         cause: Option<(EventId, TraceId)>,
     ) -> Result<Appended> {
-        self.inner.append_once(request, &[(log, value)], cause, Some(expected_latest))
+        self.inner.append_once(request, &[(log, value)], cause, &[(log, expected_latest)])
+    }
+
+    /// `append_batch_if` through the runtime: append `batch` (firing the
+    /// handlers of its logs) only if each log of `expected` — all of them
+    /// logs the batch writes — ends at its seq, else `Conflict` naming the
+    /// first that does not. With `request`, once per id (a repeat answers
+    /// the first append's seqs, before the check); with `cause`, like
+    /// [`Runtime::append_caused`].
+    pub fn append_batch_if_once(
+        &self,
+        request: Option<&RequestId>,
+        batch: &[(&str, &[u8])],
+        expected: &[(&str, Seq)],
+        cause: Option<(EventId, TraceId)>,
+    ) -> Result<Appended> {
+        self.inner.append_once(request, batch, cause, expected)
     }
 
     /// Add an operation to the runtime's socket: a request `{"op":"call",
@@ -306,7 +322,7 @@ impl RuntimeHandle {
         batch: &[(&str, &[u8])],
         cause: Option<(EventId, TraceId)>,
     ) -> Result<Appended> {
-        self.inner.append_once(Some(request), batch, cause, None)
+        self.inner.append_once(Some(request), batch, cause, &[])
     }
 
     /// See [`Runtime::append_if_once`].
@@ -318,7 +334,18 @@ impl RuntimeHandle {
         value: &[u8],
         cause: Option<(EventId, TraceId)>,
     ) -> Result<Appended> {
-        self.inner.append_once(request, &[(log, value)], cause, Some(expected_latest))
+        self.inner.append_once(request, &[(log, value)], cause, &[(log, expected_latest)])
+    }
+
+    /// See [`Runtime::append_batch_if_once`].
+    pub fn append_batch_if_once(
+        &self,
+        request: Option<&RequestId>,
+        batch: &[(&str, &[u8])],
+        expected: &[(&str, Seq)],
+        cause: Option<(EventId, TraceId)>,
+    ) -> Result<Appended> {
+        self.inner.append_once(request, batch, cause, expected)
     }
 
     /// See [`Runtime::wait_idle`].

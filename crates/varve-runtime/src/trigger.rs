@@ -29,9 +29,10 @@ pub(crate) struct AppendOptions<'a> {
     /// A handler's reads not yet written (see `HandlerContext`), folded into
     /// the batch's first APPEND event.
     pub reads: &'a [ReadDep],
-    /// `append_if`: the one record's log must end at this seq, else `Conflict`
-    /// (checked after a repeat is answered: the first attempt moved it on).
-    pub expected_latest: Option<Seq>,
+    /// `append_if`, `append_batch_if`: each of these logs (all of them ones
+    /// the batch writes) must end at its seq, else `Conflict` (checked after
+    /// a repeat is answered: the first attempt moved them on).
+    pub expected: &'a [(&'a str, Seq)],
 }
 
 /// One append, as planned again after each conflict.
@@ -43,8 +44,8 @@ struct Plan<'a> {
     reads: &'a [ReadDep],
     trace: TraceId,
     parent: Option<&'a EventId>,
-    /// `append_if`: the one log must end here.
-    expected_latest: Option<Seq>,
+    /// Where each of these logs must end (see [`AppendOptions::expected`]).
+    expected: &'a [(&'a str, Seq)],
 }
 
 impl Inner {
@@ -54,31 +55,29 @@ impl Inner {
         Ok(self.append_request(batch, &AppendOptions { cause, ..AppendOptions::default() })?.seqs)
     }
 
-    /// The public appends' common form: a cause as ids, a request id, an
-    /// expected latest seq.
+    /// The public appends' common form: a cause as ids, a request id, where
+    /// logs of the batch must end.
     pub(crate) fn append_once(
         &self,
         request: Option<&RequestId>,
         batch: &[(&str, &[u8])],
         cause: Option<(EventId, TraceId)>,
-        expected_latest: Option<Seq>,
+        expected: &[(&str, Seq)],
     ) -> Result<Appended> {
         let cause = cause.map(|(parent, trace)| Cause { parent, trace });
         self.append_request(
             batch,
-            &AppendOptions { cause: cause.as_ref(), request, expected_latest, ..AppendOptions::default() },
+            &AppendOptions { cause: cause.as_ref(), request, expected, ..AppendOptions::default() },
         )
     }
 
     /// [`Inner::append_traced`] with what [`AppendOptions`] adds.
     pub(crate) fn append_request(&self, batch: &[(&str, &[u8])], options: &AppendOptions<'_>) -> Result<Appended> {
-        let AppendOptions { cause, request, reads, expected_latest } = *options;
+        let AppendOptions { cause, request, reads, expected } = *options;
         if batch.is_empty() {
             return Err(RuntimeError::InvalidArgument { reason: "an append batch needs at least one record".into() });
         }
-        if expected_latest.is_some() && batch.len() != 1 {
-            return Err(RuntimeError::InvalidArgument { reason: "append_if appends exactly one record".into() });
-        }
+        varve_log::rules::check_expected_logs(batch, expected)?;
         if cause.is_none() {
             // From outside the handlers: wait while they are too far behind.
             self.wait_for_room()?;
@@ -100,13 +99,13 @@ impl Inner {
                 return repeat_answer(id, &logs, first);
             }
         }
-        if let Some(expected) = expected_latest {
-            let actual = self.ns.latest(batch[0].0)?;
+        for &(log, expected) in expected {
+            let actual = self.ns.latest(log)?;
             if actual != expected {
-                return Err(LogError::Conflict { log: batch[0].0.to_owned(), expected, actual }.into());
+                return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
             }
         }
-        let plan = Plan { batch, logs: &logs, request, reads, trace, parent: parent.as_ref(), expected_latest };
+        let plan = Plan { batch, logs: &logs, request, reads, trace, parent: parent.as_ref(), expected };
         for _ in 0..REPLANS_MAX {
             if let Some(appended) = self.try_append(&mut writer, &plan)? {
                 drop(writer);
@@ -125,7 +124,7 @@ impl Inner {
     /// Plan the batch on what is known now (predicted seqs, the handlers
     /// subscribed) and write it. `None`: a shared runtime's plan was stale.
     fn try_append(&self, writer: &mut WriterState, plan: &Plan<'_>) -> Result<Option<Appended>> {
-        let Plan { batch, logs, request, reads, trace, parent, expected_latest } = *plan;
+        let Plan { batch, logs, request, reads, trace, parent, expected: wanted } = *plan;
         let mut next_seq: HashMap<&str, Seq> = HashMap::new();
         let mut predicted = Vec::with_capacity(batch.len());
         // Shared: each data log must still end where its seqs were predicted from.
@@ -146,9 +145,10 @@ impl Inner {
             predicted.push(next);
             next_seq.insert(log, next + 1);
         }
-        if let (Some(expected), Some(&(log, actual))) = (expected_latest, expected.first()) {
-            if actual != expected {
-                return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
+        for &(log, wanted) in wanted {
+            let actual = expected.iter().find(|(name, _)| *name == log).map_or(0, |&(_, latest)| latest);
+            if actual != wanted {
+                return Err(LogError::Conflict { log: log.to_owned(), expected: wanted, actual }.into());
             }
         }
         let first_event = match &writer.fold {

@@ -125,21 +125,36 @@ impl NamespaceWriter {
         request: Option<&RequestId>,
         cause: Option<CauseIds>,
     ) -> Result<Appended> {
+        self.append_batch_if(&[(log, value)], &[(log, expected_latest)], request, cause)
+    }
+
+    /// `append_batch_if`: append `batch` atomically only if each log of
+    /// `expected` (each one the batch writes) ends at its seq, else
+    /// `Conflict` naming the first that does not; a request id and a cause
+    /// as for [`NamespaceWriter::append`] (a repeat answers the first
+    /// append's seqs before the check: the first attempt moved the logs on).
+    pub fn append_batch_if(
+        &self,
+        batch: &[(&str, &[u8])],
+        expected: &[(&str, Seq)],
+        request: Option<&RequestId>,
+        cause: Option<CauseIds>,
+    ) -> Result<Appended> {
+        varve_log::rules::check_expected_logs(batch, expected)?;
         self.write(request, cause.is_some(), |runtime| match runtime {
-            Through::Runtime(runtime) => runtime.append_if_once(request, log, expected_latest, value, cause),
-            Through::Log => {
-                Ok(Appended { seqs: vec![self.ns.append_if(log, expected_latest, value)?], repeated: false })
-            }
+            Through::Runtime(runtime) => runtime.append_batch_if_once(request, batch, expected, cause),
+            Through::Log => Ok(Appended { seqs: self.ns.append_batch_if(batch, expected)?, repeated: false }),
             Through::LogAlone(memory, id) => {
                 if memory.recall(id).is_none() {
-                    let actual = self.ns.latest(log)?;
-                    if actual != expected_latest {
-                        return Err(
-                            LogError::Conflict { log: log.to_owned(), expected: expected_latest, actual }.into()
-                        );
+                    // This writer holds the namespace alone: nothing lands between the check and the append.
+                    for &(log, expected) in expected {
+                        let actual = self.ns.latest(log)?;
+                        if actual != expected {
+                            return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
+                        }
                     }
                 }
-                requests::append_batch_remembering(self.ns.as_ref(), memory, id, &[(log, value)])
+                requests::append_batch_remembering(self.ns.as_ref(), memory, id, batch)
             }
         })
     }
@@ -311,6 +326,68 @@ mod tests {
         let append = events.iter().find(|e| e.event.kind == EventKind::Append).expect("an APPEND");
         assert_eq!((append.event.parent.as_ref(), append.event.trace), (Some(&parent), 0xabc));
         assert_eq!(append.event.seq, appended.seqs[0]);
+        writer.stop(Duration::ZERO);
+    }
+
+    /// `append_batch_if` on each of the three paths: straight to the log,
+    /// straight with a request id (the writer holds the namespace alone), and
+    /// through a (writer-only) runtime. A refused batch leaves nothing.
+    #[test]
+    fn conditional_batches_land_only_where_expected_on_every_path() {
+        let ns = namespace();
+        ns.create_log("out", LogConfig::unbounded()).expect("create");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let writer = NamespaceWriter::open(Arc::clone(&ns), dir.path()).expect("open");
+        let batch: [(&str, &[u8]); 3] = [("in", b"a"), ("out", b"b"), ("in", b"c")];
+        let ids = [RequestId::parse("c1").expect("id"), RequestId::parse("c2").expect("id")];
+        let paths: [(&str, Option<&RequestId>, Option<CauseIds>); 3] = [
+            ("straight", None, None),
+            ("straight with an id", Some(&ids[0]), None),
+            (
+                "through a runtime",
+                Some(&ids[1]),
+                Some((EventId::parse("00000000000000aa:other:7").expect("event id"), 7)),
+            ),
+        ];
+        for (path, request, cause) in paths {
+            let (latest_in, latest_out) = (ns.latest("in").expect("in"), ns.latest("out").expect("out"));
+            let stale = [("in", latest_in), ("out", latest_out + 1)];
+            let err = writer.append_batch_if(&batch, &stale, request, cause.clone()).expect_err(path);
+            assert!(
+                matches!(&err, crate::RuntimeError::Log(LogError::Conflict { log, expected, actual })
+                    if log == "out" && *expected == latest_out + 1 && *actual == latest_out),
+                "{path}: {err}"
+            );
+            let err =
+                writer.append_batch_if(&batch[..1], &[("out", latest_out)], request, cause.clone()).expect_err(path);
+            assert!(matches!(err, crate::RuntimeError::Log(LogError::InvalidArgument { .. })), "{path}: {err}");
+            assert_eq!(
+                (ns.latest("in").expect("in"), ns.latest("out").expect("out")),
+                (latest_in, latest_out),
+                "{path}"
+            );
+            let expected = [("in", latest_in), ("out", latest_out)];
+            let appended = writer.append_batch_if(&batch, &expected, request, cause.clone()).expect(path);
+            assert_eq!(appended.seqs, vec![latest_in + 1, latest_out + 1, latest_in + 2], "{path}");
+            assert_eq!(ns.get("out", latest_out + 1).expect("get"), &b"b"[..], "{path}");
+            if let Some(id) = request {
+                let again = writer.append_batch_if(&batch, &expected, Some(id), cause.clone()).expect("repeat");
+                assert_eq!(
+                    (again.seqs, again.repeated),
+                    (appended.seqs.clone(), true),
+                    "{path}: answered before the check"
+                );
+            }
+            assert_eq!(writer.through_runtime(), cause.is_some(), "{path}");
+        }
+        let host = namespace_host(ns.as_ref()).expect("host").expect("the runtime stored a host");
+        let events = read_events(ns.as_ref(), host, varve_log::SeqRange::ALL).expect("events");
+        let appends: Vec<(&str, Seq)> = events
+            .iter()
+            .filter(|e| e.event.kind == EventKind::Append)
+            .map(|e| (e.event.log.as_str(), e.event.seq))
+            .collect();
+        assert_eq!(appends, vec![("in", 5), ("out", 3), ("in", 6)], "the runtime's batch is traced, record by record");
         writer.stop(Duration::ZERO);
     }
 }

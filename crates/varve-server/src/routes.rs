@@ -339,7 +339,8 @@ pub async fn append(
     Ok((StatusCode::CREATED, Json(AppendedJson { seq: seqs[0], repeated })).into_response())
 }
 
-/// `POST /v1/namespaces/NS/batch`: append records to several logs, all or nothing.
+/// `POST /v1/namespaces/NS/batch`: append records to several logs, all or
+/// nothing; with `expected`, only while each named log ends at its seq.
 pub async fn append_batch(
     State(state): State<Shared>,
     Extension(permission): Extension<Permission>,
@@ -352,20 +353,28 @@ pub async fn append_batch(
     let cause = cause(&parts.headers)?;
     let limit = state.limits.batch_bytes_max.saturating_mul(4) / 3 + JSON_OVERHEAD_BYTES;
     let body = read_body(body, &parts.headers, "batch", limit).await?;
-    let records = parse_json::<BatchJson>(&body)?.decode()?;
+    let (records, expected) = parse_json::<BatchJson>(&body)?.decode()?;
     for (log, _) in &records {
         varve_log::validate_name(log, true)?;
         refuse_raw_object_log(&permission, log)?;
     }
     // Checked before the namespace is looked for, so that a bad batch to a
     // namespace never written is refused for what is wrong with it.
-    let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();
-    varve_log::rules::check_batch(&state.limits, &batch)?;
-    let served = state.namespaces.for_log(params.ns(), batch[0].0)?;
+    let first_log = {
+        let batch = borrowed(&records);
+        varve_log::rules::check_batch(&state.limits, &batch)?;
+        varve_log::rules::check_expected_logs(&batch, &borrowed_expected(&expected))?;
+        batch[0].0.to_owned()
+    };
+    let served = state.namespaces.for_log(params.ns(), &first_log)?;
     let (count, bytes) = (records.len() as u64, records.iter().map(|(_, v)| v.len() as u64).sum::<u64>());
     let Appended { seqs, repeated } = blocking(move || {
-        let batch: Vec<(&str, &[u8])> = records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect();
-        Ok(served.writer.append(&batch, id.as_ref(), cause)?)
+        let (batch, expected) = (borrowed(&records), borrowed_expected(&expected));
+        Ok(if expected.is_empty() {
+            served.writer.append(&batch, id.as_ref(), cause)?
+        } else {
+            served.writer.append_batch_if(&batch, &expected, id.as_ref(), cause)?
+        })
     })
     .await?;
     if !repeated {
@@ -373,6 +382,14 @@ pub async fn append_batch(
         state.metrics.appended_bytes.inc_by(bytes);
     }
     Ok((StatusCode::CREATED, Json(BatchAppendedJson { seqs, repeated })).into_response())
+}
+
+fn borrowed(records: &[(String, Vec<u8>)]) -> Vec<(&str, &[u8])> {
+    records.iter().map(|(log, value)| (log.as_str(), value.as_slice())).collect()
+}
+
+fn borrowed_expected(expected: &[(String, Seq)]) -> Vec<(&str, Seq)> {
+    expected.iter().map(|(log, seq)| (log.as_str(), *seq)).collect()
 }
 
 /// `GET …/logs/LOG/records/SEQ`: one record's bytes.

@@ -141,6 +141,23 @@ impl From<LogInfo> for LogInfoJson {
 pub struct BatchJson {
     /// The records, in order; all land or none.
     pub records: Vec<BatchRecordJson>,
+    /// `append_batch_if`: the batch lands only while each of these logs
+    /// (each one the batch writes) ends at its seq.
+    #[serde(default)]
+    pub expected: Vec<ExpectedJson>,
+}
+
+/// A batch's records (log, bytes) and its expectations (log, latest seq).
+pub type DecodedBatch = (Vec<(String, Vec<u8>)>, Vec<(String, Seq)>);
+
+/// Where a log must end for a conditional batch to land.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedJson {
+    /// The log.
+    pub log: String,
+    /// Its latest seq (0: empty).
+    pub latest: Seq,
 }
 
 /// One record of a batch.
@@ -154,9 +171,11 @@ pub struct BatchRecordJson {
 }
 
 impl BatchJson {
-    /// The records with their bytes decoded; a bad base64 value is named by its index.
-    pub fn decode(self) -> Result<Vec<(String, Vec<u8>)>, LogError> {
-        self.records
+    /// The records with their bytes decoded, and the expectations; a bad
+    /// base64 value is named by its index.
+    pub fn decode(self) -> Result<DecodedBatch, LogError> {
+        let records = self
+            .records
             .into_iter()
             .enumerate()
             .map(|(i, record)| {
@@ -165,7 +184,8 @@ impl BatchJson {
                 })?;
                 Ok((record.log, value))
             })
-            .collect()
+            .collect::<Result<_, LogError>>()?;
+        Ok((records, self.expected.into_iter().map(|e| (e.log, e.latest)).collect()))
     }
 }
 

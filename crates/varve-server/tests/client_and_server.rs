@@ -103,6 +103,16 @@ fn get_text(addr: SocketAddr, path: &str) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// `varve_http_requests_total` of `op`, summed over statuses.
+fn requests_of(addr: SocketAddr, op: &str) -> u64 {
+    let prefix = format!("varve_http_requests_total{{op=\"{op}\",");
+    get_text(addr, "/metrics")
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.trim().parse::<u64>().ok())
+        .sum()
+}
+
 fn open_watches(addr: SocketAddr) -> Option<i64> {
     let text = get_text(addr, "/metrics");
     text.lines().find_map(|line| line.strip_prefix("varve_open_watches ").and_then(|v| v.trim().parse().ok()))
@@ -465,4 +475,49 @@ fn unknown_logs_in_a_namespace_never_written_are_log_not_found() {
         ns.delete_log("nope"),
     ];
     assert!(outcomes.iter().all(|r| matches!(r, Err(LogError::LogNotFound { .. }))), "{outcomes:#?}");
+}
+
+/// Conditional batches are served: the schema registry, which registers a
+/// version with an `append_batch_if` on `_schema`'s end (so two registrars
+/// cannot both register version n), works through a server, and a second
+/// client sees what the first registered.
+#[test]
+fn a_schema_registers_through_the_server() {
+    use varve_schema::{Field, FieldType, Schemas, Spec};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("app").unwrap();
+    let schemas = Schemas::open(ns).unwrap();
+    let v1 = vec![Field::new(1, "celsius", FieldType::I64)];
+    let mut v2 = v1.clone();
+    v2.push(Field::new(2, "site", FieldType::String).with_default(serde_json::json!("roof")));
+    let first = schemas.register("readings", &Spec::new(v1)).unwrap();
+    let second = schemas.register("readings", &Spec::new(v2)).unwrap();
+    assert!(first.created && second.created);
+    assert_eq!((first.version.version, second.version.version), (1, 2));
+    let other = Schemas::open(client(server.addr, None).namespace("app").unwrap()).unwrap();
+    let versions: Vec<u32> = other.subject("readings").unwrap().versions.iter().map(|v| v.version).collect();
+    assert_eq!(versions, vec![1, 2]);
+}
+
+/// A versioned map's update reaches the server as one conditional batch
+/// (its entries in every log it touches), not one conditional append per
+/// entry: counted in the server's requests, per insert.
+#[test]
+fn a_map_update_through_the_server_is_one_batch() {
+    const INSERTS: u64 = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("app").unwrap();
+    let mut map = varve_pds::SortedMap::<u64, u64>::open(ns, "m", varve_pds::Options::default()).unwrap();
+    let (appends, batches) = (requests_of(server.addr, "append"), requests_of(server.addr, "append_batch"));
+    for i in 0..INSERTS {
+        map.insert(&(i * 7919 % 1_000_003), &i).unwrap();
+    }
+    let appends = requests_of(server.addr, "append") - appends;
+    let batches = requests_of(server.addr, "append_batch") - batches;
+    assert_eq!(map.len(None).unwrap(), 200);
+    // Each insert: its op logged with one `append_if`, then one batch.
+    assert_eq!(batches, INSERTS, "one batch per insert ({appends} single appends)");
+    assert!(appends <= INSERTS, "{appends} single appends for {INSERTS} inserts: entries went one by one");
 }
