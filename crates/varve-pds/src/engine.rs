@@ -41,7 +41,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use varve_log::{LogConfig, LogError, Namespace, OnFull, Seq};
+use varve_log::{LogConfig, LogError, Namespace, OnFull, Seq, SeqRange};
 
 use crate::cache::TwoGenerationCache;
 use crate::codec::{ApEntry, DataEntry, FieldKind, LinkEntry, MetaEntry, OpEntry};
@@ -321,10 +321,10 @@ impl Engine {
     }
 
     /// Read node copy `r` as of version `at`: one DataLog get, one LinkLog
-    /// `latest`, at most `o + extra` LinkLog gets.
+    /// scan of at most `o + extra` entries.
     ///
-    /// Decoded copies are cached: a repeated visit costs one `latest` (to
-    /// see extra pointers appended since) until the copy is complete, then
+    /// Decoded copies are cached: a repeated visit costs one scan (to see
+    /// extra pointers appended since) until the copy is complete, then
     /// no log call at all — nor while only this engine has written since
     /// the copy was read (see [`NodeCache`]).
     pub fn load(&self, r: Ref, at: Version) -> Result<NodeView> {
@@ -346,24 +346,30 @@ impl Engine {
         let seen_enough = |copy: &CachedCopy| copy.entries.last().is_some_and(|e| e.vs > at);
         let known = copy.synced == epoch && at <= known_through;
         if !copy.complete && !seen_enough(copy) && !known {
-            let latest = self.ns.latest(&copy.link)?;
-            let last = latest.min(r.lseq + window as u64 - 1);
-            let mut seq = r.lseq + copy.entries.len() as u64;
-            while seq <= last {
-                let entry = LinkEntry::decode(&self.ns.get(&copy.link, seq)?, &copy.link, seq)?;
-                copy.entries.push(entry);
-                if entry.rem == 0 || copy.entries.len() == window {
-                    copy.complete = true;
-                    break;
+            // The rest of the copy's window in one scan (one request on a
+            // remote store, where a `latest` and a `get` per entry were up
+            // to ten), clipped to the log's end.
+            let first = r.lseq + copy.entries.len() as u64;
+            let range = SeqRange { first, last: r.lseq + window as u64 - 1 };
+            for (expected, record) in (first..).zip(self.ns.scan(&copy.link, range)?) {
+                let record = record?;
+                if record.seq != expected {
+                    return Err(PdsError::Corrupt {
+                        log: copy.link.clone(),
+                        seq: record.seq,
+                        reason: format!("a scan from seq {first} gave seq {} where {expected} was due", record.seq),
+                    });
                 }
-                if entry.vs > at {
-                    break;
+                // Entries past a copy's end are the next copy's; read on
+                // (at most the window) rather than cut a streamed scan short.
+                if !copy.complete {
+                    let entry = LinkEntry::decode(&record.value, &copy.link, record.seq)?;
+                    copy.entries.push(entry);
+                    copy.complete = entry.rem == 0 || copy.entries.len() == window;
                 }
-                seq += 1;
             }
-            // Read to the log's end: every entry there now is known.
-            let read_all = copy.complete || r.lseq + copy.entries.len() as u64 > last;
-            copy.synced = if read_all { epoch } else { 0 };
+            // Read to the log's end, or the copy's: every entry there now is known.
+            copy.synced = epoch;
         }
         let mut fields = [Ref::NULL; FIELDS_MAX];
         let mut seen = [false; FIELDS_MAX];
