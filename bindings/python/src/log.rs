@@ -115,35 +115,32 @@ impl NsState {
         }
     }
 
-    /// Append `batch` (`append_if` with `expected_latest`, one record) the
-    /// way every surface does (`varve_runtime::writer`): through a runtime
-    /// of this process running on the namespace, so its handlers fire; else
-    /// through the namespace's writer, which records the TRIGGERs of a
-    /// namespace with subscriptions for the next runtime. A remote store
-    /// decides that on the server; a read-only one refuses.
-    pub fn append(&self, batch: &[(&str, &[u8])], expected_latest: Option<Seq>) -> Result<Vec<Seq>> {
-        let expected = match (expected_latest, batch) {
-            (Some(expected), [(log, value)]) => Some((expected, *log, *value)),
-            (Some(_), _) => return Err(invalid_argument("append_if appends exactly one record")),
-            (None, _) => None,
-        };
+    /// Append `batch` (an `append_batch_if` when `expected` names logs,
+    /// each one the batch writes, and where each must end) the way every
+    /// surface does (`varve_runtime::writer`): through a runtime of this
+    /// process running on the namespace, so its handlers fire; else through
+    /// the namespace's writer, which records the TRIGGERs of a namespace
+    /// with subscriptions for the next runtime. A remote store decides that
+    /// on the server; a read-only one refuses.
+    pub fn append(&self, batch: &[(&str, &[u8])], expected: &[(&str, Seq)]) -> Result<Vec<Seq>> {
         if let Some(runtime) = self.running_runtime() {
-            return Ok(match expected {
-                Some((expected, log, value)) => runtime.append_if_once(None, log, expected, value, None)?.seqs,
-                None => runtime.append_batch(batch)?,
+            return Ok(if expected.is_empty() {
+                runtime.append_batch(batch)?
+            } else {
+                runtime.append_batch_if_once(None, batch, expected, None)?.seqs
             });
         }
         if let (Location::Embedded(dir), false) = (&self.location, self.read_only) {
             let writer = self.writer(dir)?;
-            let appended = match expected {
-                Some((expected, log, value)) => writer.append_if(log, expected, value, None, None)?,
-                None => writer.append(batch, None, None)?,
+            let appended = if expected.is_empty() {
+                writer.append(batch, None, None)?
+            } else {
+                writer.append_batch_if(batch, expected, None, None)?
             };
             return Ok(appended.seqs);
         }
-        self.with(|ns| match expected {
-            Some((expected, log, value)) => Ok(vec![ns.append_if(log, expected, value)?]),
-            None => Ok(ns.append_batch(batch)?),
+        self.with(|ns| {
+            Ok(if expected.is_empty() { ns.append_batch(batch)? } else { ns.append_batch_if(batch, expected)? })
         })
     }
 
@@ -579,7 +576,25 @@ impl Namespace {
     /// ``{log_name: [seq, ...]}`` — or a list of ``(log_name, record)``
     /// pairs — returns the list of seqs in input order. Records for one log
     /// get consecutive seqs. The logs must exist.
-    fn append_batch<'py>(&self, py: Python<'py>, batch: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    ///
+    /// With ``expected`` (a dict ``{log_name: latest_seq}`` of logs the
+    /// batch writes), the batch lands only while each of those logs ends at
+    /// that seq; otherwise :class:`varve.Conflict` names the first that does
+    /// not (``.actual``) and nothing lands — optimistic concurrency across
+    /// logs.
+    #[pyo3(signature = (batch, expected=None))]
+    fn append_batch<'py>(
+        &self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyAny>,
+        expected: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let expected: Vec<(String, Seq)> = match expected {
+            Some(dict) => {
+                dict.iter().map(|(log, latest)| Ok((log.extract()?, latest.extract()?))).collect::<PyResult<_>>()?
+            }
+            None => Vec::new(),
+        };
         let mut names: Vec<String> = Vec::new();
         let mut owned: Vec<Bound<'py, PyAny>> = Vec::new();
         let mut counts: Vec<usize> = Vec::new();
@@ -606,7 +621,8 @@ impl Namespace {
         let datas = owned.iter().map(|o| data(o)).collect::<PyResult<Vec<_>>>()?;
         let entries: Vec<(&str, &[u8])> =
             names.iter().map(String::as_str).zip(datas.iter().map(Data::as_slice)).collect();
-        let seqs = py.detach(|| self.state.append(&entries, None))?;
+        let expected: Vec<(&str, Seq)> = expected.iter().map(|(log, latest)| (log.as_str(), *latest)).collect();
+        let seqs = py.detach(|| self.state.append(&entries, &expected))?;
         if !is_dict {
             return Ok(PyList::new(py, seqs)?.into_any());
         }
@@ -837,7 +853,7 @@ impl Log {
     fn append(&self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<u64> {
         let record = data(record)?;
         let bytes = record.as_slice();
-        py.detach(|| Ok(self.ns.append(&[(&self.name, bytes)], None)?[0])).map_err(|e: Error| e.into())
+        py.detach(|| Ok(self.ns.append(&[(&self.name, bytes)], &[])?[0])).map_err(|e: Error| e.into())
     }
 
     /// Append `record` only if the log's latest seq is still `expected`;
@@ -845,7 +861,8 @@ impl Log {
     fn append_if(&self, py: Python<'_>, expected: u64, record: &Bound<'_, PyAny>) -> PyResult<u64> {
         let record = data(record)?;
         let bytes = record.as_slice();
-        py.detach(|| Ok(self.ns.append(&[(&self.name, bytes)], Some(expected))?[0])).map_err(|e: Error| e.into())
+        let name = self.name.as_str();
+        py.detach(|| Ok(self.ns.append(&[(name, bytes)], &[(name, expected)])?[0])).map_err(|e: Error| e.into())
     }
 
     /// The record at `seq`. :class:`varve.NotFound` beyond the latest (or

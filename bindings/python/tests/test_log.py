@@ -100,6 +100,19 @@ def test_batches_are_atomic_across_logs(ns):
     assert (a.latest, b.latest, full.latest) == (4, 2, 1)
 
 
+def test_a_batch_with_expected_lands_only_where_each_log_ends_as_expected(ns):
+    a, b = ns.log("a"), ns.log("b")
+    a.append(b"a1")
+    assert ns.append_batch([("a", b"a2"), ("b", b"b1")], expected={"a": 1, "b": 0}) == [2, 1]
+    with pytest.raises(varve.Conflict) as e:
+        ns.append_batch({"a": [b"x"], "b": [b"y"]}, expected={"a": 2, "b": 0})
+    assert (e.value.log, e.value.expected, e.value.actual) == ("b", 0, 1)
+    with pytest.raises(varve.InvalidArgument):
+        ns.append_batch([("a", b"x")], expected={"b": 1})
+    assert (a.latest, b.latest) == (2, 1), "a refused batch lands nothing"
+    assert ns.append_batch({"a": [b"a3"], "b": [b"b2"]}, expected={"a": 2}) == {"a": [3], "b": [2]}
+
+
 def test_bad_batches_are_refused(ns):
     a = ns.log("a")
     with pytest.raises(varve.InvalidArgument):

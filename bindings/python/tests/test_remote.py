@@ -187,6 +187,17 @@ def test_a_batch_is_atomic_on_a_remote_store(server):
         assert list(a.scan()) == [(1, b"a1"), (2, b"a2"), (3, b"a3")]
 
 
+def test_a_batch_with_expected_is_conditional_on_a_remote_store(server):
+    with varve.open(server.uri) as store:
+        ns = store.namespace("app")
+        a, b = ns.log("a"), ns.log("b")
+        assert ns.append_batch([("a", b"a1"), ("b", b"b1")], expected={"a": 0, "b": 0}) == [1, 1]
+        with pytest.raises(varve.Conflict) as conflict:
+            ns.append_batch({"a": [b"x"], "b": [b"y"]}, expected={"a": 0})
+        assert (conflict.value.log, conflict.value.expected, conflict.value.actual) == ("a", 0, 1)
+        assert (a.latest, b.latest) == (1, 1), "a refused batch lands nothing"
+
+
 def test_append_if_conflict_carries_its_fields(server):
     with varve.open(server.uri) as store:
         log = store.namespace("app").log("t")

@@ -123,9 +123,9 @@ class Full(VarveError):
 
 
 class Conflict(VarveError):
-    """``append_if`` found another latest seq, or a runtime found a seq it did
-    not predict (then also ``namespace``). Fields: ``log``, ``expected``,
-    ``actual``."""
+    """``append_if`` (or ``append_batch`` with ``expected``) found another
+    latest seq, or a runtime found a seq it did not predict (then also
+    ``namespace``). Fields: ``log``, ``expected``, ``actual``."""
 
     log: str
     expected: int
