@@ -1,4 +1,4 @@
-//! PEDaLS structures on a real nats-server: two clients (two connections,
+//! `PEDaLS` structures on a real nats-server: two clients (two connections,
 //! two node caches) update one sorted map at once — the op log's
 //! `append_if` orders them, each update's entries land in one conditional
 //! batch — and every committed version reads back, through each writer and
