@@ -104,7 +104,7 @@ impl Inner {
     /// Create a log through the runtime (it is the namespace's only writer);
     /// `true` if it is new. Idempotent for the same configuration.
     pub(crate) fn create_log(&self, name: &str, config: LogConfig) -> Result<bool> {
-        varve_log::validate_name(name, false)?;
+        refuse_writing_runtime_logs(name, "create")?;
         let _writer = self.lock_writer();
         self.check_running()?;
         let existed = self.ns.log_info(name).is_ok();
@@ -120,7 +120,7 @@ impl Inner {
     /// Delete a log through the runtime. Handlers stay subscribed to the
     /// name: a log created again under it fires them again.
     pub(crate) fn delete_log(&self, name: &str) -> Result<()> {
-        varve_log::validate_name(name, false)?;
+        refuse_writing_runtime_logs(name, "delete")?;
         let mut writer = self.lock_writer();
         self.check_running()?;
         // The index first: a crash between leaves a log without an index
@@ -180,6 +180,20 @@ pub(crate) fn refuse_trimming_runtime_logs(log: &str) -> Result<()> {
                 "{log} is the runtime's own log: it is not trimmed by hand; set the runtime's event retention \
                  (manifest `events_keep` or `events_keep_for`) and the runtime trims its event log itself"
             ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuse to create or delete (`what`) one of the runtime's own logs (see
+/// `system_logs::is_runtime_log`); other names beginning with `_` (the
+/// schema registry's `_schema`, repair's `_gen.*`) are Varve's too, and
+/// go through the runtime like any log.
+pub(crate) fn refuse_writing_runtime_logs(name: &str, what: &str) -> Result<()> {
+    varve_log::validate_name(name, true)?;
+    if is_runtime_log(name) {
+        return Err(RuntimeError::InvalidArgument {
+            reason: format!("{name} is the runtime's own log: only the runtime may {what} it"),
         });
     }
     Ok(())

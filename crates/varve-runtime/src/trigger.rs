@@ -17,7 +17,7 @@ use crate::inner::{Cause, Inner, WriterState};
 use crate::pending::PendingTrigger;
 use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
 use crate::shared::{Extended, REPLANS_MAX};
-use crate::system_logs::EVENTS_LOG;
+use crate::system_logs::{is_runtime_log, EVENTS_LOG};
 
 /// What an append through the runtime carries besides its records.
 #[derive(Clone, Copy, Default)]
@@ -87,9 +87,11 @@ impl Inner {
         let mut writer = self.lock_writer();
         self.check_running()?;
         for (log, _) in batch {
-            if log.starts_with('_') {
+            if is_runtime_log(log) {
                 return Err(RuntimeError::InvalidArgument {
-                    reason: format!("log {log:?} is a system log; handlers and clients append to their own logs"),
+                    reason: format!(
+                        "log {log:?} is the runtime's own (`_events`, `_dead_letters`, `_runtime.*`): only the runtime writes it; handlers and clients append to other logs"
+                    ),
                 });
             }
         }
@@ -99,10 +101,20 @@ impl Inner {
                 return repeat_answer(id, &logs, first);
             }
         }
-        for &(log, expected) in expected {
-            let actual = self.ns.latest(log)?;
-            if actual != expected {
-                return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
+        if !expected.is_empty() {
+            // Unknown logs first, then expectations: the order every backend
+            // checks a conditional batch in (`varve_log::rules::assign_seqs`).
+            let mut ends: Vec<(&str, Seq)> = Vec::new();
+            for (log, _) in batch {
+                if !ends.iter().any(|(name, _)| name == log) {
+                    ends.push((log, self.ns.latest(log).map_err(|e| self.unknown_log(e, log))?));
+                }
+            }
+            for &(log, expected) in expected {
+                let actual = ends.iter().find(|(name, _)| *name == log).map_or(0, |&(_, latest)| latest);
+                if actual != expected {
+                    return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
+                }
             }
         }
         let plan = Plan { batch, logs: &logs, request, reads, trace, parent: parent.as_ref(), expected };
@@ -121,6 +133,16 @@ impl Inner {
         Err(self.gave_up("append"))
     }
 
+    /// A data log's `LogNotFound` as the runtime reports it.
+    fn unknown_log(&self, error: LogError, log: &str) -> RuntimeError {
+        match error {
+            LogError::LogNotFound { .. } => {
+                RuntimeError::UnknownLog { namespace: self.namespace.clone(), log: log.to_owned() }
+            }
+            other => RuntimeError::Log(other),
+        }
+    }
+
     /// Plan the batch on what is known now (predicted seqs, the handlers
     /// subscribed) and write it. `None`: a shared runtime's plan was stale.
     fn try_append(&self, writer: &mut WriterState, plan: &Plan<'_>) -> Result<Option<Appended>> {
@@ -133,12 +155,7 @@ impl Inner {
             let next = if let Some(&n) = next_seq.get(log) {
                 n
             } else {
-                let latest = self.ns.latest(log).map_err(|e| match e {
-                    LogError::LogNotFound { .. } => {
-                        RuntimeError::UnknownLog { namespace: self.namespace.clone(), log: (*log).to_owned() }
-                    }
-                    other => RuntimeError::Log(other),
-                })?;
+                let latest = self.ns.latest(log).map_err(|e| self.unknown_log(e, log))?;
                 expected.push((log, latest));
                 latest + 1
             };

@@ -145,10 +145,18 @@ impl NamespaceWriter {
             Through::Runtime(runtime) => runtime.append_batch_if_once(request, batch, expected, cause),
             Through::Log => Ok(Appended { seqs: self.ns.append_batch_if(batch, expected)?, repeated: false }),
             Through::LogAlone(memory, id) => {
-                if memory.recall(id).is_none() {
-                    // This writer holds the namespace alone: nothing lands between the check and the append.
+                if memory.recall(id).is_none() && !expected.is_empty() {
+                    // This writer holds the namespace alone: nothing lands
+                    // between the check and the append. Unknown logs first,
+                    // then expectations, as every backend checks.
+                    let mut ends: Vec<(&str, Seq)> = Vec::new();
+                    for (log, _) in batch {
+                        if !ends.iter().any(|(name, _)| name == log) {
+                            ends.push((log, self.ns.latest(log)?));
+                        }
+                    }
                     for &(log, expected) in expected {
-                        let actual = self.ns.latest(log)?;
+                        let actual = ends.iter().find(|(name, _)| *name == log).map_or(0, |&(_, latest)| latest);
                         if actual != expected {
                             return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
                         }

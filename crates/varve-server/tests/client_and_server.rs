@@ -525,3 +525,58 @@ fn a_map_update_through_the_server_is_four_requests() {
     let expected: Vec<(&str, u64)> = OPS.iter().zip([1, 1, 1, 1, 0, 0]).map(|(op, n)| (*op, n * INSERTS)).collect();
     assert_eq!(counts, expected, "requests for {INSERTS} inserts");
 }
+
+/// The `Varve-Cause` headers of an append from another host's handler: such
+/// an append starts the namespace's writer-only runtime, and every write
+/// after it goes through the runtime.
+const CAUSE: [(&str, &str); 2] = [("Varve-Cause", "00000000000000ab:other:7"), ("Varve-Trace", "abc")];
+
+/// The schema registry keeps `_schema`, a log of Varve's own but not the
+/// runtime's: it registers through a server whose namespace writes through a
+/// runtime (creating `_schema` there, and appending to it conditionally).
+#[test]
+fn a_schema_registers_through_a_server_whose_namespace_has_a_runtime() {
+    use varve_schema::{Field, FieldType, Schemas, Spec};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    assert_eq!(send(addr, "PUT", "/v1/namespaces/app/logs/t", &[], b"").0, 201);
+    let (status, body) = send(addr, "POST", "/v1/namespaces/app/logs/t/records", &CAUSE, b"z");
+    assert_eq!(status, 201, "{body}");
+    let schemas = Schemas::open(client(addr, None).namespace("app").unwrap()).unwrap();
+    let v1 = vec![Field::new(1, "celsius", FieldType::I64)];
+    let mut v2 = v1.clone();
+    v2.push(Field::new(2, "site", FieldType::String).with_default(serde_json::json!("roof")));
+    assert_eq!(schemas.register("readings", &Spec::new(v1)).unwrap().version.version, 1);
+    assert_eq!(schemas.register("readings", &Spec::new(v2)).unwrap().version.version, 2);
+    // The runtime's own logs stay the runtime's.
+    let json_type = ("Content-Type", "application/json");
+    let batch = br#"{"records":[{"log":"_events","value":"YQ=="}]}"#;
+    let (status, body) = send(addr, "POST", "/v1/namespaces/app/batch", &[json_type], batch);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("runtime's own"), "{body}");
+}
+
+/// A conditional batch with a stale expectation and a record for a log that
+/// does not exist is answered the same on every write path: straight,
+/// straight with a request id, and through a runtime — the unknown log
+/// first, as every backend checks (`varve_log::rules::assign_seqs`).
+#[test]
+fn a_conditional_batch_is_checked_in_the_same_order_on_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let addr = server.addr;
+    assert_eq!(send(addr, "PUT", "/v1/namespaces/app/logs/t", &[], b"").0, 201);
+    assert_eq!(send(addr, "POST", "/v1/namespaces/app/logs/t/records", &[], b"x").0, 201);
+    let batch =
+        br#"{"records":[{"log":"t","value":"YQ=="},{"log":"missing","value":"YQ=="}],"expected":[{"log":"t","latest":0}]}"#;
+    let json_type = ("Content-Type", "application/json");
+    let mut answers = vec![send(addr, "POST", "/v1/namespaces/app/batch", &[json_type], batch)];
+    answers.push(send(addr, "POST", "/v1/namespaces/app/batch", &[json_type, ("Varve-Request-Id", "r-9")], batch));
+    assert_eq!(send(addr, "POST", "/v1/namespaces/app/logs/t/records", &CAUSE, b"z").0, 201);
+    answers.push(send(addr, "POST", "/v1/namespaces/app/batch", &[json_type], batch));
+    for (path, (status, body)) in ["straight", "with a request id", "through a runtime"].iter().zip(&answers) {
+        assert_eq!(*status, 404, "{path}: {body}");
+        assert!(body.contains(r#""log":"missing""#), "{path}: {body}");
+    }
+}
