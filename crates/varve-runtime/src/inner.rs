@@ -17,7 +17,7 @@ use crate::handler::HandlerSpec;
 use crate::requests::RequestMemory;
 use crate::shared::SharedFold;
 use crate::subscriptions::SubscriptionState;
-use crate::system_logs::{is_runtime_log, EVENTS_LOG};
+use crate::system_logs::{is_client_writable, is_runtime_log, EVENTS_LOG};
 use crate::worker::WorkState;
 
 /// The cause of an append: the event it descends from, and its trace.
@@ -104,7 +104,7 @@ impl Inner {
     /// Create a log through the runtime (it is the namespace's only writer);
     /// `true` if it is new. Idempotent for the same configuration.
     pub(crate) fn create_log(&self, name: &str, config: LogConfig) -> Result<bool> {
-        refuse_writing_runtime_logs(name, "create")?;
+        refuse_writing_system_logs(name, "create")?;
         let _writer = self.lock_writer();
         self.check_running()?;
         let existed = self.ns.log_info(name).is_ok();
@@ -120,7 +120,7 @@ impl Inner {
     /// Delete a log through the runtime. Handlers stay subscribed to the
     /// name: a log created again under it fires them again.
     pub(crate) fn delete_log(&self, name: &str) -> Result<()> {
-        refuse_writing_runtime_logs(name, "delete")?;
+        refuse_writing_system_logs(name, "delete")?;
         let mut writer = self.lock_writer();
         self.check_running()?;
         // The index first: a crash between leaves a log without an index
@@ -185,15 +185,16 @@ pub(crate) fn refuse_trimming_runtime_logs(log: &str) -> Result<()> {
     Ok(())
 }
 
-/// Refuse to create or delete (`what`) one of the runtime's own logs (see
-/// `system_logs::is_runtime_log`); other names beginning with `_` (the
-/// schema registry's `_schema`, repair's `_gen.*`) are Varve's too, and
-/// go through the runtime like any log.
-pub(crate) fn refuse_writing_runtime_logs(name: &str, what: &str) -> Result<()> {
+/// Refuse to create or delete (`what`) a system log clients do not write
+/// (see `system_logs::is_client_writable`: of Varve's `_` logs, only the
+/// schema registry's goes through the runtime).
+pub(crate) fn refuse_writing_system_logs(name: &str, what: &str) -> Result<()> {
     varve_log::validate_name(name, true)?;
-    if is_runtime_log(name) {
+    if !is_client_writable(name) {
         return Err(RuntimeError::InvalidArgument {
-            reason: format!("{name} is the runtime's own log: only the runtime may {what} it"),
+            reason: format!(
+                "{name} is a system log (names beginning with `_` are Varve's own): only the part of Varve that keeps it may {what} it"
+            ),
         });
     }
     Ok(())

@@ -179,8 +179,8 @@ pub use shared::SHARED_LEASE_DEFAULT;
 pub use sorted_map::{with_map_indexes, HandlerMap, MapOp, MapReader, OP_LOG_NAME_BYTES_MAX};
 pub use stop::{InterruptedRun, Interruption, StopReport, KILLED_WAIT_MAX};
 pub use system_logs::{
-    is_runtime_log, namespace_events, namespace_host, read_events, DeadLetter, DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG,
-    PROGRESS_LOG, SUBSCRIPTIONS_LOG,
+    is_client_writable, is_runtime_log, namespace_events, namespace_host, read_events, DeadLetter, CLIENT_SYSTEM_LOGS,
+    DEAD_LETTERS_LOG, EVENTS_LOG, HOST_LOG, PROGRESS_LOG, SUBSCRIPTIONS_LOG,
 };
 pub use worker::{CLAIM_BATCH_MAX, CONCURRENCY_MAX};
 pub use writer::NamespaceWriter;

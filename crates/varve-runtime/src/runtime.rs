@@ -133,7 +133,7 @@ impl Runtime {
         self.inner.create_log(name, config)
     }
 
-    /// Delete a log and its records (not a system log).
+    /// Delete a log and its records (not a system log: see [`crate::is_client_writable`]).
     pub fn delete_log(&self, name: &str) -> Result<()> {
         self.inner.delete_log(name)
     }

@@ -29,6 +29,22 @@ pub fn is_runtime_log(name: &str) -> bool {
     name == EVENTS_LOG || name == DEAD_LETTERS_LOG || name.starts_with("_runtime.")
 }
 
+/// The one log of Varve's own (a name beginning with `_`) that clients
+/// write through a runtime: the schema registry's (`varve_schema::SCHEMA_LOG`),
+/// registered from any process. Varve's other `_` logs are written only by
+/// the part that keeps them, in the process that holds the namespace: the
+/// runtime its own ([`is_runtime_log`]), a repair its shadows, generations
+/// and `_repairs` (a client's record in a shadow would become part of the
+/// repaired log), `fsck` its `_losses`.
+pub const CLIENT_SYSTEM_LOGS: [&str; 1] = ["_schema"];
+
+/// Whether clients may create, append to or delete `name` through a
+/// runtime: any name not beginning with `_`, and [`CLIENT_SYSTEM_LOGS`].
+#[must_use]
+pub fn is_client_writable(name: &str) -> bool {
+    !name.starts_with('_') || CLIENT_SYSTEM_LOGS.contains(&name)
+}
+
 /// Progress marks kept (the newest is the one read; older ones are history).
 pub(crate) const PROGRESS_MARKS_KEPT: u64 = 16;
 

@@ -17,7 +17,7 @@ use crate::inner::{Cause, Inner, WriterState};
 use crate::pending::PendingTrigger;
 use crate::requests::{encode, repeat_answer, Appended, RequestId, RequestRecord, REQUESTS_LOG};
 use crate::shared::{Extended, REPLANS_MAX};
-use crate::system_logs::{is_runtime_log, EVENTS_LOG};
+use crate::system_logs::{is_client_writable, EVENTS_LOG};
 
 /// What an append through the runtime carries besides its records.
 #[derive(Clone, Copy, Default)]
@@ -87,10 +87,10 @@ impl Inner {
         let mut writer = self.lock_writer();
         self.check_running()?;
         for (log, _) in batch {
-            if is_runtime_log(log) {
+            if !is_client_writable(log) {
                 return Err(RuntimeError::InvalidArgument {
                     reason: format!(
-                        "log {log:?} is the runtime's own (`_events`, `_dead_letters`, `_runtime.*`): only the runtime writes it; handlers and clients append to other logs"
+                        "log {log:?} is a system log, written only by the part of Varve that keeps it; handlers and clients append to their own logs"
                     ),
                 });
             }

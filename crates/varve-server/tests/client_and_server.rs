@@ -549,12 +549,16 @@ fn a_schema_registers_through_a_server_whose_namespace_has_a_runtime() {
     v2.push(Field::new(2, "site", FieldType::String).with_default(serde_json::json!("roof")));
     assert_eq!(schemas.register("readings", &Spec::new(v1)).unwrap().version.version, 1);
     assert_eq!(schemas.register("readings", &Spec::new(v2)).unwrap().version.version, 2);
-    // The runtime's own logs stay the runtime's.
+    assert!(varve_runtime::CLIENT_SYSTEM_LOGS.contains(&varve_schema::SCHEMA_LOG));
+    // Varve's other `_` logs are written only by the part that keeps them:
+    // the runtime its own, a repair its shadows.
     let json_type = ("Content-Type", "application/json");
-    let batch = br#"{"records":[{"log":"_events","value":"YQ=="}]}"#;
-    let (status, body) = send(addr, "POST", "/v1/namespaces/app/batch", &[json_type], batch);
-    assert_eq!(status, 400, "{body}");
-    assert!(body.contains("runtime's own"), "{body}");
+    for log in ["_events", "_shadow.t"] {
+        let batch = format!(r#"{{"records":[{{"log":"{log}","value":"YQ=="}}]}}"#);
+        let (status, body) = send(addr, "POST", "/v1/namespaces/app/batch", &[json_type], batch.as_bytes());
+        assert_eq!(status, 400, "{log}: {body}");
+        assert!(body.contains("system log"), "{log}: {body}");
+    }
 }
 
 /// A conditional batch with a stale expectation and a record for a log that
