@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use varve_log::{LogError, Seq};
+use varve_log::{LogError, Namespace, Seq};
 
 use crate::append_index::prepare_index_logs;
 use crate::error::{Result, RuntimeError};
@@ -33,6 +33,33 @@ pub(crate) struct AppendOptions<'a> {
     /// the batch writes) must end at its seq, else `Conflict` (checked after
     /// a repeat is answered: the first attempt moved them on).
     pub expected: &'a [(&'a str, Seq)],
+}
+
+/// Check a conditional batch's `expected` against where its logs end now,
+/// in the order every backend checks (`varve_log::rules::assign_seqs`):
+/// unknown logs of the batch (`LogNotFound`, in batch order), then each
+/// expectation (`Conflict`). Nothing to read when nothing is expected.
+pub(crate) fn check_expected(
+    ns: &dyn Namespace,
+    batch: &[(&str, &[u8])],
+    expected: &[(&str, Seq)],
+) -> std::result::Result<(), LogError> {
+    if expected.is_empty() {
+        return Ok(());
+    }
+    let mut ends: Vec<(&str, Seq)> = Vec::new();
+    for (log, _) in batch {
+        if !ends.iter().any(|(name, _)| name == log) {
+            ends.push((log, ns.latest(log)?));
+        }
+    }
+    for &(log, expected) in expected {
+        let actual = ends.iter().find(|(name, _)| *name == log).map_or(0, |&(_, latest)| latest);
+        if actual != expected {
+            return Err(LogError::Conflict { log: log.to_owned(), expected, actual });
+        }
+    }
+    Ok(())
 }
 
 /// One append, as planned again after each conflict.
@@ -101,22 +128,10 @@ impl Inner {
                 return repeat_answer(id, &logs, first);
             }
         }
-        if !expected.is_empty() {
-            // Unknown logs first, then expectations: the order every backend
-            // checks a conditional batch in (`varve_log::rules::assign_seqs`).
-            let mut ends: Vec<(&str, Seq)> = Vec::new();
-            for (log, _) in batch {
-                if !ends.iter().any(|(name, _)| name == log) {
-                    ends.push((log, self.ns.latest(log).map_err(|e| self.unknown_log(e, log))?));
-                }
-            }
-            for &(log, expected) in expected {
-                let actual = ends.iter().find(|(name, _)| *name == log).map_or(0, |&(_, latest)| latest);
-                if actual != expected {
-                    return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
-                }
-            }
-        }
+        check_expected(self.ns.as_ref(), batch, expected).map_err(|e| match e {
+            LogError::LogNotFound { log, .. } => RuntimeError::UnknownLog { namespace: self.namespace.clone(), log },
+            other => other.into(),
+        })?;
         let plan = Plan { batch, logs: &logs, request, reads, trace, parent: parent.as_ref(), expected };
         for _ in 0..REPLANS_MAX {
             if let Some(appended) = self.try_append(&mut writer, &plan)? {

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use varve_log::{LogConfig, LogError, Namespace, Seq};
+use varve_log::{LogConfig, Namespace, Seq};
 
 use crate::builder::RuntimeBuilder;
 use crate::error::Result;
@@ -145,22 +145,9 @@ impl NamespaceWriter {
             Through::Runtime(runtime) => runtime.append_batch_if_once(request, batch, expected, cause),
             Through::Log => Ok(Appended { seqs: self.ns.append_batch_if(batch, expected)?, repeated: false }),
             Through::LogAlone(memory, id) => {
-                if memory.recall(id).is_none() && !expected.is_empty() {
-                    // This writer holds the namespace alone: nothing lands
-                    // between the check and the append. Unknown logs first,
-                    // then expectations, as every backend checks.
-                    let mut ends: Vec<(&str, Seq)> = Vec::new();
-                    for (log, _) in batch {
-                        if !ends.iter().any(|(name, _)| name == log) {
-                            ends.push((log, self.ns.latest(log)?));
-                        }
-                    }
-                    for &(log, expected) in expected {
-                        let actual = ends.iter().find(|(name, _)| *name == log).map_or(0, |&(_, latest)| latest);
-                        if actual != expected {
-                            return Err(LogError::Conflict { log: log.to_owned(), expected, actual }.into());
-                        }
-                    }
+                if memory.recall(id).is_none() {
+                    // This writer holds the namespace alone: nothing lands between the check and the append.
+                    crate::trigger::check_expected(self.ns.as_ref(), batch, expected)?;
                 }
                 requests::append_batch_remembering(self.ns.as_ref(), memory, id, batch)
             }
@@ -293,6 +280,7 @@ mod tests {
     use super::*;
     use crate::event::EventKind;
     use crate::system_logs::{read_events, EVENTS_LOG};
+    use varve_log::LogError;
 
     fn namespace() -> Arc<dyn Namespace> {
         let ns = MemoryStore::new().namespace("app").expect("namespace");
