@@ -265,6 +265,9 @@ fn grow(
 }
 
 /// Copy the regular files under `from` into `to`, directories included.
+/// A file gone as it is copied (the writer's checkpoint thread renamed its
+/// temporary file, or the compactor reclaimed a segment) is what a crash at
+/// that moment would not have left either: skipped.
 fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
     for entry in std::fs::read_dir(from).with_context(|| format!("listing {}", from.display()))? {
@@ -273,7 +276,12 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
         if entry.file_type().with_context(|| format!("reading {}", entry.path().display()))?.is_dir() {
             copy_tree(&entry.path(), &target)?;
         } else {
-            std::fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
+            match std::fs::copy(entry.path(), &target) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("copying {}", entry.path().display()));
+                }
+                _ => {}
+            }
         }
     }
     Ok(())

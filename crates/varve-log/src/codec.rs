@@ -361,6 +361,19 @@ impl ByteWriter for Vec<u8> {
     fn put_u8(&mut self, value: u8) {
         self.push(value);
     }
+
+    /// Byte by byte: the default's `extend_from_slice` of a few bytes is a
+    /// `memcpy` call, which took most of an index checkpoint's encoding
+    /// (three varints per record position).
+    #[inline]
+    fn put_varint(&mut self, value: u64) {
+        let mut rest = value;
+        while rest >= 0x80 {
+            self.push(rest.to_le_bytes()[0] | 0x80);
+            rest >>= 7;
+        }
+        self.push(rest.to_le_bytes()[0]);
+    }
 }
 
 /// Writes into a slice front to back, shortening it, as `std::io::Write`

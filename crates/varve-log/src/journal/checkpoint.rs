@@ -8,7 +8,12 @@
 //! the last save, or as many as the last index took (decompressed) if that
 //! is more, so the work of saving stays in proportion to the writing and a
 //! crash replays at most about that many bytes. The frames are fsynced first,
-//! so a checkpoint never describes bytes a power cut could take. A namespace
+//! so a checkpoint never describes bytes a power cut could take. While the
+//! writer writes, only encoding the index holds its appends; the fsync,
+//! compression and file write run on a thread of their own, one save at a
+//! time (a save falling due while the last is still being written waits
+//! for a later write), and whatever removes the checkpoint waits for that
+//! thread first, so a save begun earlier can never bring one back. A namespace
 //! with damage or lost records keeps none, since every open must report
 //! those and only a replay finds them: none is saved, and the one on disk is
 //! removed when the writer finds damage or opens to damage or losses.
@@ -82,57 +87,87 @@ const VERSION_READ_MIN: u16 = 1;
 const HEADER_BYTES: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Save `state` as the checkpoint of a writer whose frames are durable up
-/// to `active` (the active segment and the length of its frames): as it
-/// closes cleanly, or after writing enough since the last. Returns the
-/// size of the index saved (before compression: what the next open
-/// decodes), or `None` when nothing is saved since the state holds damage
-/// or losses. Not fsynced: a checkpoint lost or torn by a power cut fails
-/// its checks, and the open replays every frame.
+/// to `active` (the active segment and the length of its frames), as it
+/// closes cleanly. Returns the size of the index saved (before compression:
+/// what the next open decodes), or `None` when nothing is saved since the
+/// state holds damage or losses.
 pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<Option<u64>> {
-    // (A replay may leave loss causes that no position uses any more: a
-    // gap that a later `Relocate` frame filled. Only lost positions count.)
-    let lost = !state.loss_causes.is_empty() && !state.lost_runs().is_empty();
-    if lost || state.segments.values().any(|s| s.damaged) {
-        return Ok(None);
-    }
-    let mut body = Vec::new();
-    body.put_u32(state.next_log_id);
-    body.put_u32(u32::try_from(state.segments.len()).expect("segment ids are u32"));
-    for (&id, segment) in &state.segments {
-        body.put_u32(id);
-        body.put_u64(if id == active.0 { active.1 } else { segment.bytes });
-    }
-    body.put_u32(u32::try_from(state.logs.values().count()).expect("log ids are u32"));
-    for log in state.logs.values() {
-        put_descriptor(&mut body, &log.descriptor);
-        body.put_u64(log.base);
-        // A log of 2³² retained records (~50 GB of segments) gets no checkpoint.
-        let Ok(count) = u32::try_from(log.positions.len()) else { return Ok(None) };
-        body.put_u32(count);
-        let mut previous = Position { segment: 0, offset: 0, len: 0 };
-        for &position in &log.positions {
-            put_position(&mut body, previous, position);
-            previous = position;
+    let Some(index) = Index::encode(state, active) else { return Ok(None) };
+    index.write(dir)?;
+    Ok(Some(index.len()))
+}
+
+/// An index encoded from the state at one point of the journal, not yet
+/// written. Encoding needs the state to hold still (the writer's lock);
+/// compressing and writing it do not, so a writer saving as it writes
+/// hands those to a thread of their own (`Shared::save_checkpoint`) and
+/// holds its appends only while this encodes.
+pub(crate) struct Index {
+    body: Vec<u8>,
+}
+
+impl Index {
+    /// `None` when the state holds damage or losses (see the module docs),
+    /// or a log too long to describe.
+    pub(crate) fn encode(state: &State, active: (u32, u64)) -> Option<Index> {
+        // (A replay may leave loss causes that no position uses any more: a
+        // gap that a later `Relocate` frame filled. Only lost positions count.)
+        let lost = !state.loss_causes.is_empty() && !state.lost_runs().is_empty();
+        if lost || state.segments.values().any(|s| s.damaged) {
+            return None;
         }
+        let mut body = Vec::new();
+        body.put_u32(state.next_log_id);
+        body.put_u32(u32::try_from(state.segments.len()).expect("segment ids are u32"));
+        for (&id, segment) in &state.segments {
+            body.put_u32(id);
+            body.put_u64(if id == active.0 { active.1 } else { segment.bytes });
+        }
+        body.put_u32(u32::try_from(state.logs.values().count()).expect("log ids are u32"));
+        for log in state.logs.values() {
+            put_descriptor(&mut body, &log.descriptor);
+            body.put_u64(log.base);
+            // A log of 2³² retained records (~50 GB of segments) gets no checkpoint.
+            let count = u32::try_from(log.positions.len()).ok()?;
+            body.put_u32(count);
+            let mut previous = Position { segment: 0, offset: 0, len: 0 };
+            for &position in &log.positions {
+                put_position(&mut body, previous, position);
+                previous = position;
+            }
+        }
+        Some(Index { body })
     }
-    let compressed = zstd::bulk::compress(&body, COMPRESSION_LEVEL)?;
-    let mut file = Vec::with_capacity(HEADER_BYTES);
-    file.put_u32(MAGIC);
-    file.put_u16(VERSION);
-    file.put_u16(0);
-    file.put_u64(compressed.len() as u64);
-    file.put_u32(crc32c::crc32c(&compressed));
-    let temp = dir.join(TEMP_NAME);
-    let written = File::create(&temp).and_then(|mut out| {
-        out.write_all(&file)?;
-        out.write_all(&compressed)
-    });
-    if let Err(e) = written.and_then(|()| fs::rename(&temp, dir.join(FILE_NAME))) {
-        // A full disk, say: leave no half-written file taking space.
-        let _ = fs::remove_file(&temp);
-        return Err(e);
+
+    /// The size of the index, before compression.
+    pub(crate) fn len(&self) -> u64 {
+        self.body.len() as u64
     }
-    Ok(Some(body.len() as u64))
+
+    /// Compress and write the index as the namespace's checkpoint,
+    /// replacing the one there. Not fsynced: a checkpoint lost or torn by a
+    /// power cut fails its checks, and the open replays every frame. The
+    /// frames it describes must be durable before it is written.
+    pub(crate) fn write(&self, dir: &Path) -> io::Result<()> {
+        let compressed = zstd::bulk::compress(&self.body, COMPRESSION_LEVEL)?;
+        let mut file = Vec::with_capacity(HEADER_BYTES);
+        file.put_u32(MAGIC);
+        file.put_u16(VERSION);
+        file.put_u16(0);
+        file.put_u64(compressed.len() as u64);
+        file.put_u32(crc32c::crc32c(&compressed));
+        let temp = dir.join(TEMP_NAME);
+        let written = File::create(&temp).and_then(|mut out| {
+            out.write_all(&file)?;
+            out.write_all(&compressed)
+        });
+        if let Err(e) = written.and_then(|()| fs::rename(&temp, dir.join(FILE_NAME))) {
+            // A full disk, say: leave no half-written file taking space.
+            let _ = fs::remove_file(&temp);
+            return Err(e);
+        }
+        Ok(())
+    }
 }
 
 /// Remove the checkpoint, durably, before the writer's first write (and
@@ -638,13 +673,18 @@ mod tests {
 
     /// The namespace's files as they are now, into `to`: what a crash of
     /// the process writing them would leave (its frames are in the page
-    /// cache, whether mapped or written).
+    /// cache, whether mapped or written). A file gone as it is copied was
+    /// a checkpoint's temporary file, renamed by the thread writing it.
     fn copy_files(from: &Path, to: &Path) {
         fs::create_dir_all(to).expect("mkdir");
         for entry in fs::read_dir(from).expect("read_dir") {
             let entry = entry.expect("entry");
             if entry.file_type().expect("type").is_file() {
-                fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+                match fs::copy(entry.path(), to.join(entry.file_name())) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => panic!("copying {}: {e}", entry.path().display()),
+                }
             }
         }
     }

@@ -109,6 +109,7 @@ impl Shared {
             // no new one is saved while the namespace holds it: remove the
             // old one, so that every later open replays, finds and reports
             // it. (Failing that, the next open that trusts it misses it.)
+            writer.finish_checkpoint_write();
             let _ = checkpoint::discard(&self.dir, &*self.io);
         }
         let mut pending = live.as_slice();

@@ -204,3 +204,92 @@ fn housekeeping_that_fails_never_fails_the_append_that_landed() {
     drop(ns);
     assert!(reopen(dir.path()).list_logs().expect("ls").is_empty());
 }
+
+/// Run `appends` on a thread of its own: `None` if it did not return
+/// within 30 s (held by the writer, say).
+fn returns_in_time<T: Send + 'static>(appends: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(appends());
+    });
+    receiver.recv_timeout(Duration::from_secs(30)).ok()
+}
+
+/// Releases a held operation when dropped, so that a failing test does not
+/// leave a thread waiting for it (and the namespace's drop with it).
+struct ReleaseOnDrop(Arc<FaultyIo>, Op);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release(self.1);
+    }
+}
+
+/// The fsync, compression and write of a checkpoint saved as the writer
+/// writes run on a thread of their own, so a slow fsync there holds no
+/// append (under `Never`, appends themselves do not wait for one).
+#[test]
+fn a_checkpoint_saved_as_the_writer_writes_holds_no_append_while_it_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions {
+        sync: SyncPolicy::Never,
+        segment_bytes_max: 4 << 20,
+        checkpoint_bytes_min: 4096,
+        ..JournalOptions::default()
+    };
+    let (ns, io) = open_faulty(dir.path(), options);
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    io.hold(Op::SyncData);
+    let _release = ReleaseOnDrop(io.clone(), Op::SyncData);
+    // Append until a save's fsync waits (about 4 KiB in).
+    let (writer, held) = (ns.clone(), io.clone());
+    let appended = returns_in_time(move || {
+        let mut appended = 0u64;
+        while held.waiting(Op::SyncData) == 0 && appended < 100_000 {
+            writer.append("a", &[7u8; 100]).expect("append");
+            appended += 1;
+        }
+        appended
+    })
+    .expect("an append was held while the checkpoint's fsync waited");
+    assert_eq!(io.waiting(Op::SyncData), 1, "no checkpoint save began its fsync in {appended} appends");
+    // The checkpoint thread waits in its fsync: appends go on meanwhile.
+    let writer = ns.clone();
+    returns_in_time(move || (0..1000).for_each(|_| _ = writer.append("a", &[8u8; 100]).expect("append")))
+        .expect("appends were held while the checkpoint's fsync waited");
+    io.release(Op::SyncData);
+    drop(ns);
+    let ns = reopen(dir.path());
+    assert_eq!(ns.recovery_report().checkpoint, crate::journal::CheckpointUse::Loaded);
+    assert_eq!(ns.latest("a").expect("latest"), appended + 1000);
+}
+
+/// A failed fsync on the checkpoint thread poisons the namespace, as one
+/// made by an append does: the checkpoint is not written, and later writes
+/// are refused with the cause.
+#[test]
+fn a_failed_fsync_on_the_checkpoint_thread_poisons_the_namespace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions {
+        sync: SyncPolicy::Never,
+        segment_bytes_max: 4 << 20,
+        checkpoint_bytes_min: 4096,
+        ..JournalOptions::default()
+    };
+    let (ns, io) = open_faulty(dir.path(), options);
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    io.fail_from_now(Op::SyncData, Fault::Error(EIO));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let failed = loop {
+        assert!(Instant::now() < deadline, "no append saw the checkpoint thread's failed fsync");
+        match ns.append("a", &[7u8; 100]) {
+            Ok(_) => {}
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(&failed, LogError::Poisoned { cause, .. } if cause.contains("fsync")), "{failed}");
+    assert!(!dir.path().join(super::CHECKPOINT_FILE).exists(), "a checkpoint was written over unsynced frames");
+    assert_eq!(&ns.get("a", 1).expect("reads go on")[..], &[7u8; 100][..]);
+    io.heal();
+    assert!(matches!(ns.append("a", b"x"), Err(LogError::Poisoned { .. })));
+}

@@ -77,8 +77,8 @@ pub(crate) fn is_no_space(error: &io::Error) -> bool {
 pub(crate) mod faults {
     //! A [`SegmentIo`] that injects faults into the real file system at chosen calls.
 
-    use std::collections::HashMap;
-    use std::sync::Mutex;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Condvar, Mutex};
 
     use super::{FileSystem, SegmentIo};
     use std::fs::File;
@@ -113,12 +113,17 @@ pub(crate) mod faults {
         /// Fail every call of an operation from this count on.
         from: HashMap<Op, (u64, Fault)>,
         counts: HashMap<Op, u64>,
+        /// Operations whose calls wait until [`FaultyIo::release`].
+        held: HashSet<Op>,
+        /// Calls waiting now, by operation.
+        waiting: HashMap<Op, u64>,
     }
 
     /// The real file system, except at the calls a test chose.
     #[derive(Default)]
     pub(crate) struct FaultyIo {
         plan: Mutex<Plan>,
+        released: Condvar,
     }
 
     impl FaultyIo {
@@ -143,6 +148,22 @@ pub(crate) mod faults {
             plan.from.clear();
         }
 
+        /// Make every call of `op` from now on wait (on whatever thread
+        /// makes it) until [`FaultyIo::release`].
+        pub(crate) fn hold(&self, op: Op) {
+            self.plan.lock().expect("plan").held.insert(op);
+        }
+
+        pub(crate) fn release(&self, op: Op) {
+            self.plan.lock().expect("plan").held.remove(&op);
+            self.released.notify_all();
+        }
+
+        /// How many calls of `op` wait now (see [`FaultyIo::hold`]).
+        pub(crate) fn waiting(&self, op: Op) -> u64 {
+            self.plan.lock().expect("plan").waiting.get(&op).copied().unwrap_or(0)
+        }
+
         /// How many calls of `op` were made.
         pub(crate) fn calls(&self, op: Op) -> u64 {
             self.plan.lock().expect("plan").counts.get(&op).copied().unwrap_or(0)
@@ -150,6 +171,13 @@ pub(crate) mod faults {
 
         fn fault(&self, op: Op) -> Option<Fault> {
             let mut plan = self.plan.lock().expect("plan");
+            if plan.held.contains(&op) {
+                *plan.waiting.entry(op).or_insert(0) += 1;
+                while plan.held.contains(&op) {
+                    plan = self.released.wait(plan).expect("plan");
+                }
+                *plan.waiting.entry(op).or_insert(1) -= 1;
+            }
             let count = plan.counts.entry(op).or_insert(0);
             *count += 1;
             let count = *count;

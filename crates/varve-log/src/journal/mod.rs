@@ -587,6 +587,9 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if let Some(writer) = &self.writer {
+            writer.lock().unwrap_or_else(PoisonError::into_inner).finish_checkpoint_write();
+        }
         if let Some(flusher) = self.flusher.take() {
             self.durability.lock().stopping = true;
             self.durability.flusher_wake.notify_all();
