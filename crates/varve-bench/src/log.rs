@@ -8,7 +8,11 @@
 //!   record for Always, every `max_delay` for Group, never for Never);
 //! - `get`: `pread` of the same number of bytes at the same kind of offsets
 //!   from a plain file in the page cache;
-//! - open: reading every byte of the same segment files.
+//! - open: reading every byte of the same segment files;
+//! - a long log (`--only long`): appends/s over its last 2M records against
+//!   its first 2M (what a writer loses as segments accumulate), and the
+//!   longest append against the same run with index checkpoints saved only
+//!   at the close (what saving them while writing holds appends for).
 //!
 //! Every figure is the median of several trials, run alternately (ours,
 //! baseline, ours, …) so drift on a noisy machine hits both alike. Progress
@@ -35,7 +39,7 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Size of the journal for the open/recovery measurement.
     pub open_bytes: u64,
-    /// Run only this part: `append`, `get` or `open`.
+    /// Run only this part: `append`, `get`, `open` or `long`.
     pub only: Option<String>,
 }
 
@@ -148,7 +152,86 @@ pub fn run(options: &BenchOptions) -> Result<LogReport> {
             higher_is_better: false,
         });
     }
+    if wanted("long") {
+        rows.extend(long_log(&options.dir, options.quick)?);
+    }
     Ok(LogReport { rows })
+}
+
+/// One log grown to 16M records of 64 B (400k with `quick`), `Never`, in
+/// segments of 1 MiB, so that it spans about 1,000 of them, as a 64 GB log
+/// does in the default 64 MiB segments. Two rows: appends/s over the last
+/// 2M records against the first 2M, and the longest append against the
+/// same run with checkpoints saved only at the close.
+fn long_log(base: &Path, quick: bool) -> Result<Vec<Row>> {
+    let (records, window) = if quick { (400_000u64, 100_000u64) } else { (16_000_000, 2_000_000) };
+    // (appends/s over the first window, over the last, the longest append in µs, segments at the end)
+    let grow = |checkpoint_bytes_min: u64| -> Result<(f64, f64, f64, usize)> {
+        let dir = fresh_dir(base, "long")?;
+        let options = JournalOptions {
+            sync: SyncPolicy::Never,
+            segment_bytes_max: 1 << 20,
+            checkpoint_bytes_min,
+            ..JournalOptions::default()
+        };
+        let ns = JournalNamespace::open(&dir, "bench", options)?;
+        ns.create_log("b", LogConfig::unbounded())?;
+        let value = payload(64, 0);
+        let (mut longest, mut window_started, mut first_rate) = (Duration::ZERO, Instant::now(), 0.0);
+        for i in 1..=records {
+            let started = Instant::now();
+            ns.append("b", &value)?;
+            longest = longest.max(started.elapsed());
+            if i == window {
+                first_rate = rate(window, window_started.elapsed());
+            }
+            if i == records - window {
+                window_started = Instant::now();
+            }
+        }
+        let last_rate = rate(window, window_started.elapsed());
+        drop(ns);
+        let segments = std::fs::read_dir(&dir)
+            .with_context(|| format!("listing {}", dir.display()))?
+            .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "seg")))
+            .count();
+        std::fs::remove_dir_all(&dir).ok();
+        Ok((first_rate, last_rate, longest.as_secs_f64() * 1e6, segments))
+    };
+    let (first, last, longest, segments) = grow(JournalOptions::default().checkpoint_bytes_min)?;
+    let (_, _, longest_at_close, _) = grow(1 << 40)?;
+    let millions =
+        |n: u64| if n.is_multiple_of(1_000_000) { format!("{}M", n / 1_000_000) } else { format!("{}k", n / 1000) };
+    eprintln!(
+        "  long log: {last:.0}/s over the last {} of {} records, {first:.0}/s over the first; longest append {longest:.0} µs ({longest_at_close:.0} µs with checkpoints at the close only)",
+        millions(window),
+        millions(records)
+    );
+    Ok(vec![
+        Row {
+            what: format!(
+                "append 64 B, Never: the last {} of {} records ({segments} segments of 1 MiB) against the first",
+                millions(window),
+                millions(records),
+            ),
+            ours: last,
+            baseline: first,
+            unit: "rec/s",
+            record_bytes: Some(64),
+            higher_is_better: true,
+        },
+        Row {
+            what: format!(
+                "longest append of those {}, checkpoints saved as it writes against at the close only",
+                millions(records)
+            ),
+            ours: longest,
+            baseline: longest_at_close,
+            unit: "µs",
+            record_bytes: None,
+            higher_is_better: false,
+        },
+    ])
 }
 
 fn sync_name(sync: SyncPolicy) -> String {

@@ -404,7 +404,7 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
                     }
                     segment.live_records += 1;
                     segment.live_bytes += position.entry_bytes();
-                    state.live_bytes_total += position.entry_bytes();
+                    state.live.bytes += position.entry_bytes();
                 }
                 // Not counted, as the state counts nothing in a segment it lacks.
                 None if missing.binary_search(&position.segment).is_ok() => {}
@@ -515,7 +515,7 @@ mod tests {
         format!(
             "next {} live {}\nsegments {segments:?}\nlogs {:#?}",
             state.next_log_id,
-            state.live_bytes_total,
+            state.live.bytes,
             logs.iter().map(|l| (&l.descriptor, l.base, &l.positions)).collect::<Vec<_>>()
         )
     }

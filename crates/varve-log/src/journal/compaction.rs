@@ -41,15 +41,29 @@ impl Shared {
     }
 
     /// Delete sealed, undamaged segments that no longer hold a live record.
+    ///
+    /// A segment becomes dead only when its last live record goes (counted
+    /// in `Liveness::segments_emptied`) or, already empty, when the writer
+    /// rolls past it; so the segments are looked through only after one of
+    /// those, and until every dead one found was deleted.
     pub(super) fn delete_dead_segments(&self, writer: &mut Writer) -> Result<()> {
-        let dead: Vec<u32> = self
-            .read_state()
-            .segments
-            .iter()
-            .filter(|(&id, s)| id != writer.active_id && s.live_records == 0 && !s.damaged)
-            .map(|(&id, _)| id)
-            .collect();
-        dead.into_iter().try_for_each(|id| self.delete_segment(writer, id))
+        let (dead, emptied) = {
+            let state = self.read_state();
+            let emptied = state.live.segments_emptied;
+            if writer.dead_segments_deleted_at == Some((emptied, writer.active_id)) {
+                return Ok(());
+            }
+            let dead: Vec<u32> = state
+                .segments
+                .iter()
+                .filter(|(&id, s)| id != writer.active_id && s.live_records == 0 && !s.damaged)
+                .map(|(&id, _)| id)
+                .collect();
+            (dead, emptied)
+        };
+        dead.into_iter().try_for_each(|id| self.delete_segment(writer, id))?;
+        writer.dead_segments_deleted_at = Some((emptied, writer.active_id));
+        Ok(())
     }
 
     /// Is disk use above twice the live data plus the active segment (as
@@ -60,14 +74,14 @@ impl Shared {
     /// victim exists for `compact` (barring one oversized frame, or damaged
     /// segments, which are kept).
     pub(super) fn over_disk_budget(&self, writer: &Writer) -> bool {
-        writer.disk_bytes > 2 * self.read_state().live_bytes_total + self.segment_bytes_target(writer)
+        writer.disk_bytes > 2 * self.read_state().live.bytes + self.segment_bytes_target(writer)
     }
 
     /// Reclaim mostly-dead segments while disk use is over budget.
     pub(super) fn compact(&self, writer: &mut Writer) -> Result<()> {
         debug_assert_eq!(writer.disk_bytes, self.read_state().segments.values().map(|s| s.bytes).sum::<u64>());
         debug_assert_eq!(
-            self.read_state().live_bytes_total,
+            self.read_state().live.bytes,
             self.read_state().segments.values().map(|s| s.live_bytes).sum::<u64>()
         );
         for _ in 0..COMPACTION_SEGMENTS_PER_CALL_MAX {

@@ -257,13 +257,24 @@ impl SegmentState {
 /// as damage at the frame's segment and offset and skips the frame.
 pub(crate) type Inconsistency = String;
 
+/// What the segments hold live, kept up as records come and go.
+#[derive(Debug, Default)]
+pub(crate) struct Liveness {
+    /// Sum of `live_bytes` over the segments.
+    pub(crate) bytes: u64,
+    /// Times a segment's last live record went. The writer looks for dead
+    /// segments to delete only when this or its active segment changed: a
+    /// look at every write cost O(segments), 63 % of an append's time at
+    /// 1,000 segments.
+    pub(crate) segments_emptied: u64,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub(crate) logs: Catalog,
     pub(crate) next_log_id: u32,
     pub(crate) segments: BTreeMap<u32, SegmentState>,
-    /// Sum of `live_bytes` over `segments`.
-    pub(crate) live_bytes_total: u64,
+    pub(crate) live: Liveness,
     /// Most records one gap in recovery may skip (segments deleted by the
     /// compactor): bounded by the bytes on disk so a damaged header cannot
     /// make us allocate without limit.
@@ -289,11 +300,11 @@ impl State {
     }
 
     fn forget(&mut self, position: Position) {
-        forget(&mut self.segments, &mut self.live_bytes_total, position);
+        forget(&mut self.segments, &mut self.live, position);
     }
 
     fn remember(&mut self, position: Position) {
-        remember(&mut self.segments, &mut self.live_bytes_total, position);
+        remember(&mut self.segments, &mut self.live, position);
     }
 
     /// A new log. On disk, a name already taken by an older log id means the
@@ -365,7 +376,7 @@ impl State {
     /// segment header that states a floor a reclaimed segment's trim set).
     /// A floor at or below the one known changes nothing.
     pub(crate) fn apply_trim(&mut self, log_id: u32, before: Seq) -> Result<(), Inconsistency> {
-        let State { logs, segments, live_bytes_total, .. } = self;
+        let State { logs, segments, live, .. } = self;
         let log = logs.get_mut(log_id).ok_or_else(|| format!("trim of unknown log id {log_id}"))?;
         if before > log.latest() {
             return Err(format!(
@@ -377,7 +388,7 @@ impl State {
         if before > log.descriptor.trimmed_before {
             log.descriptor.trimmed_before = before;
             let keep_from = log.earliest();
-            trim(log, segments, live_bytes_total, keep_from);
+            trim(log, segments, live, keep_from);
         }
         Ok(())
     }
@@ -442,10 +453,10 @@ impl State {
             let log = self.logs.get_mut(descriptor.id).expect("checked above");
             log.descriptor.trimmed_before = log.descriptor.trimmed_before.max(descriptor.trimmed_before);
             self.skip_to(descriptor.id, descriptor.latest, gap_cause);
-            let State { logs, segments, live_bytes_total, .. } = self;
+            let State { logs, segments, live, .. } = self;
             let log = logs.get_mut(descriptor.id).expect("checked above");
             let keep_from = log.earliest();
-            trim(log, segments, live_bytes_total, keep_from);
+            trim(log, segments, live, keep_from);
         }
         problems
     }
@@ -465,25 +476,25 @@ impl State {
             rules::earliest_after_trims(log.descriptor.config.retention, latest, log.descriptor.trimmed_before);
         let missing_from = (old_latest + 1).max(keep_from);
         let cause = if missing_from <= latest { Some(self.add_loss_cause(gap_cause.clone())) } else { None };
-        let State { logs, segments, live_bytes_total, gap_records_max, .. } = self;
+        let State { logs, segments, live, gap_records_max, .. } = self;
         let log = logs.get_mut(log_id).expect("checked above");
         log.descriptor.latest = latest;
         // Drop what retention no longer keeps, then pad up to `latest`.
-        trim(log, segments, live_bytes_total, keep_from.min(old_latest + 1));
+        trim(log, segments, live, keep_from.min(old_latest + 1));
         if log.is_empty() {
             log.base = missing_from;
         }
         if let Some(cause) = cause {
             log.index_lost(missing_from, latest, cause, *gap_records_max);
         }
-        trim(log, segments, live_bytes_total, keep_from);
+        trim(log, segments, live, keep_from);
         debug_assert!(log.covers(latest));
     }
 
     /// A new record, at the next seq of its log (the writer's own appends).
     /// Trims per retention.
     pub(crate) fn apply_append(&mut self, log_id: u32, seq: Seq, position: Position) -> Result<(), Inconsistency> {
-        let State { logs, segments, live_bytes_total, .. } = self;
+        let State { logs, segments, live, .. } = self;
         let log = logs.get_mut(log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
         if seq != log.latest() + 1 {
             return Err(format!(
@@ -492,7 +503,7 @@ impl State {
                 log.latest()
             ));
         }
-        push(log, segments, live_bytes_total, position);
+        push(log, segments, live, position);
         Ok(())
     }
 
@@ -506,7 +517,7 @@ impl State {
         position: Position,
         gap_cause: impl FnOnce() -> LossCause,
     ) -> Result<(), Inconsistency> {
-        let State { logs, segments, live_bytes_total, loss_causes, gap_records_max, .. } = self;
+        let State { logs, segments, live, loss_causes, gap_records_max, .. } = self;
         let log = logs.get_mut(log_id).ok_or_else(|| format!("record for unknown log id {log_id}"))?;
         let latest = log.latest();
         if seq <= latest {
@@ -520,9 +531,9 @@ impl State {
             log.index_lost(latest + 1, seq - 1, cause, *gap_records_max);
             log.descriptor.latest = seq - 1;
             let keep_from = log.earliest();
-            trim(log, segments, live_bytes_total, keep_from);
+            trim(log, segments, live, keep_from);
         }
-        push(log, segments, live_bytes_total, position);
+        push(log, segments, live, position);
         Ok(())
     }
 
@@ -586,19 +597,22 @@ impl State {
     }
 }
 
-fn remember(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
+fn remember(segments: &mut BTreeMap<u32, SegmentState>, live: &mut Liveness, position: Position) {
     if let Some(segment) = segments.get_mut(&position.segment) {
         segment.live_records += 1;
         segment.live_bytes += position.entry_bytes();
-        *live_bytes_total += position.entry_bytes();
+        live.bytes += position.entry_bytes();
     }
 }
 
-fn forget(segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, position: Position) {
+fn forget(segments: &mut BTreeMap<u32, SegmentState>, live: &mut Liveness, position: Position) {
     if let Some(segment) = segments.get_mut(&position.segment) {
         segment.live_records -= 1;
+        if segment.live_records == 0 {
+            live.segments_emptied += 1;
+        }
         segment.live_bytes -= position.entry_bytes();
-        *live_bytes_total -= position.entry_bytes();
+        live.bytes -= position.entry_bytes();
     }
 }
 
@@ -612,22 +626,17 @@ fn add_loss_cause(causes: &mut Vec<LossCause>, cause: LossCause) -> usize {
 }
 
 /// Append `position` as `log`'s next seq, then trim per retention.
-fn push(
-    log: &mut LogState,
-    segments: &mut BTreeMap<u32, SegmentState>,
-    live_bytes_total: &mut u64,
-    position: Position,
-) {
+fn push(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live: &mut Liveness, position: Position) {
     log.descriptor.latest += 1;
     log.positions.push_back(position);
-    remember(segments, live_bytes_total, position);
+    remember(segments, live, position);
     let keep_from = log.earliest();
-    trim(log, segments, live_bytes_total, keep_from);
+    trim(log, segments, live, keep_from);
 }
 
 /// Drop positions and holes below `keep_from` (retention), releasing their
 /// segments.
-fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_bytes_total: &mut u64, keep_from: Seq) {
+fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live: &mut Liveness, keep_from: Seq) {
     while log.base < keep_from {
         if log.holes.as_deref().and_then(Holes::first).is_some_and(|hole| hole.first == log.base) {
             log.trim_first_hole(keep_from);
@@ -637,7 +646,7 @@ fn trim(log: &mut LogState, segments: &mut BTreeMap<u32, SegmentState>, live_byt
             log.base = keep_from;
             return;
         };
-        forget(segments, live_bytes_total, old);
+        forget(segments, live, old);
         log.base += 1;
     }
 }

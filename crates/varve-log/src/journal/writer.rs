@@ -62,6 +62,9 @@ pub(super) struct Writer {
     /// The thread writing the last checkpoint saved as the writer writes,
     /// until it is joined (see `checkpoint.rs`, "When one is saved").
     pub(super) checkpoint_write: Option<std::thread::JoinHandle<()>>,
+    /// `(segments_emptied, active_id)` when every dead segment was last
+    /// deleted (see `Liveness::segments_emptied`); `None` before the first.
+    pub(super) dead_segments_deleted_at: Option<(u64, u32)>,
     pub(super) frame: Vec<u8>,
     pub(super) scratch: Vec<u8>,
 }
@@ -100,6 +103,7 @@ pub(crate) fn open_writer(
         end,
         checkpoint_due: u64::MAX,
         checkpoint_write: None,
+        dead_segments_deleted_at: None,
         frame: Vec::new(),
         scratch: Vec::new(),
     };
