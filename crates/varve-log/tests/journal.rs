@@ -163,6 +163,52 @@ fn a_checkpoint_placing_records_in_a_segment_deleted_by_hand_is_ignored_and_the_
     assert!(ns.recovery_report().needs_attention(), "{:?}", ns.recovery_report());
 }
 
+/// A reader loads an older checkpoint whose listed segments the compactor
+/// reclaimed since, as the writer does: the frames after it moved or
+/// dropped every record those segments held.
+#[test]
+fn a_read_only_open_loads_an_older_checkpoint_though_segments_were_reclaimed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill_mostly_overwritten(dir.path(), 1, 300);
+    let checkpoint = dir.path().join("ns").join(CHECKPOINT_FILE);
+    let old = std::fs::read(&checkpoint).expect("a clean close saves a checkpoint");
+    let listed = segment_names(dir.path());
+    let writer = open(dir.path(), small_segments());
+    for i in 301..=600u64 {
+        let big = format!("o{i}").into_bytes().into_iter().chain([b'.'; 1024]).collect::<Vec<u8>>();
+        writer.append_batch(&[("u", format!("u{i}").as_bytes()), ("o", &big)]).expect("batch");
+    }
+    let now = segment_names(dir.path());
+    assert!(listed.iter().any(|name| !now.contains(name)), "segments were reclaimed: {listed:?} → {now:?}");
+    // The first session's checkpoint, as a reader finds one written late.
+    std::fs::write(&checkpoint, &old).expect("write");
+    let reader = open(dir.path(), read_only());
+    assert_eq!(reader.recovery_report().checkpoint, CheckpointUse::Loaded);
+    assert!(!reader.recovery_report().needs_attention(), "{:?}", reader.recovery_report());
+    assert_mostly_overwritten(&reader, 600);
+    assert!(contents(&reader) == contents(&writer), "the reader differs from the writer");
+}
+
+/// A reader whose checkpoint places live records in a segment deleted by
+/// hand distrusts it once it has read on, and opens again replaying every
+/// frame, which reports the damage.
+#[test]
+fn a_read_only_open_distrusts_a_checkpoint_placing_records_in_a_segment_deleted_by_hand() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fill(dir.path(), 1, 300);
+    let names = segment_names(dir.path());
+    assert!(names.len() >= 2, "{names:?}");
+    // The oldest segment holds the first of the unbounded log's records.
+    std::fs::remove_file(dir.path().join("ns").join(&names[0])).expect("remove");
+    let reader = open(dir.path(), read_only());
+    match &reader.recovery_report().checkpoint {
+        CheckpointUse::Ignored { reason } => assert!(reason.contains("no longer on disk"), "{reason}"),
+        other => panic!("a checkpoint placing records in a missing segment was used: {other:?}"),
+    }
+    assert!(reader.recovery_report().needs_attention(), "{:?}", reader.recovery_report());
+    assert!(matches!(reader.get("u", 1), Err(LogError::Lost { .. })), "{:?}", reader.get("u", 1));
+}
+
 #[test]
 fn a_read_only_open_loads_the_checkpoint_and_reads_on_to_the_writers_published_end() {
     let dir = tempfile::tempdir().expect("tempdir");

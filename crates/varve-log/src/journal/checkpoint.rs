@@ -32,9 +32,14 @@
 //! segment cut or rewritten — and the report says why.
 //!
 //! **Who loads it.** The writer's open, and a read-only open when the
-//! writer's published end (`END`) is at or past the checkpoint's end and
-//! every segment it lists is on disk: the reader then reads the frames
-//! after it as it follows the writer's appends.
+//! writer's published end (`END`) is at or past the checkpoint's end: the
+//! reader then reads the frames after it as it follows the writer's
+//! appends. A listed segment the compactor reclaimed since is for a reader
+//! what it is for a writer (checked once the open has read on to the
+//! writer's end; otherwise it opens again, replaying every frame): a
+//! checkpoint written on its own thread reaches the disk a little after
+//! the point it describes, and beside a writer that reclaims segments
+//! quickly it would otherwise seldom serve a reader.
 //!
 //! Skipping the frames' CRCs at open checks no less: each record carries
 //! its own CRC32C, checked on every read, and `fsck` reads everything.
@@ -194,7 +199,10 @@ pub(crate) enum Loaded {
     /// The state (with, for a writer, every frame written after the
     /// checkpoint replayed onto it), the report of the open, where the
     /// opener resumes, and the size of the index it held (decompressed).
-    State { state: State, report: RecoveryReport, tail: Tail, index_bytes: u64 },
+    /// For a reader, `reclaimed` lists the segments the checkpoint names
+    /// that are no longer on disk: once it has read the frames after the
+    /// checkpoint, no record may be left in them ([`distrust_after_reclaimed`]).
+    State { state: State, report: RecoveryReport, tail: Tail, index_bytes: u64, reclaimed: Vec<u32> },
     /// No checkpoint, or one not to trust; replay (and say why).
     Replay(CheckpointUse),
 }
@@ -225,16 +233,13 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
         (Ok(decoded), Opener::Reader { published }) if published.is_none_or(|end| end < decoded.tail) => {
             Ok(ignored("the writer's published end is before the checkpoint's end".into()))
         }
-        (Ok(decoded), Opener::Reader { .. }) if !decoded.missing.is_empty() => {
-            Ok(ignored(format!("segment {} is no longer on disk", decoded.missing[0])))
-        }
-        (Ok(Decoded { state, tail, index_bytes, .. }), Opener::Reader { .. }) => {
+        (Ok(Decoded { state, tail, index_bytes, missing }), Opener::Reader { .. }) => {
             let report = RecoveryReport {
                 segments: state.segments.len() as u64,
                 checkpoint: CheckpointUse::Loaded,
                 ..RecoveryReport::default()
             };
-            Ok(Loaded::State { state, report, tail: Some(tail), index_bytes })
+            Ok(Loaded::State { state, report, tail: Some(tail), index_bytes, reclaimed: missing })
         }
         (Ok(Decoded { state, tail, missing, index_bytes }), Opener::Writer) => {
             let (state, report, tail) = resume_as_writer(dir, io, state, tail)?;
@@ -244,11 +249,11 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
                 let (state, mut replayed, tail) = recover_as_writer(dir, io)?;
                 replayed.torn_tail = replayed.torn_tail.or(report.torn_tail);
                 replayed.checkpoint = CheckpointUse::Ignored { reason };
-                return Ok(Loaded::State { state, report: replayed, tail, index_bytes: 0 });
+                return Ok(Loaded::State { state, report: replayed, tail, index_bytes: 0, reclaimed: Vec::new() });
             }
             let mut report = report;
             report.checkpoint = CheckpointUse::Loaded;
-            Ok(Loaded::State { state, report, tail, index_bytes })
+            Ok(Loaded::State { state, report, tail, index_bytes, reclaimed: Vec::new() })
         }
         (Err(reason), _) => Ok(ignored(reason)),
     }
@@ -259,7 +264,7 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
 /// replayed, if it is not: they should have moved or dropped every record
 /// in those segments and left nothing lost. (A replay of every frame then
 /// finds and reports what is wrong.)
-fn distrust_after_reclaimed(state: &State, tail: Tail, missing: &[u32]) -> Option<Distrust> {
+pub(crate) fn distrust_after_reclaimed(state: &State, tail: Tail, missing: &[u32]) -> Option<Distrust> {
     if missing.is_empty() {
         return None;
     }

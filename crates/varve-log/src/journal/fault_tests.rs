@@ -293,3 +293,34 @@ fn a_failed_fsync_on_the_checkpoint_thread_poisons_the_namespace() {
     io.heal();
     assert!(matches!(ns.append("a", b"x"), Err(LogError::Poisoned { .. })));
 }
+
+/// A writer that opens after a crash and closes without writing still
+/// fsyncs before its close saves a checkpoint: the crashed writer's frames
+/// may be in the page cache only. (From a review.)
+#[test]
+fn a_close_after_a_crash_saves_a_checkpoint_only_after_an_fsync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let crashed = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions { sync: SyncPolicy::Never, ..JournalOptions::default() };
+    let ns = JournalNamespace::open(dir.path(), "ns", options).expect("open");
+    ns.create_log("a", LogConfig::unbounded()).expect("create");
+    for i in 0..100u32 {
+        ns.append("a", &i.to_le_bytes()).expect("append");
+    }
+    // The process "dies" here: its frames are in the page cache only.
+    for entry in std::fs::read_dir(dir.path()).expect("ls") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() && entry.file_name() != super::CHECKPOINT_FILE {
+            std::fs::copy(entry.path(), crashed.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    drop(ns);
+    let (ns, io) = open_faulty(crashed.path(), options);
+    assert_eq!(ns.latest("a").expect("latest"), 100);
+    drop(ns);
+    assert!(crashed.path().join(super::CHECKPOINT_FILE).exists(), "the close saved a checkpoint");
+    assert!(
+        io.calls(Op::SyncData) > 0,
+        "the close saved a checkpoint of 100 records no fsync since the crash made durable"
+    );
+}

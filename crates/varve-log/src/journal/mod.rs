@@ -401,6 +401,46 @@ impl JournalNamespace {
         options: JournalOptions,
         io: Arc<dyn SegmentIo>,
     ) -> Result<JournalNamespace> {
+        Self::open_trusting(dir, name, options, io, None)
+    }
+
+    /// A read-only handle's state: from the checkpoint unless `distrusted`
+    /// says why not, or by replaying every frame. Also where it follows the
+    /// writer from, and the segments the checkpoint lists that are gone.
+    fn load_as_reader(
+        dir: &Path,
+        io: &dyn SegmentIo,
+        distrusted: Option<String>,
+    ) -> Result<(State, RecoveryReport, Follower, Vec<u32>)> {
+        let end = PublishedEnd::for_reader(dir)?;
+        let published = end.as_ref().and_then(PublishedEnd::load);
+        let loaded = match distrusted {
+            None => checkpoint::load(dir, checkpoint::Opener::Reader { published }, io)?,
+            Some(reason) => checkpoint::Loaded::Replay(CheckpointUse::Ignored { reason }),
+        };
+        let (state, report, tail, reclaimed) = match loaded {
+            checkpoint::Loaded::State { state, report, tail, reclaimed, .. } => (state, report, tail, reclaimed),
+            checkpoint::Loaded::Replay(why) => {
+                let (state, mut report, tail) = recover_as_reader(dir, end.as_ref(), &mut |_, _| {})?;
+                report.checkpoint = why;
+                (state, report, tail, Vec::new())
+            }
+        };
+        let (segment, offset) = tail.unwrap_or((0, 0));
+        let follower = Follower { segment, offset, end, tally: Some(RecoveryReport::default()) };
+        Ok((state, report, follower, reclaimed))
+    }
+
+    /// [`JournalNamespace::open_with_io`]; a read-only open given
+    /// `distrusted` (why its last attempt distrusted the checkpoint once it
+    /// had read on) replays every frame instead of loading it.
+    fn open_trusting(
+        dir: &Path,
+        name: &str,
+        options: JournalOptions,
+        io: Arc<dyn SegmentIo>,
+        mut distrusted: Option<String>,
+    ) -> Result<JournalNamespace> {
         options.validate()?;
         let started = Instant::now();
         if options.read_only {
@@ -414,20 +454,11 @@ impl JournalNamespace {
         } else {
             fs::create_dir_all(dir).context(|| format!("creating namespace directory {}", dir.display()))?;
         }
+        let mut reclaimed = Vec::new();
         let (state, mut report, lock, writer, follower) = if options.read_only {
-            let end = PublishedEnd::for_reader(dir)?;
-            let published = end.as_ref().and_then(PublishedEnd::load);
-            let (state, report, tail) = match checkpoint::load(dir, checkpoint::Opener::Reader { published }, &*io)? {
-                checkpoint::Loaded::State { state, report, tail, .. } => (state, report, tail),
-                checkpoint::Loaded::Replay(why) => {
-                    let (state, mut report, tail) = recover_as_reader(dir, end.as_ref(), &mut |_, _| {})?;
-                    report.checkpoint = why;
-                    (state, report, tail)
-                }
-            };
-            let (segment, offset) = tail.unwrap_or((0, 0));
-            let tally = Some(RecoveryReport::default());
-            (state, report, None, None, Some(Mutex::new(Follower { segment, offset, end, tally })))
+            let (state, report, follower, gone) = Self::load_as_reader(dir, &*io, distrusted.clone())?;
+            reclaimed = gone;
+            (state, report, None, None, Some(Mutex::new(follower)))
         } else {
             let lock = acquire_lock(dir)?;
             let end = PublishedEnd::for_writer(dir)?;
@@ -436,7 +467,9 @@ impl JournalNamespace {
             checkpoint::remove_unfinished_save(dir);
             let (mut state, report, tail, index_bytes) = match checkpoint::load(dir, checkpoint::Opener::Writer, &*io)?
             {
-                checkpoint::Loaded::State { state, report, tail, index_bytes } => (state, report, tail, index_bytes),
+                checkpoint::Loaded::State { state, report, tail, index_bytes, .. } => {
+                    (state, report, tail, index_bytes)
+                }
                 checkpoint::Loaded::Replay(why) => {
                     let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
                     report.checkpoint = why;
@@ -493,6 +526,18 @@ impl JournalNamespace {
             report.bytes += tally.bytes;
             report.damage.extend(tally.damage);
             report.segments = shared.read_state().segments.len() as u64;
+            if !reclaimed.is_empty() {
+                let at = {
+                    let follower = follower.lock().unwrap_or_else(PoisonError::into_inner);
+                    (follower.segment, follower.offset)
+                };
+                distrusted = checkpoint::distrust_after_reclaimed(&shared.read_state(), Some(at), &reclaimed);
+            }
+        }
+        if distrusted.is_some() && !reclaimed.is_empty() {
+            let io = shared.io.clone();
+            drop(shared);
+            return Self::open_trusting(dir, name, options, io, distrusted);
         }
         report.losses = shared.losses();
         let mut shared = shared;
@@ -606,9 +651,14 @@ impl Drop for Shared {
             // A panic may have left the state behind a frame on disk (written,
             // not yet applied): then only a replay knows the truth.
             let consistent = !std::thread::panicking() && !writer_lock.is_poisoned() && !self.state.is_poisoned();
+            // The fsync covers frames a crashed writer left in the page
+            // cache, which this open's writes (all `sync_all` waits for) may
+            // not include: a checkpoint must never describe bytes a power
+            // cut could take.
             if writer.active.set_len(writer.active_len).is_ok()
                 && self.durability.poisoned(&self.name).is_ok()
                 && consistent
+                && self.sync_active(&writer).is_ok()
             {
                 // Best effort too: without it the next open replays every frame.
                 let _ = checkpoint::save(&self.dir, &self.read_state(), (writer.active_id, writer.active_len));
