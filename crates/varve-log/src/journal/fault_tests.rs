@@ -225,19 +225,24 @@ impl Drop for ReleaseOnDrop {
     }
 }
 
+/// `Never`, so that only rolls (none here: segments of 4 MiB) and
+/// checkpoint saves (every 4 KiB written) fsync.
+fn saving_checkpoints_often() -> JournalOptions {
+    JournalOptions {
+        sync: SyncPolicy::Never,
+        segment_bytes_max: 4 << 20,
+        checkpoint_bytes_min: 4096,
+        ..JournalOptions::default()
+    }
+}
+
 /// The fsync, compression and write of a checkpoint saved as the writer
 /// writes run on a thread of their own, so a slow fsync there holds no
 /// append (under `Never`, appends themselves do not wait for one).
 #[test]
 fn a_checkpoint_saved_as_the_writer_writes_holds_no_append_while_it_is_written() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = JournalOptions {
-        sync: SyncPolicy::Never,
-        segment_bytes_max: 4 << 20,
-        checkpoint_bytes_min: 4096,
-        ..JournalOptions::default()
-    };
-    let (ns, io) = open_faulty(dir.path(), options);
+    let (ns, io) = open_faulty(dir.path(), saving_checkpoints_often());
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     io.hold(Op::SyncData);
     let _release = ReleaseOnDrop(io.clone(), Op::SyncData);
@@ -270,13 +275,7 @@ fn a_checkpoint_saved_as_the_writer_writes_holds_no_append_while_it_is_written()
 #[test]
 fn a_failed_fsync_on_the_checkpoint_thread_poisons_the_namespace() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = JournalOptions {
-        sync: SyncPolicy::Never,
-        segment_bytes_max: 4 << 20,
-        checkpoint_bytes_min: 4096,
-        ..JournalOptions::default()
-    };
-    let (ns, io) = open_faulty(dir.path(), options);
+    let (ns, io) = open_faulty(dir.path(), saving_checkpoints_often());
     ns.create_log("a", LogConfig::unbounded()).expect("create");
     io.fail_from_now(Op::SyncData, Fault::Error(EIO));
     let deadline = Instant::now() + Duration::from_secs(30);
