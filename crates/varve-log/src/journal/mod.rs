@@ -454,10 +454,12 @@ impl JournalNamespace {
         } else {
             fs::create_dir_all(dir).context(|| format!("creating namespace directory {}", dir.display()))?;
         }
-        let mut reclaimed = Vec::new();
+        // A reader from a checkpoint: the segments it lists that are gone,
+        // and the segment it ends in.
+        let (mut reclaimed, mut tail_segment) = (Vec::new(), 0);
         let (state, mut report, lock, writer, follower) = if options.read_only {
             let (state, report, follower, gone) = Self::load_as_reader(dir, &*io, distrusted.clone())?;
-            reclaimed = gone;
+            (reclaimed, tail_segment) = (gone, follower.segment);
             (state, report, None, None, Some(Mutex::new(follower)))
         } else {
             let lock = acquire_lock(dir)?;
@@ -531,13 +533,21 @@ impl JournalNamespace {
                     let follower = follower.lock().unwrap_or_else(PoisonError::into_inner);
                     (follower.segment, follower.offset)
                 };
-                distrusted = checkpoint::distrust_after_reclaimed(&shared.read_state(), Some(at), &reclaimed);
+                // As for the writer: no tail when no segment from the checkpoint's last one on is left.
+                let newest = scan::list_segments(dir)?.last().copied();
+                let tail = newest.is_some_and(|newest| newest >= tail_segment).then_some(at);
+                distrusted = checkpoint::distrust_after_reclaimed(&shared.read_state(), tail, &reclaimed);
             }
         }
         if distrusted.is_some() && !reclaimed.is_empty() {
             let io = shared.io.clone();
             drop(shared);
-            return Self::open_trusting(dir, name, options, io, distrusted);
+            let mut again = Self::open_trusting(dir, name, options, io, distrusted)?;
+            // The report's time is the whole open's, both attempts.
+            if let Some(shared) = Arc::get_mut(&mut again.shared) {
+                shared.report.duration = started.elapsed();
+            }
+            return Ok(again);
         }
         report.losses = shared.losses();
         let mut shared = shared;
