@@ -529,14 +529,7 @@ impl JournalNamespace {
             report.damage.extend(tally.damage);
             report.segments = shared.read_state().segments.len() as u64;
             if !reclaimed.is_empty() {
-                let at = {
-                    let follower = follower.lock().unwrap_or_else(PoisonError::into_inner);
-                    (follower.segment, follower.offset)
-                };
-                // As for the writer: no tail when no segment from the checkpoint's last one on is left.
-                let newest = scan::list_segments(dir)?.last().copied();
-                let tail = newest.is_some_and(|newest| newest >= tail_segment).then_some(at);
-                distrusted = checkpoint::distrust_after_reclaimed(&shared.read_state(), tail, &reclaimed);
+                distrusted = shared.distrusts_reclaimed(follower, &reclaimed, tail_segment)?;
             }
         }
         if distrusted.is_some() && !reclaimed.is_empty() {
@@ -629,6 +622,25 @@ impl Shared {
         self.map_for_reading(writer.active_id, &writer.active);
         let mut durability = self.durability.lock();
         durability.file = Some(writer.active.clone());
+    }
+
+    /// A read-only handle that loaded a checkpoint listing segments since
+    /// reclaimed (ending in segment `tail_segment`), once it has read on:
+    /// why it must not trust it, as the writer's open judges it.
+    fn distrusts_reclaimed(
+        &self,
+        follower: &Mutex<Follower>,
+        reclaimed: &[u32],
+        tail_segment: u32,
+    ) -> Result<Option<String>> {
+        let at = {
+            let follower = follower.lock().unwrap_or_else(PoisonError::into_inner);
+            (follower.segment, follower.offset)
+        };
+        // As for the writer: no tail when no segment from the checkpoint's last one on is left.
+        let newest = scan::list_segments(&self.dir)?.last().copied();
+        let tail = newest.is_some_and(|newest| newest >= tail_segment).then_some(at);
+        Ok(checkpoint::distrust_after_reclaimed(&self.read_state(), tail, reclaimed))
     }
 
     fn sync_all(&self) -> Result<()> {
