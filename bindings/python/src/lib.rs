@@ -42,6 +42,12 @@ mod schema;
 
 use pyo3::prelude::*;
 
+/// The extension's Rust allocations go to mimalloc rather than glibc's
+/// malloc, as in the `varve` binary (docs/architecture.md, "The allocator"):
+/// Python's own objects keep Python's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The extension module; `varve/__init__.py` re-exports its public names.
 #[pymodule]
 fn _varve(m: &Bound<'_, PyModule>) -> PyResult<()> {
