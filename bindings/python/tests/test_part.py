@@ -123,6 +123,24 @@ def test_iterators_walk_the_map_as_it_was_when_made():
     assert len(list(it)) == 1000 + 1000 - 333
 
 
+def test_compact_keeps_entries_and_leaves_what_a_snapshot_shares():
+    m = varve.PersistentMap({((i * 7919) % 100_003).to_bytes(4, "big"): i for i in range(5000)})
+    for i in range(0, 5000, 3):
+        del m[((i * 7919) % 100_003).to_bytes(4, "big")]
+    expected = list(m.items())
+    done = m.compact()
+    assert done["nodes_moved"] > 100 and done["nodes_shared"] == 0
+    assert list(m.items()) == expected
+
+    snap = m.snapshot()
+    assert m.compact() == {"nodes_moved": 0, "nodes_shared": 1}  # the root is shared
+    m[b"new!"] = 1
+    done = m.compact()
+    assert 1 <= done["nodes_moved"] <= 4 and done["nodes_shared"] >= 1  # the copied path only
+    assert list(snap.items()) == expected
+    assert list(m.items()) == sorted(expected + [(b"new!", 1)])
+
+
 def test_key_types():
     b = varve.PersistentMap()
     b["é"] = 1  # str keys of a bytes map are stored UTF-8 and returned as bytes

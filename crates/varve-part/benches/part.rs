@@ -34,7 +34,10 @@
 //! - `wordcount`: one batch of 100k Zipf-distributed words (§5.1) applied
 //!   to a count per word, with a snapshot per batch for the persistent maps;
 //! - memory: live heap bytes after building, from the counting allocator
-//!   below, divided by the entries.
+//!   below, divided by the entries;
+//! - `PART (compacted)`: after its workloads, the PART map is compacted
+//!   (`ArtMap::compact`, §3.4) and its read workloads run again; its memory
+//!   is what dropping it frees, and the compaction's time is recorded.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{BTreeMap, HashMap};
@@ -155,6 +158,11 @@ trait Subject<V: Value>: Sized {
     fn range100(&self, start: u32) -> u64;
     fn snap(&self) -> Option<Self::Snap>;
     fn len_(&self) -> usize;
+    /// Lays the structure out for scans at idle time, if it can (PART's
+    /// §3.4 compaction); says whether it did.
+    fn compact(&mut self) -> bool {
+        false
+    }
 }
 
 fn found<T>(value: Option<T>) -> bool {
@@ -206,7 +214,14 @@ impl<V: Value> Subject<V> for Part<V> {
     fn len_(&self) -> usize {
         self.0.len()
     }
+    fn compact(&mut self) -> bool {
+        self.0.compact();
+        true
+    }
 }
+
+/// PART's rows after `compact()`.
+const PART_COMPACTED: &str = "PART (compacted)";
 
 struct StdHash<V>(HashMap<u32, V>);
 impl<V: Value> Subject<V> for StdHash<V> {
@@ -655,6 +670,8 @@ struct MemoryRow {
     entries: usize,
     bytes: usize,
     raw_per_entry: usize,
+    /// How long `compact()` took (rows of compacted structures).
+    compact_seconds: Option<f64>,
 }
 
 #[derive(Default)]
@@ -669,12 +686,13 @@ fn write_memory_json(record: &Record) {
         let per = r.bytes as f64 / r.entries as f64;
         let _ = writeln!(
             s,
-            "  {{\"config\": \"{}\", \"structure\": \"{}\", \"entries\": {}, \"bytes\": {}, \"bytes_per_entry\": {per:.2}, \"raw_bytes_per_entry\": {}}}{}",
+            "  {{\"config\": \"{}\", \"structure\": \"{}\", \"entries\": {}, \"bytes\": {}, \"bytes_per_entry\": {per:.2}, \"raw_bytes_per_entry\": {}, \"compact_seconds\": {}}}{}",
             r.config,
             r.structure,
             r.entries,
             r.bytes,
             r.raw_per_entry,
+            r.compact_seconds.map_or_else(|| "null".to_owned(), |seconds| format!("{seconds:.3}")),
             if i + 1 == record.memory.len() { "" } else { "," }
         );
     }
@@ -713,8 +731,43 @@ fn bench_structure<V: Value, S: Subject<V>>(c: &mut Criterion, data: &Data, reco
         entries: data.n,
         bytes,
         raw_per_entry: 4 + V::RAW_BYTES,
+        compact_seconds: None,
     });
+    bench_reads(c, &id, &map, data);
+    for (group, interval) in SNAPSHOT_INTERVALS {
+        if interval.is_some() && !S::PERSISTENT {
+            continue;
+        }
+        let mut g = c.benchmark_group(group);
+        g.sampling_mode(SamplingMode::Flat);
+        g.bench_function(id.clone(), |b| {
+            b.iter_custom(|iters| insert_fresh(&mut map, &data.fresh, iters, interval));
+        });
+    }
+    assert_eq!(map.len_(), data.n, "{} back to its size", S::NAME);
 
+    // §3.4: compacted at idle time, after its updates; the reads again.
+    let start = Instant::now();
+    if map.compact() {
+        let compact_seconds = start.elapsed().as_secs_f64();
+        bench_reads(c, &BenchmarkId::new(PART_COMPACTED, &config), &map, data);
+        // Its heap is what dropping it frees (criterion's own allocations
+        // since the build are not the map's).
+        let live = LIVE.load(Ordering::Relaxed);
+        drop(map);
+        record.memory.push(MemoryRow {
+            config,
+            structure: PART_COMPACTED,
+            entries: data.n,
+            bytes: live.saturating_sub(LIVE.load(Ordering::Relaxed)),
+            raw_per_entry: 4 + V::RAW_BYTES,
+            compact_seconds: Some(compact_seconds),
+        });
+    }
+}
+
+/// The read workloads on a built structure.
+fn bench_reads<V: Value, S: Subject<V>>(c: &mut Criterion, id: &BenchmarkId, map: &S, data: &Data) {
     let mask = data.hits.len();
     {
         let mut g = c.benchmark_group("part-lookup_hit");
@@ -751,18 +804,6 @@ fn bench_structure<V: Value, S: Subject<V>>(c: &mut Criterion, data: &Data, reco
             });
         });
     }
-    for (group, interval) in SNAPSHOT_INTERVALS {
-        if interval.is_some() && !S::PERSISTENT {
-            continue;
-        }
-        let mut g = c.benchmark_group(group);
-        g.sampling_mode(SamplingMode::Flat);
-        g.bench_function(id.clone(), |b| {
-            b.iter_custom(|iters| insert_fresh(&mut map, &data.fresh, iters, interval));
-        });
-    }
-    assert_eq!(map.len_(), data.n, "{} back to its size", S::NAME);
-    drop(map);
 }
 
 /// Inserts `iters` fresh keys (in chunks of at most `fresh.len()`), taking a

@@ -11,6 +11,8 @@
 //!   [`ArtMap::snapshot`] is O(1); an update mutates a node in place when
 //!   nobody else holds it and copies it otherwise, so updates between
 //!   snapshots are in place. [`ArtMap::apply`] applies a batch in key order.
+//! - **Compaction** (§3.4): [`ArtMap::compact`] rebuilds the nodes a map
+//!   holds alone in traversal order, for scans.
 //! - **Set operations by structure** (§3.4): [`ArtMap::union_with`],
 //!   [`ArtMap::intersection`], [`ArtMap::difference`] reuse shared subtrees.
 //! - **Key-space transform** (§3.5): [`HashedMap`].
@@ -64,6 +66,7 @@
 //! their inline leaves); one writer per map (`&mut self`), any number of
 //! readers on snapshots.
 
+mod compact;
 pub mod durable;
 mod hashed;
 mod iter;
@@ -72,6 +75,7 @@ mod node;
 pub mod raw;
 mod setops;
 
+pub use compact::Compaction;
 pub use hashed::{key_hash_v1, HashedMap, HASH_BYTES};
 pub use iter::{Iter, Values};
 pub use map::{ArtMap, BatchOp, Snapshot};

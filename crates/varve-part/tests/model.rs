@@ -27,6 +27,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (key(), key(), any::<bool>(), any::<bool>()).prop_map(|(a, b, x, y)| Op::Range(a, b, x, y)),
         1 => key().prop_map(Op::Prefix),
         1 => any::<usize>().prop_map(Op::SetOps),
+        1 => Just(Op::Compact),
     ]
 }
 

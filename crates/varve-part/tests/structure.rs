@@ -317,3 +317,111 @@ fn set_operations_reuse_shared_subtrees() {
     assert_eq!(diff.len(), b.len() - a.len());
     assert!(a.difference(&a).is_empty());
 }
+
+/// Every inner node of `map` in depth-first key order: (address id,
+/// checkpoint reference).
+fn inner_nodes(map: &ArtMap<u32>) -> Vec<(usize, u64)> {
+    let mut stack: Vec<ChildRef<'_, u32>> = raw::root(map).into_iter().collect();
+    let mut nodes = Vec::new();
+    while let Some(child) = stack.pop() {
+        if let ChildRef::Node(node) = child {
+            nodes.push((node.id(), node.checkpoint_ref()));
+            let children: Vec<_> = node.children().map(|(_, c)| c).collect();
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    nodes
+}
+
+#[test]
+fn compaction_moves_every_node_the_map_holds_alone_and_keeps_checkpoint_refs() {
+    let mut map = ArtMap::new();
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..20_000u32 {
+        let key = i.wrapping_mul(2_654_435_761).to_be_bytes();
+        map.insert(&key, i);
+        model.insert(key, i);
+    }
+    for i in (0..20_000u32).step_by(3) {
+        let key = i.wrapping_mul(2_654_435_761).to_be_bytes();
+        map.remove(&key);
+        model.remove(&key);
+    }
+    // A checkpointer's marks, a different one on each node.
+    let mut stack: Vec<ChildRef<'_, u32>> = raw::root(&map).into_iter().collect();
+    let mut mark = 0;
+    while let Some(child) = stack.pop() {
+        if let ChildRef::Node(node) = child {
+            mark += 1;
+            node.set_checkpoint_ref(mark);
+            stack.extend(node.children().map(|(_, c)| c));
+        }
+    }
+    drop(stack);
+    let before = inner_nodes(&map);
+
+    let done = map.compact();
+
+    let after = inner_nodes(&map);
+    assert_eq!(done.nodes_moved, before.len(), "every inner node moved");
+    assert_eq!(done.nodes_shared, 0);
+    assert_eq!(after.len(), before.len(), "same nodes");
+    let refs = |nodes: &[(usize, u64)]| nodes.iter().map(|&(_, r)| r).collect::<Vec<_>>();
+    assert_eq!(refs(&after), refs(&before), "checkpoint refs kept, node for node");
+    let old: std::collections::HashSet<usize> = before.iter().map(|&(id, _)| id).collect();
+    assert!(after.iter().all(|(id, _)| !old.contains(id)), "no node left at its old address");
+    check_invariants(&map);
+    let entries: Vec<([u8; 4], u32)> = map.iter().map(|(k, v)| (k.try_into().expect("4 bytes"), *v)).collect();
+    assert_eq!(entries, model.into_iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn compaction_leaves_nodes_shared_with_a_snapshot_where_they_are() {
+    let mut map = ArtMap::new();
+    for i in 0..5_000u32 {
+        map.insert(&(i * 7919).to_be_bytes(), i);
+    }
+    let snapshot = map.snapshot();
+    let snapshot_nodes = inner_nodes(&snapshot);
+    // Shared from the root down: nothing is the map's alone.
+    let done = map.compact();
+    assert_eq!((done.nodes_moved, done.nodes_shared), (0, 1), "the shared root is left, and all below it");
+
+    // One update copies the nodes on its path; only those are the map's.
+    let key = (42u32 * 7919).to_be_bytes();
+    map.insert(&key, 0);
+    let path_len = inner_nodes(&map).iter().filter(|(id, _)| !snapshot_nodes.iter().any(|(s, _)| s == id)).count();
+    let done = map.compact();
+    assert_eq!(done.nodes_moved, path_len, "the copied path moved");
+    assert!(done.nodes_shared > 0, "its siblings stayed shared");
+    assert_eq!(inner_nodes(&snapshot), snapshot_nodes, "the snapshot's nodes are untouched");
+    assert_eq!(snapshot.get(&key), Some(&42));
+    assert_eq!(map.get(&key), Some(&0));
+    check_invariants(&map);
+
+    drop(snapshot);
+    let nodes = inner_nodes(&map).len();
+    assert_eq!(map.compact().nodes_moved, nodes, "with the snapshot gone, every node is the map's");
+}
+
+#[test]
+fn compaction_of_a_deep_tree_does_not_recurse() {
+    let depth = 20_000;
+    let long = vec![b'a'; depth];
+    let mut map = ArtMap::new();
+    for len in 1..=depth {
+        map.insert(&long[..len], len);
+    }
+    std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let done = map.compact();
+            assert!(done.nodes_moved >= depth - 1, "moved {}", done.nodes_moved);
+            assert_eq!(map.len(), depth);
+            assert_eq!(map.get(&long[..777]), Some(&777));
+            drop(map);
+        })
+        .expect("spawn")
+        .join()
+        .expect("compaction on a small stack");
+}

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 
+use varve_part::raw::{self, ChildRef};
 use varve_part::{ArtMap, BatchOp};
 
 pub type Model = BTreeMap<Vec<u8>, u32>;
@@ -26,6 +27,8 @@ pub enum Op {
     Prefix(Vec<u8>),
     /// Union/intersection/difference of the current map and a snapshot.
     SetOps(usize),
+    /// Rebuild the nodes the map holds alone (`ArtMap::compact`).
+    Compact,
 }
 
 const ALPHABET: [u8; 4] = [0x00, b'a', b'b', 0xff];
@@ -84,11 +87,36 @@ pub fn decode(data: &[u8]) -> Vec<Op> {
                 Some(k) => Op::Prefix(k),
                 None => break,
             },
-            _ => Op::SetOps(usize::from(next().unwrap_or(0))),
+            14 => Op::SetOps(usize::from(next().unwrap_or(0))),
+            _ => Op::Compact,
         };
         ops.push(op);
     }
     ops
+}
+
+/// Compact `map`: with no snapshot it holds every node alone, so every
+/// node moves (the entries are checked after every op).
+fn compact(map: &mut ArtMap<u32>, no_snapshots: bool) {
+    let done = map.compact();
+    let inner = count_inner_nodes(map);
+    assert!(done.nodes_moved <= inner, "moved {} of {inner} inner nodes", done.nodes_moved);
+    if no_snapshots {
+        assert_eq!(done.nodes_moved, inner, "with no snapshot every inner node is the map's alone");
+        assert_eq!(done.nodes_shared, 0);
+    }
+}
+
+fn count_inner_nodes(map: &ArtMap<u32>) -> usize {
+    let mut stack: Vec<ChildRef<'_, u32>> = raw::root(map).into_iter().collect();
+    let mut nodes = 0;
+    while let Some(child) = stack.pop() {
+        if let ChildRef::Node(node) = child {
+            nodes += 1;
+            stack.extend(node.children().map(|(_, c)| c));
+        }
+    }
+    nodes
 }
 
 fn entries(map: &ArtMap<u32>) -> Vec<(Vec<u8>, u32)> {
@@ -209,6 +237,7 @@ pub fn run(ops: &[Op]) {
                     other_model.iter().filter(|(k, _)| !model.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
                 assert_same(&reverse, &want_reverse, "reverse difference");
             }
+            Op::Compact => compact(&mut map, snapshots.is_empty()),
         }
         assert_same(&map, &model, "current map");
         for (i, (snap, snap_model)) in snapshots.iter().enumerate() {
