@@ -319,13 +319,22 @@ pub(crate) fn encode_trim(buf: &mut Vec<u8>, log_id: u32, before: Seq) -> usize 
 }
 
 /// Encode a whole segment header frame.
-pub(crate) fn encode_segment_header(buf: &mut Vec<u8>, header: &SegmentHeader) -> usize {
+/// A segment header (the fields of a [`SegmentHeader`]), its logs lent
+/// rather than owned: a writer rolling a segment in a namespace of 400k
+/// logs spent 44 ms copying their descriptors for the header.
+pub(crate) fn encode_segment_header<'a>(
+    buf: &mut Vec<u8>,
+    format_version: u16,
+    segment_id: u32,
+    next_log_id: u32,
+    logs: impl ExactSizeIterator<Item = &'a LogDescriptor>,
+) -> usize {
     let mut frame = FrameEncoder::begin(buf, FrameKind::SegmentHeader);
-    frame.put_u16(header.format_version);
-    frame.put_u32(header.segment_id);
-    frame.put_u32(header.next_log_id);
-    frame.put_u32(u32::try_from(header.logs.len()).expect("log count fits u32"));
-    for log in &header.logs {
+    frame.put_u16(format_version);
+    frame.put_u32(segment_id);
+    frame.put_u32(next_log_id);
+    frame.put_u32(u32::try_from(logs.len()).expect("log count fits u32"));
+    for log in logs {
         frame.descriptor(log);
     }
     frame.finish()

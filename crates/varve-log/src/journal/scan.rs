@@ -458,12 +458,12 @@ mod fuzz {
     use super::*;
     use crate::codec::ByteWriter;
     use crate::contract::LogConfig;
-    use crate::journal::format::{encode_create, encode_segment_header, FrameEncoder, FrameKind, LogDescriptor};
+    use crate::journal::format::{encode_create, FrameEncoder, FrameKind, LogDescriptor};
 
     fn valid_segment() -> Vec<u8> {
         let mut state = State::default();
         let mut buf = Vec::new();
-        encode_segment_header(&mut buf, &state.catalog(1));
+        state.encode_catalog(&mut buf, 1);
         let descriptor =
             LogDescriptor { id: 0, name: "a".into(), config: LogConfig::default(), latest: 0, trimmed_before: 0 };
         encode_create(&mut buf, &descriptor);

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::contract::{LogInfo, Seq, SEQ_MAX};
 pub(crate) use crate::error::LossCause;
 use crate::journal::catalog::Catalog;
-use crate::journal::format::{LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES};
+use crate::journal::format::{encode_segment_header, LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES, FORMAT_VERSION};
 pub(crate) use crate::journal::holes::Hole;
 use crate::journal::holes::{Found, Holes};
 use crate::journal::mapped::ReadMap;
@@ -288,10 +288,13 @@ impl State {
         self.logs.by_name(name)
     }
 
-    pub(crate) fn catalog(&self, segment_id: u32) -> SegmentHeader {
-        let mut logs: Vec<LogDescriptor> = self.logs.values().map(|log| log.descriptor.clone()).collect();
+    /// Encode the header of segment `segment_id`: the whole catalog, logs in
+    /// id order; returns its length.
+    pub(crate) fn encode_catalog(&self, buf: &mut Vec<u8>, segment_id: u32) -> usize {
+        let mut logs: Vec<&LogDescriptor> = self.logs.values().map(|log| &log.descriptor).collect();
+        // Stable: linear on the id order in which logs are mostly created.
         logs.sort_by_key(|d| d.id);
-        SegmentHeader { format_version: super::format::FORMAT_VERSION, segment_id, next_log_id: self.next_log_id, logs }
+        encode_segment_header(buf, FORMAT_VERSION, segment_id, self.next_log_id, logs.into_iter())
     }
 
     /// Record why records are lost; returns the index lost positions carry.

@@ -61,7 +61,11 @@ pub(super) struct Writer {
     pub(super) checkpoint_due: u64,
     /// The thread writing the last checkpoint saved as the writer writes,
     /// until it is joined (see `checkpoint.rs`, "When one is saved").
-    pub(super) checkpoint_write: Option<std::thread::JoinHandle<()>>,
+    /// It hands back the index's buffer when it is done.
+    pub(super) checkpoint_write: Option<std::thread::JoinHandle<Vec<u8>>>,
+    /// The buffer of the last checkpoint saved, kept for the next (see
+    /// `Index::encode_into`): memory the size of one index, held.
+    pub(super) checkpoint_buffer: Vec<u8>,
     /// `(segments_emptied, active_id)` when every dead segment was last
     /// deleted (see `Liveness::segments_emptied`); `None` before the first.
     pub(super) dead_segments_deleted_at: Option<(u64, u32)>,
@@ -103,12 +107,13 @@ pub(crate) fn open_writer(
         end,
         checkpoint_due: u64::MAX,
         checkpoint_write: None,
+        checkpoint_buffer: Vec::new(),
         dead_segments_deleted_at: None,
         frame: Vec::new(),
         scratch: Vec::new(),
     };
     if active_len == 0 {
-        let len = format::encode_segment_header(&mut writer.scratch, &state.catalog(active_id));
+        let len = state.encode_catalog(&mut writer.scratch, active_id);
         writer.map.write(0, &writer.scratch[..len]);
         io.sync_data(&writer.active).context(|| format!("syncing {}", path.display()))?;
         io.sync_dir(dir).context(|| format!("syncing directory {}", dir.display()))?;
@@ -254,7 +259,7 @@ impl Shared {
     /// and the header's length.
     fn start_segment(&self, writer: &mut Writer, id: u32, path: &Path, file: &File) -> Result<(SegmentMap, usize)> {
         writer.scratch.clear();
-        let len = format::encode_segment_header(&mut writer.scratch, &self.read_state().catalog(id));
+        let len = self.read_state().encode_catalog(&mut writer.scratch, id);
         let capacity = reserve_for(0, len as u64, segment_bytes_target(len as u64, self.options.segment_bytes_max));
         let mut map = map_segment(file, path, capacity, len as u64, &*self.io)?;
         debug_assert!(map.capacity() >= len as u64);
@@ -309,7 +314,8 @@ impl Shared {
         // not yet applied): then only a replay knows the truth.
         let consistent = !self.state.is_poisoned() && !self.writer.as_ref().is_some_and(std::sync::Mutex::is_poisoned);
         let index = if consistent && self.durability.poisoned(&self.name).is_ok() {
-            checkpoint::Index::encode(&self.read_state(), (writer.active_id, writer.active_len))
+            let buffer = std::mem::take(&mut writer.checkpoint_buffer);
+            checkpoint::Index::encode_into(buffer, &self.read_state(), (writer.active_id, writer.active_len))
         } else {
             None
         };
@@ -323,6 +329,7 @@ impl Shared {
             if durability.wait_durable(&name, written).is_ok() {
                 let _ = index.write(&dir);
             }
+            index.into_buffer()
         });
         // No thread to be had (a process limit): no checkpoint this time.
         writer.checkpoint_write = spawned.ok();
@@ -336,7 +343,9 @@ impl Writer {
     pub(super) fn finish_checkpoint_write(&mut self) {
         if let Some(write) = self.checkpoint_write.take() {
             // A panic on that thread left at most a temporary file, which the next open removes.
-            let _ = write.join();
+            if let Ok(buffer) = write.join() {
+                self.checkpoint_buffer = buffer;
+            }
         }
     }
 }
