@@ -16,15 +16,17 @@
 //! - nodes shared with a snapshot, and everything below them, are left
 //!   where they are: moving them would copy them, and the snapshot would
 //!   keep the old ones;
-//! - the old nodes are freed only after every new one is allocated, so the
-//!   new ones do not land in the holes the old ones leave. The peak is the
-//!   map's inner nodes twice over (values are moved, not copied).
+//! - Node256 chunks shared with a snapshot stay shared (the rebuilt node
+//!   stays a Node256 and points to them);
+//! - the old nodes, their chunks and child vectors are freed only after
+//!   every new one is allocated, so the new ones do not land in the holes
+//!   the old ones leave (`tests/compaction.rs` checks the addresses). The
+//!   peak is the map's inner nodes twice over (values are moved, not
+//!   copied).
 //!
 //! Iterative: a tree of long keys can be as deep as its key count.
 
-use std::sync::Arc;
-
-use crate::node::{Child, Header, Kind};
+use crate::node::{Child, MovedOut};
 
 /// What a compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,23 +38,33 @@ pub struct Compaction {
     pub nodes_shared: usize,
 }
 
+/// The work vectors are sized up front: a vector that grows frees its old
+/// buffer, a hole the next node would fill. Beyond this (a tree over ~4
+/// levels of full Node256s deep) they grow.
+const WORK: usize = 4 * 256;
+
 enum Task<V> {
     /// Move this subtree: leaves and shared nodes as they are, nodes held
     /// alone rebuilt below.
     Visit(Child<V>),
     /// Every child of a node has been moved (they are the last `children`
     /// results, their bytes the last `children` of `bytes`): allocate it.
-    Build { header: Header<V>, children: usize },
+    Build { node: MovedOut<V>, children: usize },
 }
 
 /// Rebuild the nodes of `root` held alone, children before their parent.
 pub(crate) fn compact<V: Clone>(root: Child<V>) -> (Child<V>, Compaction) {
     let mut stats = Compaction::default();
-    let mut tasks = vec![Task::Visit(root)];
-    let mut moved: Vec<Child<V>> = Vec::new();
-    let mut bytes: Vec<u8> = Vec::new();
-    // The emptied old nodes, freed at the end (see the module docs).
-    let mut retired: Vec<Child<V>> = Vec::new();
+    // The emptied old nodes, with their chunks and child vectors, freed at
+    // the end (see the module docs). A tree has fewer inner nodes than
+    // entries; pages of the vector not pushed to are never touched.
+    let mut retired: Vec<Child<V>> = Vec::with_capacity(root.count());
+    let mut tasks = Vec::with_capacity(WORK);
+    tasks.push(Task::Visit(root));
+    let mut moved: Vec<Child<V>> = Vec::with_capacity(WORK);
+    let mut bytes: Vec<u8> = Vec::with_capacity(WORK);
+    // One node's children at a time, on their way to `tasks`.
+    let mut children: Vec<(u8, Child<V>)> = Vec::with_capacity(256);
     while let Some(task) = tasks.pop() {
         match task {
             Task::Visit(mut child) => {
@@ -60,21 +72,21 @@ pub(crate) fn compact<V: Clone>(root: Child<V>) -> (Child<V>, Compaction) {
                     moved.push(child);
                     continue;
                 }
-                let Some((header, entries)) = take_if_alone(&mut child) else {
+                let Some(node) = child.move_out_if_alone(&mut children) else {
                     stats.nodes_shared += 1;
                     moved.push(child);
                     continue;
                 };
                 retired.push(child);
-                tasks.push(Task::Build { header, children: entries.len() });
-                bytes.extend(entries.iter().map(|&(byte, _)| byte));
+                tasks.push(Task::Build { node, children: children.len() });
+                bytes.extend(children.iter().map(|&(byte, _)| byte));
                 // Popped in byte order, so their results land in byte order.
-                tasks.extend(entries.into_iter().rev().map(|(_, child)| Task::Visit(child)));
+                tasks.extend(children.drain(..).rev().map(|(_, child)| Task::Visit(child)));
             }
-            Task::Build { header, children } => {
-                let entries =
-                    bytes.drain(bytes.len() - children..).zip(moved.drain(moved.len() - children..)).collect();
-                moved.push(Child::node_from_entries(header, entries, 0));
+            Task::Build { node, children } => {
+                let entries = bytes.drain(bytes.len() - children..).zip(moved.drain(moved.len() - children..));
+                let rebuilt = Child::rebuilt(node, entries);
+                moved.push(rebuilt);
                 stats.nodes_moved += 1;
             }
         }
@@ -83,22 +95,4 @@ pub(crate) fn compact<V: Clone>(root: Child<V>) -> (Child<V>, Compaction) {
     let root = moved.pop().expect("one result for the root");
     debug_assert!(moved.is_empty() && bytes.is_empty());
     (root, stats)
-}
-
-/// A node's header and children, moved out of it.
-type Contents<V> = (Header<V>, Vec<(u8, Child<V>)>);
-
-/// The contents of the node in `child`, moved out and leaving it empty, if
-/// nobody else holds the node.
-fn take_if_alone<V: Clone>(child: &mut Child<V>) -> Option<Contents<V>> {
-    fn take<V: Clone, B: Kind<V>>(node: &mut crate::node::Node<V, B>) -> Contents<V> {
-        (std::mem::replace(&mut node.header, Header::new(b"")), node.body.take_entries())
-    }
-    match child {
-        Child::N4(a) => Arc::get_mut(a).map(take),
-        Child::N16(a) => Arc::get_mut(a).map(take),
-        Child::N48(a) => Arc::get_mut(a).map(take),
-        Child::N256(a) => Arc::get_mut(a).map(take),
-        Child::Short { .. } | Child::Long { .. } => None,
-    }
 }

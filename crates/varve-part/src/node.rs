@@ -353,7 +353,7 @@ pub(crate) trait Kind<V>: Sized {
     fn seek(&self, byte: u8) -> usize;
     fn max_child(&self) -> Option<(u8, &Child<V>)>;
     /// Built from `entries` (sorted, distinct bytes, at most `CAPACITY`).
-    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self;
+    fn from_entries(entries: impl ExactSizeIterator<Item = (u8, Child<V>)>) -> Self;
     /// Move every inner-node child onto `stack` (leaves are dropped here).
     fn drain_nodes(&mut self, stack: &mut Vec<Child<V>>);
     /// The child in `slot` (from `find`).
@@ -462,11 +462,11 @@ impl<V, const N: usize> Kind<V> for Sorted<V, N> {
         self.children[last].as_ref().map(|c| (self.keys[last], c))
     }
 
-    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self {
+    fn from_entries(entries: impl ExactSizeIterator<Item = (u8, Child<V>)>) -> Self {
         debug_assert!(entries.len() <= N);
         let mut s = Sorted::new();
         s.len = u8::try_from(entries.len()).expect("at most N <= 16 entries");
-        for (i, (byte, child)) in entries.into_iter().enumerate() {
+        for (i, (byte, child)) in entries.enumerate() {
             s.keys[i] = byte;
             s.children[i] = Some(child);
         }
@@ -566,21 +566,7 @@ impl<V> Indexed<V> {
     /// The first present byte `>= from`, if any.
     #[inline]
     fn next_present(&self, from: usize) -> Option<usize> {
-        let mut word = from / 64;
-        if word >= 4 {
-            return None;
-        }
-        let mut bits = self.present[word] & (u64::MAX << (from % 64));
-        loop {
-            if bits != 0 {
-                return Some(word * 64 + bits.trailing_zeros() as usize);
-            }
-            word += 1;
-            if word == 4 {
-                return None;
-            }
-            bits = self.present[word];
-        }
+        next_present_in(&self.present, from)
     }
 
     /// The largest present byte, if any.
@@ -642,7 +628,7 @@ impl<V> Kind<V> for Indexed<V> {
         self.last_present().map(|b| (b as u8, self.children.last().expect("a present byte")))
     }
 
-    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self {
+    fn from_entries(entries: impl ExactSizeIterator<Item = (u8, Child<V>)>) -> Self {
         debug_assert!(entries.len() <= 48);
         let mut n = Indexed { present: [0; 4], children: Vec::with_capacity(entries.len()) };
         for (byte, child) in entries {
@@ -685,6 +671,26 @@ impl<V> Kind<V> for Indexed<V> {
         }
         self.present = [0; 4];
         out
+    }
+}
+
+/// The first byte `>= from` whose bit is set in a Node48's `present`.
+#[inline]
+fn next_present_in(present: &[u64; 4], from: usize) -> Option<usize> {
+    let mut word = from / 64;
+    if word >= 4 {
+        return None;
+    }
+    let mut bits = present[word] & (u64::MAX << (from % 64));
+    loop {
+        if bits != 0 {
+            return Some(word * 64 + bits.trailing_zeros() as usize);
+        }
+        word += 1;
+        if word == 4 {
+            return None;
+        }
+        bits = present[word];
     }
 }
 
@@ -784,7 +790,7 @@ impl<V> Kind<V> for Direct<V> {
         (0..256usize).rev().find_map(|b| self.slot(b).map(|c| (b as u8, c)))
     }
 
-    fn from_entries(entries: Vec<(u8, Child<V>)>) -> Self {
+    fn from_entries(entries: impl ExactSizeIterator<Item = (u8, Child<V>)>) -> Self {
         let mut chunks: [Option<Chunk<V>>; CHUNKS] = std::array::from_fn(|_| None);
         let len = entries.len();
         for (byte, child) in entries {
@@ -893,9 +899,19 @@ impl<V> Child<V> {
     /// A node holding `entries` (sorted by byte, distinct bytes) with room
     /// for `room` more children, of the smallest kind that fits.
     pub(crate) fn node_from_entries(header: Header<V>, entries: Vec<(u8, Child<V>)>, room: usize) -> Self {
+        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
+        Child::node_from_iter(header, entries.into_iter(), room)
+    }
+
+    /// As [`Child::node_from_entries`], from an iterator (sorted by byte,
+    /// distinct bytes): compaction builds nodes without a vector each.
+    pub(crate) fn node_from_iter(
+        header: Header<V>,
+        entries: impl ExactSizeIterator<Item = (u8, Child<V>)>,
+        room: usize,
+    ) -> Self {
         let need = entries.len() + room;
         debug_assert!(need <= 256);
-        debug_assert!(entries.windows(2).all(|w| w[0].0 < w[1].0));
         if need <= Sorted::<V, 4>::CAPACITY {
             Child::N4(Arc::new(Node { header, body: Sorted::from_entries(entries) }))
         } else if need <= Sorted::<V, 16>::CAPACITY {
@@ -1104,4 +1120,90 @@ pub(crate) fn check<V>(root: &Child<V>) -> usize {
         stack.extend(node.iter().map(|(_, c)| c));
     }
     total
+}
+
+/// Node256 chunks shared with another node, by position (see
+/// [`Child::move_out_if_alone`]).
+pub(crate) type SharedChunks<V> = [Option<Arc<Chunk<V>>>; CHUNKS];
+
+/// What [`Child::move_out_if_alone`] moved out of a node besides its children.
+pub(crate) type MovedOut<V> = (Header<V>, Option<Box<SharedChunks<V>>>);
+
+impl<V> Child<V> {
+    /// For compaction: if nobody else holds the node in this slot, move its
+    /// header and children out (the children appended to `out` in byte
+    /// order), leaving every allocation of the node in place, emptied, for
+    /// the caller to free later. Node256 chunks shared with another node
+    /// are not unpacked, which would copy them: they come back whole.
+    pub(crate) fn move_out_if_alone(&mut self, out: &mut Vec<(u8, Child<V>)>) -> Option<MovedOut<V>> {
+        fn header<V>(header: &mut Header<V>) -> Header<V> {
+            std::mem::replace(header, Header::new(b""))
+        }
+        fn sorted<V, const N: usize>(node: &mut Node<V, Sorted<V, N>>, out: &mut Vec<(u8, Child<V>)>) -> MovedOut<V> {
+            let body = &mut node.body;
+            for i in 0..usize::from(body.len) {
+                out.push((body.keys[i], body.children[i].take().expect("slot below len")));
+            }
+            body.len = 0;
+            (header(&mut node.header), None)
+        }
+        match self {
+            Child::Short { .. } | Child::Long { .. } => None,
+            Child::N4(a) => Arc::get_mut(a).map(|node| sorted(node, out)),
+            Child::N16(a) => Arc::get_mut(a).map(|node| sorted(node, out)),
+            Child::N48(a) => {
+                let node = Arc::get_mut(a)?;
+                let body = &mut node.body;
+                let mut byte = 0;
+                // `drain` keeps the vector's allocation in the emptied node.
+                for child in body.children.drain(..) {
+                    byte = next_present_in(&body.present, byte).expect("one present byte per child");
+                    #[expect(clippy::cast_possible_truncation, reason = "byte < 256")]
+                    out.push((byte as u8, child));
+                    byte += 1;
+                }
+                body.present = [0; 4];
+                Some((header(&mut node.header), None))
+            }
+            Child::N256(a) => {
+                let node = Arc::get_mut(a)?;
+                let mut shared: Option<Box<SharedChunks<V>>> = None;
+                for (i, slot) in node.body.chunks.iter_mut().enumerate() {
+                    let Some(chunk) = slot else { continue };
+                    if let Some(chunk) = Arc::get_mut(chunk) {
+                        for (j, child) in chunk.slots.iter_mut().enumerate() {
+                            if let Some(child) = child.take() {
+                                #[expect(clippy::cast_possible_truncation, reason = "byte < 256")]
+                                out.push(((i * CHUNK_SLOTS + j) as u8, child));
+                            }
+                        }
+                    } else {
+                        shared.get_or_insert_with(|| Box::new(std::array::from_fn(|_| None)))[i] = slot.take();
+                    }
+                }
+                node.body.len = 0;
+                Some((header(&mut node.header), shared))
+            }
+        }
+    }
+
+    /// For compaction: the node `move_out_if_alone` emptied, rebuilt from
+    /// its header, its children (compacted, in byte order) and the chunks
+    /// it shared. A node with shared chunks stays a Node256 and keeps
+    /// sharing them; any other takes the smallest kind that fits.
+    pub(crate) fn rebuilt(
+        (header, shared): MovedOut<V>,
+        children: impl ExactSizeIterator<Item = (u8, Child<V>)>,
+    ) -> Self {
+        let Some(shared) = shared else { return Child::node_from_iter(header, children, 0) };
+        let mut body = Direct::from_entries(children);
+        for (slot, chunk) in body.chunks.iter_mut().zip(*shared) {
+            if let Some(chunk) = chunk {
+                debug_assert!(slot.is_none(), "a shared chunk's children were not moved out");
+                body.len += chunk.slots.iter().flatten().count();
+                *slot = Some(chunk);
+            }
+        }
+        Child::N256(Arc::new(Node { header, body }))
+    }
 }
