@@ -484,11 +484,16 @@ fn decode_segments(
             continue;
         }
         let path = segment_path(dir, id);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writer && Some(id) == newest)
-            .open(&path)
-            .map_err(|e| format!("opening {}: {e}", path.display()))?;
+        let file = match OpenOptions::new().read(true).write(writer && Some(id) == newest).open(&path) {
+            Ok(file) => file,
+            // Reclaimed between the listing and now (a reader beside a
+            // writer that compacts): as above.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.push(id);
+                continue;
+            }
+            Err(e) => return Err(format!("opening {}: {e}", path.display())),
+        };
         let on_disk = file.metadata().map_err(|e| format!("reading {}: {e}", path.display()))?.len();
         // The segment that was active may have grown since (frames, or the
         // zero reserve of an open writer); every other one was sealed.
@@ -585,6 +590,28 @@ mod tests {
             }
             proptest::prop_assert!(reader.finish().is_ok());
         }
+    }
+
+    /// A segment on the listing that is gone when it is opened (the writer
+    /// reclaimed it in between) is reclaimed like one missing from the
+    /// listing, not a reason to distrust the checkpoint: that race made
+    /// readers beside a compacting writer replay every frame.
+    #[test]
+    fn a_listed_segment_gone_at_its_open_counts_as_reclaimed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(segment_path(dir.path(), 2), [0u8; 100]).expect("segment");
+        let mut body = Vec::new();
+        body.put_u32(2);
+        for (id, len) in [(1u32, 64u64), (2, 100)] {
+            body.put_u32(id);
+            body.put_u64(len);
+        }
+        let listed_before_the_deletion = [1, 2];
+        let listed = decode_segments(dir.path(), &mut ByteReader::new(&body), &listed_before_the_deletion, false)
+            .expect("segment 1 counts as reclaimed");
+        assert_eq!(listed.missing, [1]);
+        assert_eq!(listed.segments.keys().copied().collect::<Vec<_>>(), [2]);
+        assert_eq!(listed.tail, (2, 100));
     }
 
     proptest::proptest! {
