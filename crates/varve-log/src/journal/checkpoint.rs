@@ -789,3 +789,104 @@ mod tests {
         assert!(tails_replayed > 0, "seed {base_seed}: no open replayed frames after its checkpoint");
     }
 }
+
+/// Segment headers after deletes and renames, and a writer's listing that
+/// names a segment gone by its open (from a review of the header encoding
+/// and of `decode_segments`' `NotFound` case).
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+    use crate::contract::{LogConfig, Namespace};
+    use crate::journal::format::{check_frame, parse_body, FrameBody};
+    use crate::journal::io::FileSystem;
+    use crate::journal::JournalNamespace;
+    use crate::SyncPolicy;
+
+    fn options() -> JournalOptions {
+        JournalOptions { sync: SyncPolicy::Never, segment_bytes_max: 4096, ..JournalOptions::default() }
+    }
+
+    /// The ids of the logs in each segment's header, in order.
+    fn header_ids(dir: &Path) -> Vec<(u32, Vec<u32>)> {
+        list_segments(dir)
+            .expect("list")
+            .into_iter()
+            .map(|id| {
+                let bytes = fs::read(segment_path(dir, id)).expect("read");
+                let frame = check_frame(&bytes, true).expect("header frame");
+                let FrameBody::SegmentHeader(header) = parse_body(frame).expect("parse") else {
+                    panic!("not a header")
+                };
+                assert_eq!(header.segment_id, id);
+                (id, header.logs.iter().map(|d| d.id).collect())
+            })
+            .collect()
+    }
+
+    /// Headers list every log once, in id order, after deletes (swap-remove
+    /// in the catalog) and renames.
+    #[test]
+    fn headers_list_every_log_once_in_id_order_after_deletes_and_renames() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ns = JournalNamespace::open(dir.path(), "ns", options()).expect("open");
+        for i in 0..20 {
+            ns.create_log(&format!("l{i}"), LogConfig::unbounded()).expect("create");
+        }
+        for i in [0, 3, 7, 11] {
+            ns.delete_log(&format!("l{i}")).expect("delete");
+        }
+        ns.rename_logs(&[("l1", "z1"), ("l19", "a19")]).expect("rename");
+        ns.create_log("late", LogConfig::unbounded()).expect("create");
+        for _ in 0..60 {
+            ns.append("late", &[b'x'; 300]).expect("append");
+        }
+        let live: Vec<u32> = {
+            let mut ids: Vec<u32> = ns.shared.read_state().logs.ids().collect();
+            ids.sort_unstable();
+            ids
+        };
+        let headers = header_ids(&ns.shared.dir);
+        assert!(headers.len() > 1, "rolled");
+        let last = headers.last().expect("one").1.clone();
+        assert_eq!(last, live);
+        for (id, ids) in &headers {
+            assert!(ids.is_sorted_by(|a, b| a < b), "segment {id}: {ids:?}");
+        }
+    }
+
+    /// A writer whose listing names a segment deleted (by hand) before it is
+    /// opened, with live records still in it, must not trust the checkpoint.
+    #[test]
+    fn a_writer_distrusts_a_checkpoint_whose_segment_vanished_after_its_listing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ns_dir = dir.path().join("ns");
+        {
+            let ns = JournalNamespace::open(&ns_dir, "ns", options()).expect("open");
+            ns.create_log("a", LogConfig::unbounded()).expect("create");
+            for _ in 0..40 {
+                ns.append("a", &[b'x'; 300]).expect("append");
+            }
+        }
+        let bytes = fs::read(ns_dir.join(FILE_NAME)).expect("checkpoint");
+        let ids = list_segments(&ns_dir).expect("list");
+        assert!(ids.len() >= 3, "{ids:?}");
+        // A middle segment with live records vanishes between listing and open.
+        let victim = ids[1];
+        fs::remove_file(segment_path(&ns_dir, victim)).expect("remove");
+        let decoded = decode(&ns_dir, &bytes, &ids, true).expect("decoded");
+        assert_eq!(decoded.missing, [victim]);
+        let (state, _, tail) = resume_as_writer(&ns_dir, &FileSystem, decoded.state, decoded.tail).expect("resume");
+        assert!(
+            distrust_after_reclaimed(&state, tail, &decoded.missing).is_some(),
+            "a checkpoint with records in a vanished segment was trusted"
+        );
+        // And the newest one, the checkpoint's tail.
+        let tail_id = *ids.last().expect("one");
+        let bytes = fs::read(ns_dir.join(FILE_NAME)).expect("checkpoint");
+        let ids = list_segments(&ns_dir).expect("list");
+        fs::remove_file(segment_path(&ns_dir, tail_id)).expect("remove");
+        let decoded = decode(&ns_dir, &bytes, &ids, true).expect("decoded");
+        let (state, _, tail) = resume_as_writer(&ns_dir, &FileSystem, decoded.state, decoded.tail).expect("resume");
+        assert!(distrust_after_reclaimed(&state, tail, &decoded.missing).is_some());
+    }
+}
