@@ -155,6 +155,9 @@ pub fn run(options: &BenchOptions) -> Result<LogReport> {
     if wanted("long") {
         rows.extend(long_log(&options.dir, options.quick)?);
     }
+    if wanted("many") {
+        rows.push(many_logs(&options.dir, options.quick)?);
+    }
     Ok(LogReport { rows })
 }
 
@@ -232,6 +235,63 @@ fn long_log(base: &Path, quick: bool) -> Result<Vec<Row>> {
             higher_is_better: false,
         },
     ])
+}
+
+/// Appends in a namespace of 400k logs (20k with `quick`), each created
+/// with one record, as a PEDaLS map's LinkLogs are: 4 KB appends round the
+/// logs, group commit, until segments roll (each new segment's header
+/// restates every log) and index checkpoints are saved (each encodes every
+/// log's index while appends wait). One row: the longest append against
+/// the same appends in a namespace of one log.
+fn many_logs(base: &Path, quick: bool) -> Result<Row> {
+    let (logs, appends) = if quick { (20_000usize, 12_000usize) } else { (400_000, 120_000) };
+    // Small segments: a segment then rolls at 16 times its header's size.
+    let options = JournalOptions {
+        sync: SyncPolicy::Group(Duration::from_millis(5)),
+        segment_bytes_max: 1 << 20,
+        ..JournalOptions::default()
+    };
+    let segments = |dir: &Path| -> Result<usize> {
+        Ok(std::fs::read_dir(dir)
+            .with_context(|| format!("listing {}", dir.display()))?
+            .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "seg")))
+            .count())
+    };
+    // (the longest append in µs, segments rolled during the appends)
+    let run = |logs: usize| -> Result<(f64, usize)> {
+        let dir = fresh_dir(base, "many")?;
+        let ns = JournalNamespace::open(&dir, "bench", options)?;
+        let names: Vec<String> = (0..logs).map(|i| format!("s.link.{i:08}")).collect();
+        for name in &names {
+            ns.create_log(name, LogConfig::unbounded())?;
+            ns.append(name, &payload(40, 0))?;
+        }
+        let before = segments(&dir)?;
+        let value = payload(4096, 1);
+        let mut longest = Duration::ZERO;
+        for i in 0..appends {
+            let started = Instant::now();
+            ns.append(&names[i % logs], &value)?;
+            longest = longest.max(started.elapsed());
+        }
+        let rolled = segments(&dir)? - before;
+        drop(ns);
+        std::fs::remove_dir_all(&dir).ok();
+        Ok((longest.as_secs_f64() * 1e6, rolled))
+    };
+    let (ours, rolled) = run(logs)?;
+    let (alone, _) = run(1)?;
+    eprintln!("  many logs: longest append {ours:.0} µs among {logs} logs ({rolled} rolls), {alone:.0} µs in one log");
+    Ok(Row {
+        what: format!(
+            "longest of {appends} appends of 4 KB, Group(5ms), in a namespace of {logs} logs ({rolled} segments rolled) against one of 1 log"
+        ),
+        ours,
+        baseline: alone,
+        unit: "µs",
+        record_bytes: None,
+        higher_is_better: false,
+    })
 }
 
 fn sync_name(sync: SyncPolicy) -> String {
