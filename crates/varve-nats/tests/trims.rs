@@ -43,6 +43,23 @@ fn api(subject: &str, body: &serde_json::Value) -> serde_json::Value {
     })
 }
 
+/// Wait until stream `stream` (created through the raw API) has a leader:
+/// its replicas elect one after the create is answered, and on a loaded
+/// 2-core machine (two CI runs, each with its clusters) the first write
+/// once outwaited its 30 s request timeout while they did.
+fn wait_for_a_leader_of(stream: &str) {
+    const DEADLINE: Duration = Duration::from_secs(120);
+    let started = Instant::now();
+    loop {
+        let leader = support::cluster3().cluster.lock().expect("the cluster").stream_leader(stream);
+        match leader {
+            Ok(Some(_)) => return,
+            _ if started.elapsed() > DEADLINE => panic!("stream {stream} has no leader after {DEADLINE:?}: {leader:?}"),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 /// How many messages the stream holds on `subject` (`STREAM.INFO` with a subjects filter).
 fn messages_on(stream: &str, subject: &str) -> u64 {
     let info = api(&format!("$JS.API.STREAM.INFO.{stream}"), &serde_json::json!({ "subjects_filter": subject }));
@@ -200,6 +217,7 @@ fn a_purge_the_stream_refuses_is_reported_and_the_floor_holds() {
         }),
     );
     assert!(created["error"].is_null(), "{created}");
+    wait_for_a_leader_of(&format!("VARVE_{name}"));
     let open = || {
         let store = NatsStore::open(&support::uri(support::cluster3(), "replicas=3")).expect("connect");
         store.nats_namespace(&name).expect("a namespace")
