@@ -150,7 +150,7 @@ impl<'a, V> Iter<'a, V> {
                 }
             }
             // Fast path, most entries of a scan: the next child of a
-            // Node4/16 (cursor = index) is a leaf.
+            // Node2/4/16 (cursor = index) is a leaf.
             if let Some((keys, children)) = frame.node.sorted_parts() {
                 let Some(Some(child)) = children.get(frame.pos) else {
                     self.stack.pop();

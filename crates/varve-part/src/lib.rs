@@ -39,9 +39,9 @@
 //!   bytes its path does not imply) and the value inline; longer suffixes go
 //!   to one heap box. Only inner nodes are `Arc`-allocated.
 //! - **One allocation per inner node.** Each node kind is its own type, so
-//!   a Node4 or Node16 keeps its key bytes and child slots inline after its
+//!   a Node2, 4 or 16 keeps its key bytes and child slots inline after its
 //!   header, and a Node256 its 16 chunk pointers: a lookup costs one cache
-//!   miss per Node4/16 level (two per Node48/256 level: the child vector or
+//!   miss per Node2/4/16 level (two per Node48/256 level: the child vector or
 //!   the chunk).
 //! - **Counts.** Every inner node keeps the number of entries below it, so
 //!   `len()` is O(1) on any map, including the results of set operations,
@@ -49,7 +49,7 @@
 //! - **Node256 is 16 shared chunks of 16 slots.** Path copying must bump the
 //!   reference count of every child of a copied node, and those children are
 //!   cold in cache; chunks cut that from 256 to 32 per copied Node256 (5×
-//!   faster "insert + snapshot"). Node4/16 keep sorted keys (Node16 searched
+//!   faster "insert + snapshot"). Node2/4/16 keep sorted keys (Node16 searched
 //!   with SSE2 on `x86_64`), Node48 a 256-bit presence bitmap.
 //! - **Iterative where depth is unbounded.** Insert, remove, lookup,
 //!   iteration and `Drop` use no recursion per tree level (a tree of long

@@ -6,10 +6,11 @@
 //! path (`prefix`, stored whole), an optional value for the key that ends
 //! exactly after the prefix (so any key may be a prefix of another), the
 //! number of entries below them, a checkpoint reference slot for the durable
-//! layer, and a body of 4, 16, 48 or 256 children.
+//! layer, and a body of 2, 4, 16, 48 or 256 children (the paper's four
+//! kinds and a Node2, below).
 //!
 //! One allocation per node: each kind is its own type (`Node<V, Sorted<V,
-//! 4>>`, …) with its own [`Child`] variant, so a Node4 or Node16 keeps its
+//! 4>>`, …) with its own [`Child`] variant, so a Node2, 4 or 16 keeps its
 //! keys and child slots inline, next to its header (one allocation and one
 //! cache miss per level on a lookup), and a Node256 keeps its 16 chunk
 //! pointers inline. [`NodeView`] reads any kind, [`NodeMut`] writes one.
@@ -20,7 +21,7 @@
 //!   becomes a leaf;
 //! - `count` is the number of entries in the subtree;
 //! - children are keyed by distinct bytes; sorted bodies keep keys ascending;
-//! - a body holds at most its kind's capacity (4, 16, 48, 256) children.
+//! - a body holds at most its kind's capacity (2, 4, 16, 48, 256) children.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU64;
@@ -50,6 +51,7 @@ pub(crate) enum Child<V> {
     /// Inner nodes, one variant per kind (the kind is the slot's tag: a
     /// separate enum of the four `Arc`s would not share it and make every
     /// slot 8 bytes larger), shared between versions by reference counting.
+    N2(Arc<Node2<V>>),
     N4(Arc<Node4<V>>),
     N16(Arc<Node16<V>>),
     N48(Arc<Node48<V>>),
@@ -84,6 +86,7 @@ impl<V> Child<V> {
     pub(crate) fn node(&self) -> Option<NodeView<'_, V>> {
         match self {
             Child::Short { .. } | Child::Long { .. } => None,
+            Child::N2(a) => Some(NodeView::N2(a)),
             Child::N4(a) => Some(NodeView::N4(a)),
             Child::N16(a) => Some(NodeView::N16(a)),
             Child::N48(a) => Some(NodeView::N48(a)),
@@ -123,6 +126,7 @@ impl<V> Child<V> {
     #[inline]
     pub(crate) fn ptr_eq(&self, other: &Self) -> bool {
         match (self, other) {
+            (Child::N2(a), Child::N2(b)) => Arc::ptr_eq(a, b),
             (Child::N4(a), Child::N4(b)) => Arc::ptr_eq(a, b),
             (Child::N16(a), Child::N16(b)) => Arc::ptr_eq(a, b),
             (Child::N48(a), Child::N48(b)) => Arc::ptr_eq(a, b),
@@ -140,7 +144,7 @@ impl<V: Clone> Child<V> {
             return self;
         }
         match self {
-            mut tree @ (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_)) => {
+            mut tree @ (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_)) => {
                 let mut node = node_mut(&mut tree);
                 let mut prefix = Vec::with_capacity(head.len() + node.prefix.len());
                 prefix.extend_from_slice(head);
@@ -166,7 +170,7 @@ impl<V: Clone> Child<V> {
             return self.clone();
         }
         match self {
-            Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_) => {
+            Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_) => {
                 let mut tree = self.clone();
                 let mut node = node_mut(&mut tree);
                 node.prefix = node.prefix[n..].into();
@@ -180,7 +184,7 @@ impl<V: Clone> Child<V> {
     }
 }
 
-/// A child slot of a Node4/16 or of a Node256 chunk; `None` = empty.
+/// A child slot of a Node2/4/16 or of a Node256 chunk; `None` = empty.
 pub(crate) type Slot<V> = Option<Child<V>>;
 
 /// What every inner node holds besides its children.
@@ -218,6 +222,7 @@ pub(crate) struct Node<V, B> {
     pub(crate) body: B,
 }
 
+pub(crate) type Node2<V> = Node<V, Sorted<V, 2>>;
 pub(crate) type Node4<V> = Node<V, Sorted<V, 4>>;
 pub(crate) type Node16<V> = Node<V, Sorted<V, 16>>;
 pub(crate) type Node48<V> = Node<V, Indexed<V>>;
@@ -226,6 +231,7 @@ pub(crate) type Node256<V> = Node<V, Direct<V>>;
 /// A borrowed inner node of any kind (what a [`Child`] slot holding a
 /// node points to).
 pub(crate) enum NodeView<'a, V> {
+    N2(&'a Arc<Node2<V>>),
     N4(&'a Arc<Node4<V>>),
     N16(&'a Arc<Node16<V>>),
     N48(&'a Arc<Node48<V>>),
@@ -244,6 +250,7 @@ impl<V> Copy for NodeView<'_, V> {}
 macro_rules! each_kind {
     ($enum:ident, $node:expr, $n:ident => $body:expr) => {
         match $node {
+            $enum::N2($n) => $body,
             $enum::N4($n) => $body,
             $enum::N16($n) => $body,
             $enum::N48($n) => $body,
@@ -265,6 +272,7 @@ impl<V> Deref for NodeView<'_, V> {
 /// which replaces the allocation: that is [`Child::add_child`] and
 /// [`Child::remove_child`], on the slot.
 pub(crate) enum NodeMut<'a, V> {
+    N2(&'a mut Node2<V>),
     N4(&'a mut Node4<V>),
     N16(&'a mut Node16<V>),
     N48(&'a mut Node48<V>),
@@ -327,6 +335,7 @@ impl<'a, V: Clone> NodeMut<'a, V> {
 #[inline]
 pub(crate) fn node_mut<V: Clone>(slot: &mut Child<V>) -> NodeMut<'_, V> {
     let mut node = match slot {
+        Child::N2(a) => NodeMut::N2(Arc::make_mut(a)),
         Child::N4(a) => NodeMut::N4(Arc::make_mut(a)),
         Child::N16(a) => NodeMut::N16(Arc::make_mut(a)),
         Child::N48(a) => NodeMut::N48(Arc::make_mut(a)),
@@ -386,6 +395,7 @@ fn drop_body<V, K: Kind<V>>(body: &mut K) {
         // drops here with an empty body: no recursion.
         match child {
             Child::Short { .. } | Child::Long { .. } => {}
+            Child::N2(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
             Child::N4(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
             Child::N16(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
             Child::N48(a) => drop(Arc::into_inner(a).map(|mut n| n.body.drain_nodes(&mut stack))),
@@ -394,8 +404,12 @@ fn drop_body<V, K: Kind<V>>(body: &mut K) {
     }
 }
 
-/// Node4 and Node16: keys sorted ascending, children in the same order,
-/// both inline. Slots `len..N` are `None`.
+/// Node2, Node4 and Node16: keys sorted ascending, children in the same
+/// order, both inline. Slots `len..N` are `None`.
+///
+/// Why a Node2 (not in the paper): the bottom inner nodes of a large map of
+/// random keys mostly hold two keys (at 10M 4-byte keys, 81% of 2.0M), and
+/// a Node2 is 96 bytes where a Node4 is 128: 5 bytes less per entry.
 #[derive(Clone)]
 pub(crate) struct Sorted<V, const N: usize> {
     len: u8,
@@ -912,7 +926,9 @@ impl<V> Child<V> {
     ) -> Self {
         let need = entries.len() + room;
         debug_assert!(need <= 256);
-        if need <= Sorted::<V, 4>::CAPACITY {
+        if need <= Sorted::<V, 2>::CAPACITY {
+            Child::N2(Arc::new(Node { header, body: Sorted::from_entries(entries) }))
+        } else if need <= Sorted::<V, 4>::CAPACITY {
             Child::N4(Arc::new(Node { header, body: Sorted::from_entries(entries) }))
         } else if need <= Sorted::<V, 16>::CAPACITY {
             Child::N16(Arc::new(Node { header, body: Sorted::from_entries(entries) }))
@@ -945,6 +961,7 @@ impl<'a, V> NodeView<'a, V> {
 
     pub(crate) fn kind_capacity(self) -> usize {
         match self {
+            NodeView::N2(_) => Sorted::<V, 2>::CAPACITY,
             NodeView::N4(_) => Sorted::<V, 4>::CAPACITY,
             NodeView::N16(_) => Sorted::<V, 16>::CAPACITY,
             NodeView::N48(_) => Indexed::<V>::CAPACITY,
@@ -981,11 +998,12 @@ impl<'a, V> NodeView<'a, V> {
         each_kind!(NodeView, self, n => n.body.max_child())
     }
 
-    /// Keys and children of a Node4/16 (whose cursor positions are indexes
+    /// Keys and children of a Node2/4/16 (whose cursor positions are indexes
     /// into both), for the scan fast path.
     #[inline]
     pub(crate) fn sorted_parts(self) -> Option<(&'a [u8], &'a [Slot<V>])> {
         match self {
+            NodeView::N2(n) => Some((&n.body.keys, &n.body.children[..n.body.len()])),
             NodeView::N4(n) => Some((&n.body.keys, &n.body.children[..n.body.len()])),
             NodeView::N16(n) => Some((&n.body.keys, &n.body.children[..n.body.len()])),
             NodeView::N48(_) | NodeView::N256(_) => None,
@@ -1038,7 +1056,9 @@ impl<V: Clone> Child<V> {
             n.body.remove(slot, byte)
         });
         let shrink = match self.node().expect("a node") {
-            NodeView::N4(_) => false,
+            // A Node4 of two children stays: alternating inserts and
+            // removals at the boundary would convert it every time.
+            NodeView::N2(_) | NodeView::N4(_) => false,
             NodeView::N16(n) => n.body.len() < N16_SHRINK_BELOW,
             NodeView::N48(n) => n.body.len() < N48_SHRINK_BELOW,
             NodeView::N256(n) => n.body.len() < N256_SHRINK_BELOW,
@@ -1149,6 +1169,7 @@ impl<V> Child<V> {
         }
         match self {
             Child::Short { .. } | Child::Long { .. } => None,
+            Child::N2(a) => Arc::get_mut(a).map(|node| sorted(node, out)),
             Child::N4(a) => Arc::get_mut(a).map(|node| sorted(node, out)),
             Child::N16(a) => Arc::get_mut(a).map(|node| sorted(node, out)),
             Child::N48(a) => {

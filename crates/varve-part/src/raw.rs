@@ -30,6 +30,8 @@ use crate::node::{Child, Header, NodeView};
 /// Node kinds (§3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
+    /// Up to 2 children, their key bytes kept sorted.
+    Node2,
     /// Up to 4 children, their key bytes kept sorted.
     Node4,
     /// Up to 16 children, their key bytes kept sorted (searched with SSE2 on `x86_64`).
@@ -90,6 +92,7 @@ impl<'a, V> NodeRef<'a, V> {
     #[must_use]
     pub fn kind(&self) -> NodeKind {
         match self.0 {
+            NodeView::N2(_) => NodeKind::Node2,
             NodeView::N4(_) => NodeKind::Node4,
             NodeView::N16(_) => NodeKind::Node16,
             NodeView::N48(_) => NodeKind::Node48,

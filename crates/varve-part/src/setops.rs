@@ -173,10 +173,10 @@ fn union<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge: MergeF
         return a.clone();
     }
     let (na, nb) = match (a, b) {
-        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
+        (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
             (a.node().expect("a node"), b.node().expect("a node"))
         }
-        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
+        (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
             let (suffix, value) = leaf.as_leaf().expect("leaf");
             return union_leaf(a, suffix, value, false, path, merge);
         }
@@ -251,10 +251,10 @@ fn intersection<V: Clone>(a: &Child<V>, b: &Child<V>, path: &mut Vec<u8>, merge:
         return Some(a.clone());
     }
     let (na, nb) = match (a, b) {
-        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
+        (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
             (a.node().expect("a node"), b.node().expect("a node"))
         }
-        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
+        (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
             let (suffix, theirs) = leaf.as_leaf().expect("leaf");
             let ours = get_in(a, suffix)?;
             return Some(merged_leaf(path, suffix, ours, theirs, merge));
@@ -305,10 +305,10 @@ fn difference<V: Clone>(a: &Child<V>, b: &Child<V>) -> Option<Child<V>> {
         return None;
     }
     let (na, nb) = match (a, b) {
-        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
+        (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), _) if b.is_node() => {
             (a.node().expect("a node"), b.node().expect("a node"))
         }
-        (Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
+        (Child::N2(_) | Child::N4(_) | Child::N16(_) | Child::N48(_) | Child::N256(_), leaf) => {
             let (suffix, _) = leaf.as_leaf().expect("leaf");
             let mut out = Some(a.clone());
             remove_in(&mut out, suffix);

@@ -23,7 +23,7 @@ fn nodes_grow_and_shrink_through_every_kind() {
         check_invariants(&map);
         kinds.push(root_kind(&map));
     }
-    for kind in [NodeKind::Node4, NodeKind::Node16, NodeKind::Node48, NodeKind::Node256] {
+    for kind in [NodeKind::Node2, NodeKind::Node4, NodeKind::Node16, NodeKind::Node48, NodeKind::Node256] {
         assert!(kinds.contains(&Some(kind)), "grew through {kind:?}");
     }
     assert_eq!(root_kind(&map), Some(NodeKind::Node256));
@@ -37,7 +37,8 @@ fn nodes_grow_and_shrink_through_every_kind() {
             assert_eq!(map.get(&[c]), Some(&u32::from(c)));
         }
     }
-    for kind in [NodeKind::Node48, NodeKind::Node16, NodeKind::Node4] {
+    // A Node16 of two children becomes a Node2 (a Node4 never shrinks).
+    for kind in [NodeKind::Node48, NodeKind::Node16, NodeKind::Node2] {
         assert!(shrunk.contains(&Some(kind)), "shrank through {kind:?}");
     }
     assert_eq!(root_kind(&map), None, "one key left: a leaf");
