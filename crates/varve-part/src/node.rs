@@ -49,7 +49,7 @@ pub(crate) enum Child<V> {
         value: V,
     },
     /// Inner nodes, one variant per kind (the kind is the slot's tag: a
-    /// separate enum of the four `Arc`s would not share it and make every
+    /// separate enum of the five `Arc`s would not share it and make every
     /// slot 8 bytes larger), shared between versions by reference counting.
     N2(Arc<Node2<V>>),
     N4(Arc<Node4<V>>),
