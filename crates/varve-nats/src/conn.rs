@@ -88,11 +88,26 @@ impl Failure {
 }
 
 impl ApiError {
+    /// Whether the cluster refused for a passing reason: no leader yet (503,
+    /// 10008), or a replicated stream's placement while the meta leader sees
+    /// a peer offline (10005 "… peer offline", as in a cluster just started
+    /// or one whose server is restarting). Too few servers or tags no
+    /// server has are also 10005, and stay until an operator acts.
+    pub(crate) fn is_transient(&self) -> bool {
+        self.code == 503
+            || self.err_code == err_code::CLUSTER_NOT_AVAILABLE
+            || (self.err_code == err_code::NO_SUITABLE_PEERS && self.description.contains("offline"))
+    }
+
     pub(crate) fn into_log_error(self, target: &str, operation: &str) -> LogError {
-        if self.code == 503 || self.err_code == err_code::CLUSTER_NOT_AVAILABLE {
+        if self.is_transient() {
             return LogError::Unavailable {
                 target: target.to_owned(),
-                reason: format!("JetStream could not {operation}: {} (no leader yet?)", self.description),
+                reason: format!(
+                    "JetStream could not {operation}: {} (no leader yet, or a peer offline: try again once the \
+                     cluster's servers are up)",
+                    self.description
+                ),
             };
         }
         LogError::Protocol {
@@ -314,4 +329,28 @@ pub(crate) fn parse_answer<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Fai
 /// A short pause before the next attempt, growing with `attempt`.
 pub(crate) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((10u64 << attempt.min(6)).min(500))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(code: u16, err_code: u32, description: &str) -> LogError {
+        ApiError { code, err_code, description: description.into() }.into_log_error("nats://x", "create stream S")
+    }
+
+    /// A placement refused while a peer is offline passes (a cluster just
+    /// started); one refused for too few servers does not, and says so.
+    #[test]
+    fn placement_refusals_are_told_apart() {
+        let offline = refusal(500, 10005, "no suitable peers for placement, peer offline");
+        assert!(matches!(offline, LogError::Unavailable { .. }), "{offline:?}");
+        let too_few = refusal(500, 10005, "no suitable peers for placement, insufficient resources");
+        assert!(
+            matches!(&too_few, LogError::Protocol { reason, .. } if reason.contains("insufficient")),
+            "{too_few:?}"
+        );
+        assert!(matches!(refusal(503, 0, "no responders"), LogError::Unavailable { .. }));
+        assert!(matches!(refusal(500, 10008, "JetStream cluster not available"), LogError::Unavailable { .. }));
+    }
 }

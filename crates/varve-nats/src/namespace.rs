@@ -186,11 +186,7 @@ impl Inner {
             let answer = self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &config));
             let transient = match &answer {
                 Err(Failure::NotSent(_) | Failure::Lost(_)) => true,
-                Err(Failure::Api(error)) => {
-                    error.code == 503
-                        || error.err_code == err_code::CLUSTER_NOT_AVAILABLE
-                        || (error.err_code == err_code::NO_SUITABLE_PEERS && error.description.contains("offline"))
-                }
+                Err(Failure::Api(error)) => error.is_transient(),
                 _ => false,
             };
             if !transient || started.elapsed() > deadline {

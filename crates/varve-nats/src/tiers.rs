@@ -49,7 +49,9 @@ const DOMAIN_BYTES_MAX: usize = 64;
 ///   is created by the namespace's first log there);
 /// - `Unavailable`: the cloud does not answer, or the edge domain does not
 ///   (the leaf link is down, or no server has `jetstream { domain }` set to
-///   it): nothing was created;
+///   it), or the cloud cannot place the mirror's replicas yet (a peer its
+///   meta leader sees offline, as just after the cluster starts): nothing
+///   was created; call again;
 /// - `OutcomeUnknown`: the create's answer was lost; call again.
 ///
 /// ```no_run
