@@ -167,9 +167,26 @@ fn name_rule(reason: &str) -> &'static str {
     RULES.into_iter().find(|rule| *rule == reason).unwrap_or("it breaks the naming rules")
 }
 
-/// `TooLarge.what` is a `&'static str`: one of the three `LogError` documents.
+/// `TooLarge.what` is a `&'static str`: one of the three `LogError`
+/// documents, or the part of a request `varve serve` names (`read_body`'s
+/// callers: an object's value, a JSON body). A server of a later version
+/// may name another: that is "request".
 fn too_large_what(what: &str) -> &'static str {
-    ["record", "batch", "batch (in records)"].into_iter().find(|known| *known == what).unwrap_or("request")
+    [
+        "record",
+        "batch",
+        "batch (in records)",
+        "value",
+        "create body",
+        "trim body",
+        "rename body",
+        "sync body",
+        "restrict body",
+        "grant",
+    ]
+    .into_iter()
+    .find(|known| *known == what)
+    .unwrap_or("request")
 }
 
 /// `ReadOnly.operation` is a `&'static str`: the phrases the journal uses.
@@ -277,7 +294,7 @@ mod tests {
         let e = answer(400, &json!({"error": "invalid_name", "message": "m", "name": "x", "reason": "new rule"}));
         assert!(matches!(e, LogError::InvalidName { reason: "it breaks the naming rules", .. }));
 
-        for what in ["record", "batch", "batch (in records)"] {
+        for what in ["record", "batch", "batch (in records)", "value", "create body", "grant"] {
             let e = answer(413, &json!({"error": "too_large", "message": "m", "what": what, "size": 9, "limit": 8}));
             assert!(matches!(e, LogError::TooLarge { what: w, size: 9, limit: 8 } if w == what));
         }

@@ -393,7 +393,7 @@ fn a_large_record_over_the_limit_is_too_large() {
     let value = vec![b'x'; 2 << 20];
     for _ in 0..3 {
         let result = ns.append("t", &value);
-        assert!(matches!(result, Err(LogError::TooLarge { .. })), "{result:?}");
+        assert!(matches!(result, Err(LogError::TooLarge { what: "record", .. })), "{result:?}");
     }
 }
 
