@@ -7,7 +7,9 @@
 //! MODE is `hits` (random present keys, looked up for 8 s), `insert`
 //! (200k fresh keys inserted, timed alone, then removed untimed, for 6 s)
 //! or `snapshot` (the same keys, a snapshot before each insert, four kept;
-//! inserts and removals timed together, for 8 s). Keys come from a fixed
+//! inserts and removals timed together, for 8 s) or `scan` (whole scans of
+//! the values by `sum`, then by a `for` loop, 8 s each, then by `sum` of a
+//! `BTreeMap` built from the keys in the same order). Keys come from a fixed
 //! xorshift seed, so both builds see the same map.
 
 use std::time::{Duration, Instant};
@@ -25,6 +27,18 @@ fn key(state: &mut u64) -> u32 {
     #[expect(clippy::cast_possible_truncation, reason = "the low 32 bits are the key")]
     let k = next(state) as u32;
     k
+}
+
+/// Time `run` over and over for 8 s; the time of one run.
+fn per_run(mut run: impl FnMut() -> u64) -> Duration {
+    let start = Instant::now();
+    let (mut sum, mut runs) = (0u64, 0u32);
+    while start.elapsed() < Duration::from_secs(8) {
+        sum = sum.wrapping_add(run());
+        runs += 1;
+    }
+    std::hint::black_box(sum);
+    start.elapsed() / runs
 }
 
 fn main() {
@@ -92,8 +106,29 @@ fn main() {
             }
             (start.elapsed() / u32::try_from(ops).unwrap_or(u32::MAX), "insert + snapshot + remove")
         }
+        "scan" => {
+            let by_sum = per_run(|| map.values().map(|v| u64::from(*v)).sum());
+            // The same through `next` (a `for` loop), not `fold` (`sum`).
+            let by_loop = per_run(|| {
+                let mut sum = 0;
+                for v in map.values() {
+                    sum += u64::from(*v);
+                }
+                sum
+            });
+            println!("{n} keys, full scan by a for loop: {} us per scan", by_loop.as_micros());
+            // One insert at a time, as the map was built (`collect` would
+            // sort first and lay the nodes out in order).
+            let mut btree = std::collections::BTreeMap::new();
+            for k in &keys {
+                btree.insert(*k, *k);
+            }
+            let btree_sum = per_run(|| btree.values().map(|v| u64::from(*v)).sum());
+            println!("{n} keys, BTreeMap full scan by sum: {} us per scan", btree_sum.as_micros());
+            (by_sum, "full scan by sum")
+        }
         other => {
-            eprintln!("unknown mode {other:?}: expected hits, insert or snapshot");
+            eprintln!("unknown mode {other:?}: expected hits, insert, snapshot or scan");
             std::process::exit(2);
         }
     };

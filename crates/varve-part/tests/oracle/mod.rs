@@ -134,6 +134,10 @@ pub fn assert_same(map: &ArtMap<u32>, model: &Model, what: &str) {
     assert_eq!(entries(map), model_entries(model.iter()), "{what}: iter");
     let values: Vec<u32> = map.values().copied().collect();
     assert_eq!(values, model.values().copied().collect::<Vec<_>>(), "{what}: values");
+    // `fold` (what `sum` and `for_each` call) walks its own loop.
+    let mut folded = Vec::with_capacity(values.len());
+    map.values().for_each(|v| folded.push(*v));
+    assert_eq!(folded, values, "{what}: values().for_each");
     assert_eq!(
         map.first().map(|(k, v)| (k, *v)),
         model.first_key_value().map(|(k, v)| (k.clone(), *v)),
