@@ -18,7 +18,8 @@
 //!
 //! What is measured (times are per operation unless said otherwise):
 //! - `lookup_hit` / `lookup_miss`: one `get` of a random present / absent key;
-//! - `scan`: one full scan summing the values (a whole scan per iteration);
+//! - `scan`: one full scan summing the values (a whole scan per iteration;
+//!   `Iterator::sum`, so each structure's `fold`);
 //! - `range100`: the 100 entries from a random start (ordered maps only);
 //! - `insert_snap1` / `insert_snap1000` / `insert_never`: one insert of a
 //!   fresh random key into a map of N entries, taking a snapshot after every
