@@ -295,8 +295,7 @@ impl<'a, V> Iterator for Values<'a, V> {
             frame.pos = at + 1;
             if let Some(node) = child.node() {
                 prefetch_siblings(frame.node, at);
-                // `Values` builds no keys: `key_len` is not read.
-                iter.stack.push(Frame { node, pos: 0, key_len: 0, value_pending: true });
+                iter.push_node(node);
             } else {
                 let (_, value) = child.as_leaf().expect("leaf");
                 acc = f(acc, value);
