@@ -256,12 +256,11 @@ impl<'a, V> Iterator for Values<'a, V> {
         self.0.advance()
     }
 
-    /// The rest of the scan as one loop (what `sum`, `for_each`, `count`,
-    /// `fold` … call; a `for` loop calls `next`): a sorted node's leaves are
-    /// read in a tight loop
-    /// over its slots instead of one `next` each, which re-finds the
-    /// frame, its kind and its cursor for every entry. Same order, same
-    /// entries as `next`.
+    /// The rest of the scan as one loop (what `sum`, `for_each` and `count`
+    /// call; a `for` loop calls `next`): a sorted node's leaves are read in
+    /// a tight loop over its slots instead of one `next` each, which
+    /// re-finds the frame, its kind and its cursor for every entry. Same
+    /// order, same entries as `next`.
     fn fold<B, F>(mut self, init: B, mut f: F) -> B
     where
         F: FnMut(B, &'a V) -> B,
