@@ -43,7 +43,16 @@ fn per_run(mut run: impl FnMut() -> u64) -> Duration {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000_000);
+    let n: usize = match args.next() {
+        None => 10_000_000,
+        Some(keys) => match keys.parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("KEYS {keys:?}: give a positive number of keys (10000000 if left out)");
+                std::process::exit(2);
+            }
+        },
+    };
     let mode = args.next().unwrap_or_else(|| "hits".to_owned());
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut keys = Vec::with_capacity(n);
