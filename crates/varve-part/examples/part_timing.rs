@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p varve-part --example part_timing -- KEYS MODE`
 //!
-//! MODE is `hits` (random present keys, looked up for 8 s), `insert`
+//! MODE is `hits` (random absent, then present keys, looked up for 8 s
+//! each, then the same in a `HashMap<u32, u32>` of the keys), `insert`
 //! (200k fresh keys inserted, timed alone, then removed untimed, for 6 s)
 //! or `snapshot` (the same keys, a snapshot before each insert, four kept;
 //! inserts and removals timed together, for 8 s) or `scan` (whole scans of
@@ -67,18 +68,8 @@ fn main() {
         (0..200_000).map(|_| key(&mut state)).filter(|k| map.get(&k.to_be_bytes()).is_none()).collect();
     let (per_op, what) = match mode.as_str() {
         "hits" => {
-            let probes: Vec<u32> =
-                (0..2_000_000).map(|_| keys[usize::try_from(next(&mut state)).unwrap_or(0) % n]).collect();
-            let start = Instant::now();
-            let (mut sum, mut ops) = (0u64, 0usize);
-            while start.elapsed() < Duration::from_secs(8) {
-                for k in &probes {
-                    sum += u64::from(map.get(&k.to_be_bytes()).copied().unwrap_or(0));
-                }
-                ops += probes.len();
-            }
-            std::hint::black_box(sum);
-            (start.elapsed() / u32::try_from(ops).unwrap_or(u32::MAX), "lookup, hit")
+            lookups_beside_hash_map(&map, &keys, &fresh, &mut state);
+            return;
         }
         "insert" => {
             let (mut timed, mut ops) = (Duration::ZERO, 0usize);
@@ -142,4 +133,33 @@ fn main() {
         }
     };
     println!("{n} keys, {what}: {} ns per operation", per_op.as_nanos());
+}
+
+/// Random absent, then present keys looked up in `map`, then the same in a
+/// `HashMap` of the keys (the baseline of the lookup goal, in the same
+/// process, so a run on a noisy machine still gives a fair ratio).
+fn lookups_beside_hash_map(map: &ArtMap<u32>, keys: &[u32], fresh: &[u32], state: &mut u64) {
+    const PROBES: u32 = 2_000_000;
+    let n = keys.len();
+    let probes: Vec<u32> = (0..PROBES).map(|_| keys[usize::try_from(next(state)).unwrap_or(0) % n]).collect();
+    let absent: Vec<u32> = fresh.iter().copied().cycle().take(probes.len()).collect();
+    let lookups = |probes: &[u32], get: &dyn Fn(u32) -> Option<u32>| {
+        per_run(|| probes.iter().map(|&k| u64::from(get(k).unwrap_or(0))).sum::<u64>()) / PROBES
+    };
+    let part_get = |k: u32| map.get(&k.to_be_bytes()).copied();
+    let misses = lookups(&absent, &part_get);
+    println!("{n} keys, lookup, miss: {} ns per operation", misses.as_nanos());
+    let hits = lookups(&probes, &part_get);
+    println!("{n} keys, lookup, hit: {} ns per operation", hits.as_nanos());
+    let hash: std::collections::HashMap<u32, u32> = keys.iter().map(|&k| (k, k)).collect();
+    let hash_get = |k: u32| hash.get(&k).copied();
+    let hash_hits = lookups(&probes, &hash_get);
+    let hash_misses = lookups(&absent, &hash_get);
+    println!(
+        "{n} keys, HashMap lookup, hit: {} ns (PART {:.2}x), miss: {} ns (PART {:.2}x) per operation",
+        hash_hits.as_nanos(),
+        hits.as_secs_f64() / hash_hits.as_secs_f64(),
+        hash_misses.as_nanos(),
+        misses.as_secs_f64() / hash_misses.as_secs_f64(),
+    );
 }
