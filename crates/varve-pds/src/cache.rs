@@ -90,4 +90,19 @@ mod tests {
         assert_eq!(cache.get_or_try_insert(7, || Err("not loaded")), Err("not loaded"), "7 was evicted long ago");
         assert_eq!(*cache.get_or_try_insert(999, || Err("not loaded")).expect("cached"), 999);
     }
+
+    /// The engine's default capacity fills each generation's table to its
+    /// load limit: no bucket allocated for copies the cache may not hold.
+    #[test]
+    fn the_default_capacity_fills_both_generations_tables() {
+        let capacity = crate::NODE_CACHE_ENTRIES_DEFAULT;
+        let mut cache = TwoGenerationCache::new(capacity);
+        for key in 0..3 * capacity {
+            cache.get_or_try_insert(key, || Ok::<_, ()>(())).expect("load");
+        }
+        for generation in [&cache.recent, &cache.older] {
+            assert_eq!(generation.capacity(), capacity / 2, "a generation's table holds exactly half the copies");
+        }
+        assert_eq!(cache.older.len(), capacity / 2, "the older generation was swapped in full");
+    }
 }
