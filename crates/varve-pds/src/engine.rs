@@ -70,9 +70,8 @@ pub const EXTRA_MAX: u32 = 1024;
 /// two-generation cache, so the nodes on every update's path stay.
 ///
 /// Each generation holds half, 57,344 copies: exactly what a hash table
-/// of 65,536 buckets holds before it grows (7/8 of them). Half of 65,536,
-/// the default before, left each generation's table half empty; this
-/// holds 75% more copies in tables of the same size.
+/// of 65,536 buckets holds before it grows (7/8 of them). A capacity of
+/// 65,536 would take tables of that size too and leave them half empty.
 pub const NODE_CACHE_ENTRIES_DEFAULT: usize = 7 << 14;
 const _: () = assert!(NODE_CACHE_ENTRIES_DEFAULT / 2 == (1 << 16) / 8 * 7);
 
