@@ -91,6 +91,9 @@ pub struct Options {
     /// `extra` 5). A structure with more nodes than this reads the others
     /// from its logs on each visit, so a larger cache trades memory for log
     /// reads (see docs/benchmarks.md, "At scale"). Values below 2 count as 2.
+    /// The cache's two hash tables are sized in powers of two and fill to
+    /// 7/8, so a value of 7 × 2^k (the default is 7 × 2^14) uses every
+    /// bucket they allocate.
     pub node_cache_entries: usize,
 }
 
