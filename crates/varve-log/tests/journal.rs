@@ -824,3 +824,41 @@ fn a_reader_and_the_writer_agree_on_a_checkpoint_whose_newest_segment_was_delete
 fn log_names(ns: &JournalNamespace) -> Vec<String> {
     ns.list_logs().expect("list").into_iter().map(|l| l.name).collect()
 }
+
+/// `memory()` counts each part from what the namespace holds: it follows
+/// logs created and deleted, records appended, and the checkpoint buffer
+/// the writer keeps once it has saved an index as it writes.
+#[test]
+fn memory_counts_logs_records_and_the_checkpoint_buffer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions { sync: SyncPolicy::Never, checkpoint_bytes_min: 4096, ..JournalOptions::default() };
+    let ns = open(dir.path(), options);
+    let empty = ns.memory();
+    assert_eq!((empty.logs, empty.records, empty.indexes), (0, 0, 0), "{empty:?}");
+
+    let names: Vec<String> = (0..1_000).map(|i| format!("sensor.{i:04}")).collect();
+    for name in &names {
+        ns.create_log(name, LogConfig::unbounded()).expect("create");
+        for r in 0..3u8 {
+            ns.append(name, &[r; 64]).expect("append");
+        }
+    }
+    let full = ns.memory();
+    assert_eq!((full.logs, full.records), (1_000, 3_000), "{full:?}");
+    assert!(full.indexes >= 3_000 * 12, "12 bytes per position at least: {full:?}");
+    assert!(full.names >= names.iter().map(|n| n.len() as u64).sum::<u64>(), "{full:?}");
+    assert!(full.log_states >= 1_000 * 24 && full.log_states.is_multiple_of(1_000), "the same for every log: {full:?}");
+    assert!(full.lookup_tables >= 2 * 1_000 * 4, "two 4-byte slots per log at least: {full:?}");
+    // 200 KB of frames against a 4 KiB interval: the writer has saved an
+    // index, and kept (or lent to the saving thread) a buffer that large.
+    assert!(full.checkpoint_buffer > 0, "{full:?}");
+    assert_eq!(full.total(), full.log_states + full.names + full.indexes + full.lookup_tables + full.checkpoint_buffer);
+
+    for name in &names[..500] {
+        ns.delete_log(name).expect("delete");
+    }
+    let half = ns.memory();
+    assert_eq!((half.logs, half.records), (500, 1_500), "{half:?}");
+    assert_eq!(half.log_states, full.log_states / 2, "{half:?}");
+    assert!(half.indexes < full.indexes && half.names < full.names, "{half:?} after {full:?}");
+}

@@ -134,6 +134,14 @@ impl Catalog {
         debug_assert!(renames.iter().all(|(id, name)| self.by_name(name).map(|l| l.descriptor.id) == Some(*id)));
     }
 
+    /// Bytes of the logs' fixed states (the slots in use: a slot past the
+    /// last log is reserved but never touched) and of the two tables.
+    pub(crate) fn heap_bytes(&self) -> (u64, u64) {
+        let states = self.slots.len() * std::mem::size_of::<LogState>();
+        let tables = self.by_id.allocation_size() + self.by_name.allocation_size();
+        (states as u64, tables as u64)
+    }
+
     fn slot_of_id(&self, id: u32) -> Option<usize> {
         let slots = &self.slots;
         self.by_id.find(self.hasher.hash_one(id), |&slot| slots[slot as usize].descriptor.id == id).map(|&s| s as usize)

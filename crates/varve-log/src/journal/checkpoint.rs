@@ -157,6 +157,11 @@ impl Index {
         self.body.len() as u64
     }
 
+    /// The room of the encoded index's buffer.
+    pub(crate) fn capacity(&self) -> usize {
+        self.body.capacity()
+    }
+
     /// The encoded index's buffer, for the next [`Index::encode_into`].
     pub(crate) fn into_buffer(self) -> Vec<u8> {
         self.body

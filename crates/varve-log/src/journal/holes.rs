@@ -50,6 +50,11 @@ impl Holes {
         self.list.is_empty()
     }
 
+    /// Bytes on the heap: the box holding these holes, and their list's room.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Holes>() + self.list.capacity() * std::mem::size_of::<(Hole, u64)>()
+    }
+
     pub(crate) fn get(&self, i: usize) -> Hole {
         self.list[i].0
     }

@@ -56,6 +56,7 @@ mod durability;
 #[cfg(test)]
 mod fault_tests;
 mod follower;
+mod footprint;
 pub(crate) mod format;
 mod fsck;
 mod holes;
@@ -95,6 +96,7 @@ use state::{SegmentState, State};
 use writer::{map_sealed_segments, open_writer, Writer};
 
 pub use checkpoint::FILE_NAME as CHECKPOINT_FILE;
+pub use footprint::JournalMemory;
 pub use fsck::{fsck, FsckReport, LOSSES_LOG};
 
 /// Largest allowed `segment_bytes_max`: positions are `u32` offsets, and a
@@ -576,6 +578,20 @@ impl JournalNamespace {
     pub fn disk_usage(&self) -> (u64, u64) {
         let state = self.shared.read_state();
         state.segments.values().fold((0, 0), |(disk, live), s| (disk + s.bytes, live + s.live_bytes))
+    }
+
+    /// What the namespace holds in memory, by part (see [`JournalMemory`]).
+    ///
+    /// Walks every log, holding off appends meanwhile: meant for reports
+    /// and diagnosis, not for every operation.
+    #[must_use]
+    pub fn memory(&self) -> JournalMemory {
+        let checkpoint_buffer = self
+            .shared
+            .writer
+            .as_ref()
+            .map_or(0, |writer| writer.lock().unwrap_or_else(PoisonError::into_inner).checkpoint_buffer_bytes());
+        JournalMemory { checkpoint_buffer, ..self.shared.read_state().memory() }
     }
 
     /// The namespace's directory.

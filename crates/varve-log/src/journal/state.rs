@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::contract::{LogInfo, Seq, SEQ_MAX};
 pub(crate) use crate::error::LossCause;
 use crate::journal::catalog::Catalog;
+use crate::journal::footprint::JournalMemory;
 use crate::journal::format::{encode_segment_header, LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES, FORMAT_VERSION};
 pub(crate) use crate::journal::holes::Hole;
 use crate::journal::holes::{Found, Holes};
@@ -211,6 +212,13 @@ impl LogState {
     /// Drop the first hole's seqs below `keep_from` (it starts at `base`).
     fn trim_first_hole(&mut self, keep_from: Seq) {
         self.base = self.edit_holes(|holes| holes.trim_front(keep_from));
+    }
+
+    /// Bytes of the index on the heap: its positions' room, and its holes.
+    fn index_bytes(&self) -> u64 {
+        let positions = self.positions.capacity() * std::mem::size_of::<Position>();
+        let holes = self.holes.as_deref().map_or(0, Holes::heap_bytes);
+        (positions + holes) as u64
     }
 
     pub(crate) fn info(&self) -> LogInfo {
@@ -591,6 +599,19 @@ impl State {
             (&self.logs[a.log_id].descriptor.name, a.first).cmp(&(&self.logs[b.log_id].descriptor.name, b.first))
         });
         runs
+    }
+
+    /// What the logs hold in memory (the writer's checkpoint buffer aside).
+    pub(crate) fn memory(&self) -> JournalMemory {
+        let (log_states, lookup_tables) = self.logs.heap_bytes();
+        let mut memory = JournalMemory { log_states, lookup_tables, ..JournalMemory::default() };
+        for log in self.logs.values() {
+            memory.logs += 1;
+            memory.records += log.positions.len() as u64;
+            memory.names += log.descriptor.name.capacity() as u64;
+            memory.indexes += log.index_bytes();
+        }
+        memory
     }
 
     pub(crate) fn infos(&self) -> Vec<LogInfo> {

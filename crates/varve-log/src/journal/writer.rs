@@ -66,11 +66,12 @@ pub(super) struct Writer {
     /// The buffer of the last checkpoint saved, kept for the next (see
     /// `Index::encode_into`): memory the size of one index, held.
     pub(super) checkpoint_buffer: Vec<u8>,
+    /// The room of that buffer while the thread writing a checkpoint has it.
+    pub(super) checkpoint_buffer_lent: usize,
     /// `(segments_emptied, active_id)` when every dead segment was last
     /// deleted (see `Liveness::segments_emptied`); `None` before the first.
     pub(super) dead_segments_deleted_at: Option<(u64, u32)>,
     pub(super) frame: Vec<u8>,
-    pub(super) scratch: Vec<u8>,
 }
 
 /// Set up the writer on the newest segment, starting a segment if there is
@@ -108,19 +109,19 @@ pub(crate) fn open_writer(
         checkpoint_due: u64::MAX,
         checkpoint_write: None,
         checkpoint_buffer: Vec::new(),
+        checkpoint_buffer_lent: 0,
         dead_segments_deleted_at: None,
         frame: Vec::new(),
-        scratch: Vec::new(),
     };
     if active_len == 0 {
-        let len = state.encode_catalog(&mut writer.scratch, active_id);
-        writer.map.write(0, &writer.scratch[..len]);
+        let mut header = Vec::new();
+        let len = state.encode_catalog(&mut header, active_id);
+        writer.map.write(0, &header[..len]);
         io.sync_data(&writer.active).context(|| format!("syncing {}", path.display()))?;
         io.sync_dir(dir).context(|| format!("syncing directory {}", dir.display()))?;
         writer.active_len = len as u64;
         writer.header_len = len as u64;
         writer.disk_bytes += len as u64;
-        writer.scratch.clear();
     }
     writer.end.publish(writer.active_id, writer.active_len);
     Ok(writer)
@@ -228,7 +229,7 @@ impl Shared {
         let id = writer.active_id + 1;
         let path = segment_path(&self.dir, id);
         let file = self.io.create_new(&path).context(|| format!("creating {}", path.display()))?;
-        let started = self.start_segment(writer, id, &path, &file);
+        let started = self.start_segment(id, &path, &file);
         let (map, len) = match started {
             Ok(started) => started,
             Err(e) => {
@@ -257,13 +258,19 @@ impl Shared {
 
     /// Reserve, head and make durable a new segment file; returns its map
     /// and the header's length.
-    fn start_segment(&self, writer: &mut Writer, id: u32, path: &Path, file: &File) -> Result<(SegmentMap, usize)> {
-        writer.scratch.clear();
-        let len = self.read_state().encode_catalog(&mut writer.scratch, id);
+    ///
+    /// The header is encoded into a buffer of its own, freed once written.
+    /// It restates every log (about 45 bytes each), and rolls come once per
+    /// 16 headers' worth of frames or more (`segment_bytes_target`), so a
+    /// buffer kept for the next roll held 45 MB at a million logs for the
+    /// rare moment it is used; a fresh one costs the roll its page faults.
+    fn start_segment(&self, id: u32, path: &Path, file: &File) -> Result<(SegmentMap, usize)> {
+        let mut header = Vec::new();
+        let len = self.read_state().encode_catalog(&mut header, id);
         let capacity = reserve_for(0, len as u64, segment_bytes_target(len as u64, self.options.segment_bytes_max));
         let mut map = map_segment(file, path, capacity, len as u64, &*self.io)?;
         debug_assert!(map.capacity() >= len as u64);
-        map.write(0, &writer.scratch[..len]);
+        map.write(0, &header[..len]);
         self.io.sync_data(file).context(|| format!("syncing {}", path.display()))?;
         self.io.sync_dir(&self.dir).context(|| format!("syncing directory {}", self.dir.display()))?;
         Ok((map, len))
@@ -322,6 +329,7 @@ impl Shared {
         let index_bytes = index.as_ref().map_or(0, checkpoint::Index::len);
         writer.checkpoint_due = writer.written_total + checkpoint::save_interval(index_bytes, &self.options);
         let Some(index) = index else { return };
+        writer.checkpoint_buffer_lent = index.capacity();
         let (durability, name, dir, written) =
             (Arc::clone(&self.durability), self.name.clone(), self.dir.clone(), writer.written_total);
         let spawned = std::thread::Builder::new().name("varve-checkpoint".into()).spawn(move || {
@@ -337,6 +345,13 @@ impl Shared {
 }
 
 impl Writer {
+    /// Bytes of the checkpoint buffer, whether here or lent to the thread
+    /// writing a checkpoint.
+    pub(super) fn checkpoint_buffer_bytes(&self) -> u64 {
+        let lent = if self.checkpoint_write.is_some() { self.checkpoint_buffer_lent } else { 0 };
+        (self.checkpoint_buffer.capacity() + lent) as u64
+    }
+
     /// Wait for the checkpoint being written on its thread, if one is:
     /// before anything removes the checkpoint (which that thread would
     /// bring back) or saves another.

@@ -1,0 +1,42 @@
+//! What a journal namespace holds in memory, by part: the figures behind
+//! "memory grows with the number of logs" (docs/design.md, "Every log's
+//! state is in memory"), counted rather than estimated.
+//!
+//! Counted from lengths and capacities, not measured from the allocator:
+//! the allocator rounds each block up to its size class (up to an eighth
+//! more for small blocks), and that rounding is not in these figures.
+
+/// Bytes a journal namespace holds in memory, by part.
+///
+/// [`JournalNamespace::memory`](crate::JournalNamespace::memory) counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JournalMemory {
+    /// Logs in the namespace.
+    pub logs: u64,
+    /// Records the logs' indexes locate (those retention keeps).
+    pub records: u64,
+    /// Each log's fixed state: its descriptor (id, configuration, latest
+    /// seq, trim floor), the bounds of its index and the index's header,
+    /// the same size for every log.
+    pub log_states: u64,
+    /// The logs' names, one copy each.
+    pub names: u64,
+    /// The indexes: 12 bytes per record's position, and the room each index
+    /// has grown into but not yet filled.
+    pub indexes: u64,
+    /// The two hash tables that find a log by id and by name.
+    pub lookup_tables: u64,
+    /// The buffer the writer keeps for its next index checkpoint: the size
+    /// of the last index saved (kept so that encoding the next one, which
+    /// holds appends, does not wait for the kernel to zero fresh pages).
+    pub checkpoint_buffer: u64,
+}
+
+impl JournalMemory {
+    /// Every part together.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.log_states + self.names + self.indexes + self.lookup_tables + self.checkpoint_buffer
+    }
+}
