@@ -101,6 +101,7 @@ async fn metrics_text(State(state): State<Shared>) -> Response {
     // Reading a runtime's state takes locks and reads the journal: off the async workers.
     let text = routes::blocking(move || {
         state.metrics.observe_runtimes(&state.namespaces.runtimes());
+        state.metrics.observe_journals(&state.namespaces.journals());
         Ok(state.metrics.encode())
     })
     .await;

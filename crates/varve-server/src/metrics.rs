@@ -1,7 +1,9 @@
 //! Prometheus metrics at `/metrics`: requests and their latency per
 //! operation and status, records and bytes appended, open watches; and per
 //! namespace with a runtime, read at each scrape: its backlog and its event
-//! log (events held, trims by event retention, whether the last trim failed).
+//! log (events held, trims by event retention, whether the last trim failed);
+//! and per open namespace, counted at each scrape, what its journal holds
+//! in memory by part and how many logs it has.
 //! (An append's latency under `--sync always` is the fsync's, which the
 //! journal shares between concurrent appends.)
 
@@ -38,6 +40,16 @@ pub struct NamespaceLabels {
     pub namespace: String,
 }
 
+/// The labels of a part of a journal's memory.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemoryLabels {
+    /// The namespace.
+    pub namespace: String,
+    /// `log_states`, `names`, `indexes`, `lookup_tables` or `checkpoint_buffer`
+    /// (see `varve_log::journal::JournalMemory`).
+    pub part: &'static str,
+}
+
 /// A runtime's metrics, set at each scrape from its state.
 struct RuntimeMetrics {
     backlog: Family<NamespaceLabels, Gauge>,
@@ -62,6 +74,8 @@ pub struct Metrics {
     /// Connections open now.
     pub open_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
     runtimes: RuntimeMetrics,
+    journal_memory: Family<MemoryLabels, Gauge>,
+    journal_logs: Family<NamespaceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -116,6 +130,14 @@ impl Metrics {
             "1 when the runtime's last trim of _events failed (the server log has no more; the next check retries)",
             runtimes.trim_failing.clone(),
         );
+        let journal_memory = Family::<MemoryLabels, Gauge>::default();
+        registry.register(
+            "journal_memory_bytes",
+            "Bytes an open namespace's journal holds in memory, by part, counted at each scrape (a walk over its logs)",
+            journal_memory.clone(),
+        );
+        let journal_logs = Family::<NamespaceLabels, Gauge>::default();
+        registry.register("journal_logs", "Logs in an open namespace", journal_logs.clone());
         Metrics {
             registry,
             requests,
@@ -125,6 +147,8 @@ impl Metrics {
             open_watches,
             open_connections,
             runtimes,
+            journal_memory,
+            journal_logs,
         }
     }
 
@@ -150,6 +174,26 @@ impl Metrics {
         let trims = m.trims.get_or_create(&labels);
         trims.inc_by(retention.trims.saturating_sub(trims.get()));
         m.trim_failing.get_or_create(&labels).set(i64::from(retention.last_error.is_some()));
+    }
+
+    /// Set the journals' memory metrics from what each holds now.
+    pub fn observe_journals(&self, journals: &[(String, varve_log::JournalNamespace)]) {
+        for (namespace, journal) in journals {
+            let memory = journal.memory();
+            let parts = [
+                ("log_states", memory.log_states),
+                ("names", memory.names),
+                ("indexes", memory.indexes),
+                ("lookup_tables", memory.lookup_tables),
+                ("checkpoint_buffer", memory.checkpoint_buffer),
+            ];
+            for (part, bytes) in parts {
+                let labels = MemoryLabels { namespace: namespace.clone(), part };
+                self.journal_memory.get_or_create(&labels).set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            }
+            let labels = NamespaceLabels { namespace: namespace.clone() };
+            self.journal_logs.get_or_create(&labels).set(i64::try_from(memory.logs).unwrap_or(i64::MAX));
+        }
     }
 
     /// Count one answered request.

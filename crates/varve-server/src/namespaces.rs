@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use varve_log::{JournalOptions, JournalStore, LogError, Namespace, Store};
+use varve_log::{JournalNamespace, JournalOptions, JournalStore, LogError, Namespace, Store};
 use varve_runtime::manifest::{Builtins, Manifest};
 use varve_runtime::{NamespaceWriter, RuntimeOptions};
 
@@ -28,6 +28,9 @@ const RUNTIME_STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Served {
     /// Its writer; reads go to [`Served::ns`].
     pub writer: NamespaceWriter,
+    /// The same namespace as the journal type, for what only it tells
+    /// (its memory, for `/metrics`).
+    journal: JournalNamespace,
 }
 
 impl Served {
@@ -117,6 +120,14 @@ impl Namespaces {
         runtimes
     }
 
+    /// The namespaces open now, by name, as journals (for `/metrics`).
+    pub fn journals(&self) -> Vec<(String, JournalNamespace)> {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut journals: Vec<_> = open.iter().map(|(name, served)| (name.clone(), served.journal.clone())).collect();
+        journals.sort_by(|a, b| a.0.cmp(&b.0));
+        journals
+    }
+
     /// Stop the runtimes and close every namespace (releasing their locks
     /// once no request holds them).
     pub fn close_all(&self) {
@@ -136,13 +147,14 @@ impl Namespaces {
         if let Some(served) = open.get(name) {
             return Ok(Arc::clone(served));
         }
-        let ns = self.open_journal(name)?;
-        let served = Arc::new(Served { writer: NamespaceWriter::open(ns, self.store.dir())? });
+        let journal = self.open_journal(name)?;
+        let ns: Arc<dyn Namespace> = Arc::new(journal.clone());
+        let served = Arc::new(Served { writer: NamespaceWriter::open(ns, self.store.dir())?, journal });
         open.insert(name.to_owned(), Arc::clone(&served));
         Ok(served)
     }
 
-    fn open_journal(&self, name: &str) -> Result<Arc<dyn Namespace>, ApiError> {
+    fn open_journal(&self, name: &str) -> Result<JournalNamespace, ApiError> {
         let ns = self.store.journal_namespace(name)?;
         let report = ns.recovery_report();
         if report.needs_attention() {
@@ -155,7 +167,7 @@ impl Namespaces {
             tracing::info!(namespace = name, reason = %reason, "index checkpoint not used: replayed every frame");
         }
         tracing::debug!(namespace = name, seconds = report.duration.as_secs_f64(), checkpoint = ?report.checkpoint, "opened");
-        Ok(Arc::new(ns))
+        Ok(ns)
     }
 
     /// Start `manifest`'s runtime as `varve run` does: host id from the
@@ -170,7 +182,8 @@ impl Namespaces {
             }
             .into());
         }
-        let ns = self.open_journal(name)?;
+        let journal = self.open_journal(name)?;
+        let ns: Arc<dyn Namespace> = Arc::new(journal.clone());
         let data_dir = std::path::absolute(self.store.dir()).unwrap_or_else(|_| self.store.dir().to_path_buf());
         let host = match manifest.host {
             Some(host) => host,
@@ -186,7 +199,7 @@ impl Namespaces {
         };
         let runtime = manifest.builder(ns, builtins)?.options(options).start()?;
         tracing::info!(namespace = %name, host = %format!("{host:016x}"), handlers = manifest.handlers.len(), "runtime started");
-        open.insert(name.clone(), Arc::new(Served { writer: NamespaceWriter::with_runtime(runtime) }));
+        open.insert(name.clone(), Arc::new(Served { writer: NamespaceWriter::with_runtime(runtime), journal }));
         Ok(())
     }
 }

@@ -584,3 +584,33 @@ fn a_conditional_batch_is_checked_in_the_same_order_on_every_path() {
         assert!(body.contains(r#""log":"missing""#), "{path}: {body}");
     }
 }
+
+/// A gauge of `/metrics` whose line starts with `prefix` (its name and labels).
+fn gauge(addr: SocketAddr, prefix: &str) -> Option<i64> {
+    get_text(addr, "/metrics").lines().find_map(|line| line.strip_prefix(prefix)?.trim().parse().ok())
+}
+
+/// Each open namespace's journal memory is in `/metrics`, by part, and
+/// follows the logs it holds.
+#[test]
+fn metrics_count_each_open_namespaces_journal_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("mem").unwrap();
+    ns.create_log("first", LogConfig::unbounded()).unwrap();
+    let logs_before = gauge(server.addr, "varve_journal_logs{namespace=\"mem\"} ").unwrap();
+    let states_before =
+        gauge(server.addr, "varve_journal_memory_bytes{namespace=\"mem\",part=\"log_states\"} ").unwrap();
+    assert!(logs_before >= 1 && states_before > 0, "{logs_before} logs, {states_before} bytes");
+    for i in 0..100 {
+        let log = format!("sensor-{i}");
+        ns.create_log(&log, LogConfig::unbounded()).unwrap();
+        ns.append(&log, b"reading").unwrap();
+    }
+    let logs = gauge(server.addr, "varve_journal_logs{namespace=\"mem\"} ").unwrap();
+    let states = gauge(server.addr, "varve_journal_memory_bytes{namespace=\"mem\",part=\"log_states\"} ").unwrap();
+    let indexes = gauge(server.addr, "varve_journal_memory_bytes{namespace=\"mem\",part=\"indexes\"} ").unwrap();
+    assert_eq!(logs, logs_before + 100);
+    assert_eq!(states, states_before / logs_before * logs, "the same bytes for every log");
+    assert!(indexes >= 100 * 12, "a 12-byte position per record at least: {indexes}");
+}
