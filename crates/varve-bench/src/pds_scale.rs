@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use varve_log::journal::JournalMemory;
 use varve_log::{JournalOptions, JournalStore, Limits, MemoryNamespace, Namespace, SyncPolicy};
 use varve_pds::testing::CountingNamespace;
 use varve_pds::{Options, SortedMap};
@@ -127,6 +128,14 @@ pub struct ScaleReport {
     pub memory_bytes_per_key: Option<f64>,
     /// The process's peak resident set after the journal's run, in MiB.
     pub journal_peak_rss_mib: f64,
+    /// What the journal namespace held in memory after its run, by part.
+    pub journal_memory: JournalMemory,
+    /// How long [`varve_log::JournalNamespace::memory`] took to count it
+    /// (a walk over every log, appends held meanwhile).
+    pub journal_memory_seconds: f64,
+    /// The process's anonymous resident memory then, in MiB (the journal's
+    /// part of it is `journal_memory`; most of the rest is the node cache).
+    pub journal_anon_mib: f64,
 }
 
 /// In-memory maps timed on the same keys in the same order: what the
@@ -306,6 +315,10 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         let journal = store.journal_namespace("scale")?;
         let disk = || Some(journal.disk_usage().0);
         let (points, seconds, _) = grow("journal", Arc::new(journal.clone()), config, &disk, progress)?;
+        let counting = Instant::now();
+        report.journal_memory = journal.memory();
+        report.journal_memory_seconds = counting.elapsed().as_secs_f64();
+        report.journal_anon_mib = rss_mib().2;
         journal.sync()?;
         // What a crash now would leave: every frame written, in the page cache.
         copy_tree(&dir, &fresh_dir(&config.base, "pds-scale-crash")?)?;
@@ -436,6 +449,25 @@ impl ScaleReport {
             self.crash_replayed_bytes as f64 / 1e6,
             self.crash_checkpoint_bytes as f64 / 1e6,
             self.crash_checkpoint
+        );
+        let m = &self.journal_memory;
+        let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+        let _ = writeln!(
+            out,
+            "journal memory after the inserts: {:.0} MiB of the {:.0} MiB heap ({:.0} B per log; {} logs, {} records): \
+             log states {:.0}, names {:.0}, indexes {:.0}, lookup tables {:.0}, checkpoint buffer {:.0} MiB; \
+             counted in {:.1} ms",
+            mib(m.total()),
+            self.journal_anon_mib,
+            m.total() as f64 / m.logs.max(1) as f64,
+            m.logs,
+            m.records,
+            mib(m.log_states),
+            mib(m.names),
+            mib(m.indexes),
+            mib(m.lookup_tables),
+            mib(m.checkpoint_buffer),
+            self.journal_memory_seconds * 1e3,
         );
         if let (Some(seconds), Some(bytes)) = (self.memory_seconds, self.memory_bytes_per_key) {
             let _ = writeln!(out, "memory: all inserts {seconds:.1} s, {bytes:.0} B appended per key");
