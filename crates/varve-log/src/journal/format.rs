@@ -487,7 +487,14 @@ pub(crate) fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescript
     };
     let name = std::str::from_utf8(reader.bytes_u16()?).map_err(|_| damaged("log name is not UTF-8"))?.to_owned();
     let config = LogConfig { retention, system: system != 0 };
-    if crate::rules::check_create(&name, &config).is_err() {
+    checked_descriptor(LogDescriptor { id, name, config, latest, trimmed_before })
+}
+
+/// `descriptor`, if what was stored keeps the rules a log is created by
+/// and its trim floor is not past its latest seq.
+pub(crate) fn checked_descriptor(descriptor: LogDescriptor) -> Result<LogDescriptor, FrameError> {
+    let LogDescriptor { name, config, latest, trimmed_before, .. } = &descriptor;
+    if crate::rules::check_create(name, config).is_err() {
         return Err(damaged(&format!("stored log {name:?} breaks the naming or config rules")));
     }
     if trimmed_before > latest {
@@ -495,7 +502,7 @@ pub(crate) fn read_descriptor(reader: &mut ByteReader<'_>) -> Result<LogDescript
             "stored log {name:?} is trimmed before seq {trimmed_before}, past its latest {latest}"
         )));
     }
-    Ok(LogDescriptor { id, name, config, latest, trimmed_before })
+    Ok(descriptor)
 }
 
 fn parse_entries(kind: FrameKind, body: &[u8]) -> Result<Vec<Entry<'_>>, FrameError> {
