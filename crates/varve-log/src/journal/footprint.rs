@@ -27,10 +27,12 @@ pub struct JournalMemory {
     pub indexes: u64,
     /// The two hash tables that find a log by id and by name.
     pub lookup_tables: u64,
-    /// The buffer the writer keeps for its next index checkpoint: its room,
-    /// at least the last index saved, before compression (kept so that
-    /// encoding the next one, which holds appends, does not wait for the
-    /// kernel to zero fresh pages). 0 before the first save of this open.
+    /// The buffer the writer keeps for its next index checkpoint: the most
+    /// bytes a save has encoded into it (the largest index, before
+    /// compression). Its allocation may be up to twice that, but pages never
+    /// written take no memory. It is kept so that encoding the next index,
+    /// which holds appends, does not wait for the kernel to zero fresh
+    /// pages; 0 before the first save of this open.
     pub checkpoint_buffer: u64,
 }
 

@@ -66,8 +66,10 @@ pub(super) struct Writer {
     /// The buffer of the last checkpoint saved, kept for the next (see
     /// `Index::encode_into`): memory the size of one index, held.
     pub(super) checkpoint_buffer: Vec<u8>,
-    /// The room of that buffer while the thread writing a checkpoint has it.
-    pub(super) checkpoint_buffer_lent: usize,
+    /// The most bytes a save has written into that buffer: the part of it
+    /// in memory (it grows by doubling, and pages never written take none),
+    /// whether here or lent to the thread writing a checkpoint.
+    pub(super) checkpoint_buffer_written: u64,
     /// `(segments_emptied, active_id)` when every dead segment was last
     /// deleted (see `Liveness::segments_emptied`); `None` before the first.
     pub(super) dead_segments_deleted_at: Option<(u64, u32)>,
@@ -109,7 +111,7 @@ pub(crate) fn open_writer(
         checkpoint_due: u64::MAX,
         checkpoint_write: None,
         checkpoint_buffer: Vec::new(),
-        checkpoint_buffer_lent: 0,
+        checkpoint_buffer_written: 0,
         dead_segments_deleted_at: None,
         frame: Vec::new(),
     };
@@ -328,8 +330,12 @@ impl Shared {
         };
         let index_bytes = index.as_ref().map_or(0, checkpoint::Index::len);
         writer.checkpoint_due = writer.written_total + checkpoint::save_interval(index_bytes, &self.options);
-        let Some(index) = index else { return };
-        writer.checkpoint_buffer_lent = index.capacity();
+        let Some(index) = index else {
+            // The buffer went with the encoding.
+            writer.checkpoint_buffer_written = 0;
+            return;
+        };
+        writer.checkpoint_buffer_written = writer.checkpoint_buffer_written.max(index.len());
         let (durability, name, dir, written) =
             (Arc::clone(&self.durability), self.name.clone(), self.dir.clone(), writer.written_total);
         let spawned = std::thread::Builder::new().name("varve-checkpoint".into()).spawn(move || {
@@ -341,15 +347,22 @@ impl Shared {
         });
         // No thread to be had (a process limit): no checkpoint this time.
         writer.checkpoint_write = spawned.ok();
+        if writer.checkpoint_write.is_none() {
+            writer.checkpoint_buffer_written = 0;
+        }
     }
 }
 
 impl Writer {
-    /// Bytes of the checkpoint buffer, whether here or lent to the thread
-    /// writing a checkpoint.
+    /// Bytes of the checkpoint buffer in memory, whether here or lent to
+    /// the thread writing a checkpoint.
     pub(super) fn checkpoint_buffer_bytes(&self) -> u64 {
-        let lent = if self.checkpoint_write.is_some() { self.checkpoint_buffer_lent } else { 0 };
-        (self.checkpoint_buffer.capacity() + lent) as u64
+        let held = self.checkpoint_write.is_some() || self.checkpoint_buffer.capacity() > 0;
+        if held {
+            self.checkpoint_buffer_written
+        } else {
+            0
+        }
     }
 
     /// Wait for the checkpoint being written on its thread, if one is:
@@ -358,8 +371,9 @@ impl Writer {
     pub(super) fn finish_checkpoint_write(&mut self) {
         if let Some(write) = self.checkpoint_write.take() {
             // A panic on that thread left at most a temporary file, which the next open removes.
-            if let Ok(buffer) = write.join() {
-                self.checkpoint_buffer = buffer;
+            match write.join() {
+                Ok(buffer) => self.checkpoint_buffer = buffer,
+                Err(_) => self.checkpoint_buffer_written = 0,
             }
         }
     }
