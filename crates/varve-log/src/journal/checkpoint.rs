@@ -86,9 +86,9 @@ const MAGIC: u32 = u32::from_le_bytes(*b"VVIX");
 /// Version 4: a log's fixed fields are varints, and its `base` is derived
 /// (about 25 bytes a log instead of 54, with an 18-byte name: a `PEDaLS`
 /// map's index, which the writer encodes with appends held and keeps a
-/// buffer of, has a log per node). Version 3: the body is compressed (zstd). Version 2:
-/// descriptors may carry a trim floor (segment format 4). Versions 1 to 3
-/// are still read.
+/// buffer of, has a log per node). Version 3: the body is compressed
+/// (zstd). Version 2: descriptors may carry a trim floor (segment format
+/// 4). Versions 1 to 3 are still read.
 const VERSION: u16 = 4;
 /// The first version whose body is compressed.
 const VERSION_COMPRESSED_MIN: u16 = 3;
