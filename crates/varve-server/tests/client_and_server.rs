@@ -114,8 +114,12 @@ fn requests_of(addr: SocketAddr, op: &str) -> u64 {
 }
 
 fn open_watches(addr: SocketAddr) -> Option<i64> {
-    let text = get_text(addr, "/metrics");
-    text.lines().find_map(|line| line.strip_prefix("varve_open_watches ").and_then(|v| v.trim().parse().ok()))
+    gauge(addr, "varve_open_watches ")
+}
+
+/// A gauge of `/metrics` whose line starts with `prefix` (its name and labels).
+fn gauge(addr: SocketAddr, prefix: &str) -> Option<i64> {
+    get_text(addr, "/metrics").lines().find_map(|line| line.strip_prefix(prefix)?.trim().parse().ok())
 }
 
 const SMALL: Limits = Limits { record_bytes_max: 1024, batch_bytes_max: 4096, batch_records_max: 16 };
@@ -583,11 +587,6 @@ fn a_conditional_batch_is_checked_in_the_same_order_on_every_path() {
         assert_eq!(*status, 404, "{path}: {body}");
         assert!(body.contains(r#""log":"missing""#), "{path}: {body}");
     }
-}
-
-/// A gauge of `/metrics` whose line starts with `prefix` (its name and labels).
-fn gauge(addr: SocketAddr, prefix: &str) -> Option<i64> {
-    get_text(addr, "/metrics").lines().find_map(|line| line.strip_prefix(prefix)?.trim().parse().ok())
 }
 
 /// Each open namespace's journal memory is in `/metrics`, by part, and
