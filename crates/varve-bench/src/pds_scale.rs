@@ -134,7 +134,8 @@ pub struct ScaleReport {
     /// (a walk over every log, appends held meanwhile).
     pub journal_memory_seconds: f64,
     /// The process's anonymous resident memory then, in MiB (the journal's
-    /// part of it is `journal_memory`; most of the rest is the node cache).
+    /// part of it is `journal_memory`; the rest is the node cache, the
+    /// allocator's rounding and the freed memory it keeps).
     pub journal_anon_mib: f64,
 }
 
