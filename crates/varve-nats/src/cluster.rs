@@ -74,9 +74,12 @@ pub const NODES_MAX: usize = 16;
 /// nodes by default ([`ClusterOptions::start_timeout`]).
 pub const START_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
-/// Starts of the whole cluster, each with new ports, before a port that
-/// another process took in the meantime is an error.
+/// Starts of the whole cluster (each with new ports), or of a restarted
+/// node (on its own ports), before a port that another process took in the
+/// meantime is an error.
 const START_ATTEMPTS_MAX: usize = 3;
+/// How long [`LocalCluster::restart`] waits before it tries a taken port again.
+const RESTART_RETRY_DELAY: Duration = Duration::from_millis(500);
 
 /// How often a wait for nodes asks their monitoring endpoints again.
 const HEALTH_POLL: Duration = Duration::from_millis(50);
@@ -486,20 +489,34 @@ impl LocalCluster {
     /// waits for that.
     ///
     /// Errors: `AlreadyRunning`; `Spawn`; `Exited`; `PortsTaken` (another
-    /// process took one of its ports while it was down); `NotHealthy`.
+    /// process took one of its ports while it was down, and kept it over
+    /// [`START_ATTEMPTS_MAX`] tries); `NotHealthy`.
     pub fn restart(&mut self, node: usize) -> Result<(), ClusterError> {
         if self.node(node)?.child.is_some() {
             return Err(ClusterError::AlreadyRunning { node });
         }
-        self.spawn(node)?;
-        self.wait_ready(&[node], Readiness::JetStreamEnabled, self.options.start_timeout).map_err(|failure| {
-            match failure {
-                WaitFailure::PortTaken { node } => {
-                    ClusterError::PortsTaken { node, attempts: 1, log: self.nodes[node].log.clone() }
+        let mut attempt = 1;
+        loop {
+            self.spawn(node)?;
+            match self.wait_ready(&[node], Readiness::JetStreamEnabled, self.options.start_timeout) {
+                Ok(()) => return Ok(()),
+                Err(WaitFailure::Error(error)) => return Err(error),
+                Err(WaitFailure::PortTaken { node }) if attempt == START_ATTEMPTS_MAX => {
+                    return Err(ClusterError::PortsTaken {
+                        node,
+                        attempts: attempt,
+                        log: self.nodes[node].log.clone(),
+                    });
                 }
-                WaitFailure::Error(error) => error,
+                // The node's ports are in the ephemeral range, so an
+                // outgoing connection (another node reconnecting to it, a
+                // health check) can hold one for a moment: try again.
+                Err(WaitFailure::PortTaken { .. }) => {
+                    attempt += 1;
+                    std::thread::sleep(RESTART_RETRY_DELAY);
+                }
             }
-        })
+        }
     }
 
     /// Stop node `node` with SIGSTOP: it keeps its connections and answers
