@@ -440,6 +440,12 @@ impl Watch {
         self.next_seq
     }
 
+    /// Go on from `seq`, the records before it having come another way (a
+    /// reader shared by many watches); a watch never moves back.
+    pub fn skip_to(&mut self, seq: Seq) {
+        self.next_seq = self.next_seq.max(seq);
+    }
+
     /// The next record, waiting at most `timeout`; `Ok(None)` on timeout.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Record>> {
         self.advance(Some(timeout))

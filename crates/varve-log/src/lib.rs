@@ -43,7 +43,7 @@ pub use contract::{
     SyncPolicy, Watch, WatchSource, NAME_BYTES_MAX, RENAMES_PER_CALL_MAX, SEQ_MAX,
 };
 pub use error::{LogError, LossCause, Result};
-pub use journal::{CheckpointUse, JournalNamespace, JournalOptions, JournalStore, RecoveryReport};
+pub use journal::{CheckpointUse, JournalNamespace, JournalOptions, JournalStore, LogId, RecoveryReport};
 pub use memory::{MemoryNamespace, MemoryStore};
 pub use rules::RECORD_OVERHEAD_BYTES;
 

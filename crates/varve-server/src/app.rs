@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use varve_log::Limits;
 
 use crate::error::ApiError;
+use crate::feed::Feeds;
 use crate::metrics::Metrics;
 use crate::namespaces::Namespaces;
 use crate::objects::ObjectStores;
@@ -34,6 +35,8 @@ pub struct AppState {
     pub tokens: Tokens,
     /// The metrics served at `/metrics`.
     pub metrics: Metrics,
+    /// The readers of watched logs, one per log, shared by its watches.
+    pub feeds: Feeds,
     /// Set when shutdown begins: watches end, new requests are refused.
     pub stopping: AtomicBool,
     /// The URI clients reach this server by (`varve://HOST:PORT`), for log URIs in answers.
@@ -102,6 +105,7 @@ async fn metrics_text(State(state): State<Shared>) -> Response {
     let text = routes::blocking(move || {
         state.metrics.observe_runtimes(&state.namespaces.runtimes());
         state.metrics.observe_journals(&state.namespaces.journals());
+        state.metrics.watched_logs.set(i64::try_from(state.feeds.running()).unwrap_or(i64::MAX));
         Ok(state.metrics.encode())
     })
     .await;

@@ -8,7 +8,8 @@
 //!
 //! Layers, outermost first: [`listener`] (accepting connections, timeouts,
 //! graceful shutdown) and [`tls`] (HTTPS) → [`app`] (routes, metrics,
-//! tokens) → [`routes`], [`stream`] and [`objects`] (the operations) →
+//! tokens) → [`routes`], [`stream`] and [`objects`] (the operations; watches share a
+//! reader per log, [`feed`]) →
 //! [`namespaces`] (the open journals) → `varve_log` (and `varve_object` for
 //! the object routes, which enforce the owners' read grants for the
 //! principal a token names).
@@ -28,6 +29,7 @@
 
 pub mod app;
 pub mod error;
+pub mod feed;
 pub mod listener;
 pub mod metrics;
 pub mod namespaces;

@@ -143,6 +143,7 @@ impl Server {
             limits: options.journal.limits,
             tokens: options.tokens.clone(),
             metrics: Metrics::new(),
+            feeds: crate::feed::Feeds::default(),
             stopping: AtomicBool::new(false),
             uri: format!("{}://{local}", if tls.is_some() { "varves" } else { "varve" }),
             body_stall_timeout: options.header_timeout,

@@ -71,6 +71,10 @@ pub struct Metrics {
     pub appended_bytes: Counter,
     /// Watches streaming now.
     pub open_watches: Gauge<i64, std::sync::atomic::AtomicI64>,
+    /// Logs watched now: one reader each, shared by their watches (set at each scrape).
+    pub watched_logs: Gauge<i64, std::sync::atomic::AtomicI64>,
+    /// Times a watch fell so far behind its log's reader that it read from the journal instead.
+    pub watch_lags: Counter,
     /// Connections open now.
     pub open_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
     runtimes: RuntimeMetrics,
@@ -105,6 +109,14 @@ impl Metrics {
         registry.register("appended_bytes", "Bytes of records appended", appended_bytes.clone());
         let open_watches = Gauge::default();
         registry.register("open_watches", "Watches (SSE streams) open now", open_watches.clone());
+        let watched_logs = Gauge::default();
+        registry.register("watched_logs", "Logs watched now, each read once for all its watches", watched_logs.clone());
+        let watch_lags: Counter<u64, AtomicU64> = Counter::default();
+        registry.register(
+            "watch_lags",
+            "Times a watch fell behind its log's shared reader and caught up from the journal",
+            watch_lags.clone(),
+        );
         let open_connections = Gauge::default();
         registry.register("open_connections", "Client connections open now", open_connections.clone());
         let runtimes = RuntimeMetrics {
@@ -145,6 +157,8 @@ impl Metrics {
             appended_records,
             appended_bytes,
             open_watches,
+            watched_logs,
+            watch_lags,
             open_connections,
             runtimes,
             journal_memory,

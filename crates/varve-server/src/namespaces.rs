@@ -38,6 +38,11 @@ impl Served {
     pub fn ns(&self) -> &dyn Namespace {
         self.writer.namespace().as_ref()
     }
+
+    /// The same namespace as the journal type.
+    pub fn journal(&self) -> &JournalNamespace {
+        &self.journal
+    }
 }
 
 /// Every namespace of the data directory, opened on demand.

@@ -1,20 +1,20 @@
 //! The streaming operations: a scan as NDJSON, a watch as Server-Sent Events.
 //!
-//! Both read the journal on a thread of their own (a scan's iterator and a
-//! watch's wait are blocking) and hand what they read to the response body
-//! through a small bounded channel, so a slow client slows its own reader
-//! and nothing is held whole in memory. A reader stops when its client goes
-//! away (the channel closes) and a watch also when the server stops.
+//! A scan reads the journal on a thread of its own (its iterator blocks)
+//! and hands what it reads to the response body through a small bounded
+//! channel, so a slow client slows its own reader and nothing is held whole
+//! in memory; it stops when its client goes away (the channel closes). A
+//! watch is a task that takes its log's records from the log's shared
+//! reader ([`crate::feed`]); it ends when its client goes away or the
+//! server stops.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::sync::{mpsc, oneshot};
@@ -22,15 +22,14 @@ use varve_log::{LogError, SeqRange};
 
 use crate::app::Shared;
 use crate::error::ApiError;
+use crate::feed::Subscription;
 use crate::routes::{parse_seq, query, Params};
 use crate::wire::{encode_value, RecordJson};
 
 /// A scan sends its NDJSON in chunks of about this many bytes.
 const SCAN_CHUNK_BYTES: usize = 64 << 10;
-/// Chunks (scan) or events (watch) buffered between the reader thread and the client.
+/// Chunks buffered between a scan's reader thread and the client.
 const STREAM_BUFFER: usize = 16;
-/// How often a waiting watch looks whether its client is gone or the server stops.
-const WATCH_POLL: Duration = Duration::from_millis(250);
 /// A comment line is sent after this much silence, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -132,40 +131,9 @@ pub async fn watch(
             None => served.ns().latest(&log)? + 1,
         },
     };
-    let mut watch = served.ns().watch(&log, from)?;
-    let (tx, rx) = mpsc::channel::<Event>(STREAM_BUFFER);
-    let reader_state = Arc::clone(&state);
-    std::thread::Builder::new()
-        .name("varve-watch".into())
-        .spawn(move || {
-            reader_state.metrics.open_watches.inc();
-            loop {
-                if tx.is_closed() || reader_state.stopping.load(Ordering::Acquire) {
-                    break;
-                }
-                let event = match watch.next_timeout(WATCH_POLL) {
-                    Ok(None) => continue,
-                    Ok(Some(record)) => {
-                        Event::default().id(record.seq.to_string()).event("record").data(encode_value(&record.value))
-                    }
-                    Err(error) => {
-                        let go_on = matches!(error, LogError::Lost { .. });
-                        let event = Event::default().event("error").data(ApiError::Log(error).to_json().to_string());
-                        if tx.blocking_send(event).is_err() || !go_on {
-                            break;
-                        }
-                        continue;
-                    }
-                };
-                if tx.blocking_send(event).is_err() {
-                    break;
-                }
-            }
-            reader_state.metrics.open_watches.dec();
-            drop(served);
-        })
-        .map_err(|e| ApiError::Log(LogError::Io { context: "starting a watch".into(), source: e }))?;
-    let events =
-        stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|event| (Ok::<_, Infallible>(event), rx)) });
+    let subscription = Subscription::open(&state, served, params.ns(), &log, from)?;
+    let events = stream::unfold(subscription, |mut subscription| async move {
+        subscription.next_event().await.map(|event| (Ok::<_, Infallible>(event), subscription))
+    });
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive")).into_response())
 }

@@ -613,3 +613,181 @@ fn metrics_count_each_open_namespaces_journal_memory() {
     assert_eq!(states, states_before / logs_before * logs, "the same bytes for every log");
     assert!(indexes >= 100 * 12, "a 12-byte position per record at least: {indexes}");
 }
+
+/// Poll `/metrics` until the gauge at `prefix` reads `want` (10 s at most).
+fn wait_for_gauge(addr: SocketAddr, prefix: &str, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let value = gauge(addr, prefix);
+        if value == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{prefix}is {value:?} after 10 s, not {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value a test appends as `seq`: small, or (every 50th) over the
+/// 16 KiB a log's shared reader broadcasts, which each watch then reads
+/// from the journal itself.
+fn value_of(seq: u64) -> Vec<u8> {
+    let len = if seq.is_multiple_of(50) { 100 << 10 } else { 8 };
+    let mut value = seq.to_le_bytes().to_vec();
+    value.resize(len, u8::try_from(seq % 251).unwrap());
+    value
+}
+
+/// Read `watch` until it has delivered `last`; the seqs it delivered.
+fn read_through(watch: &mut varve_log::Watch, last: u64) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seqs.last().is_none_or(|&seq| seq < last) {
+        assert!(Instant::now() < deadline, "60 s and the watch is at {:?} of {last}", seqs.last());
+        if let Some(record) = watch.next_timeout(Duration::from_secs(1)).unwrap() {
+            assert_eq!(record.value, value_of(record.seq), "the value of seq {}", record.seq);
+            seqs.push(record.seq);
+        }
+    }
+    seqs
+}
+
+/// docs/http.md: the watches of one log share one reader on the server
+/// (`varve_watched_logs`); each still gets every record from its own
+/// `from` in order, the ones before it joined and the ones too large to
+/// broadcast included; the reader ends with the last watch; a deleted log
+/// ends every watch with an error.
+#[test]
+fn watches_of_one_log_share_a_reader_and_each_gets_every_record_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    for seq in 1..=120 {
+        assert_eq!(ns.append("t", &value_of(seq)).unwrap(), seq);
+    }
+    let starts = [1, 2, 49, 50, 51, 100, 120, 121];
+    let stores: Vec<RemoteStore> = starts.iter().map(|_| client(server.addr, None)).collect();
+    let mut watches: Vec<varve_log::Watch> = stores
+        .iter()
+        .zip(starts)
+        .map(|(store, from)| store.namespace("app").unwrap().watch("t", from).unwrap())
+        .collect();
+    wait_for_gauge(server.addr, "varve_open_watches ", 8);
+    wait_for_gauge(server.addr, "varve_watched_logs ", 1);
+    for seq in 121..=400 {
+        assert_eq!(ns.append("t", &value_of(seq)).unwrap(), seq);
+    }
+    for (watch, from) in watches.iter_mut().zip(starts) {
+        assert_eq!(read_through(watch, 400), (from..=400).collect::<Vec<_>>(), "the watch from {from}");
+    }
+    // One watch more, joining a running reader from the start.
+    let late = client(server.addr, None);
+    let mut late_watch = late.namespace("app").unwrap().watch("t", 1).unwrap();
+    assert_eq!(read_through(&mut late_watch, 400), (1..=400).collect::<Vec<_>>());
+    assert_eq!(gauge(server.addr, "varve_watched_logs "), Some(1));
+
+    ns.delete_log("t").unwrap();
+    for watch in &mut watches {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match watch.next_timeout(Duration::from_millis(200)) {
+                Err(LogError::LogNotFound { .. }) => break,
+                Ok(None) => assert!(Instant::now() < deadline, "no error 10 s after the log was deleted"),
+                other => panic!("after the delete: {other:?}"),
+            }
+        }
+    }
+    drop((watches, late_watch));
+    wait_for_gauge(server.addr, "varve_open_watches ", 0);
+    wait_for_gauge(server.addr, "varve_watched_logs ", 0);
+}
+
+/// A watch whose client stops reading falls behind its log's shared reader
+/// (counted in `varve_watch_lags_total`) while the others go on; once it
+/// reads again it gets every record, in order, from the journal.
+#[test]
+fn a_watch_that_falls_behind_the_shared_reader_catches_up_from_the_journal() {
+    use std::io::BufRead as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("app").unwrap();
+    ns.create_log("t", LogConfig::unbounded()).unwrap();
+    // The slow watch is a raw HTTP/1.0 stream (close-delimited, no chunks)
+    // that reads nothing until the appends are done: its socket's receive
+    // buffer stays small, as the kernel grows it only for a reader that reads.
+    let mut slow = TcpStream::connect(server.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(slow, "GET /v1/namespaces/app/logs/t/watch?from=1 HTTP/1.0\r\nHost: t\r\n\r\n").unwrap();
+    let brisk_store = client(server.addr, None);
+    let mut brisk = brisk_store.namespace("app").unwrap().watch("t", 1).unwrap();
+    wait_for_gauge(server.addr, "varve_open_watches ", 2);
+    // 48 MiB of base64 to the slow watch, far more than its socket holds:
+    // its task on the server stops taking the broadcast, which wraps past it.
+    let records: u64 = 3_000;
+    let record = |seq: u64| {
+        let mut value = seq.to_le_bytes().to_vec();
+        value.resize(12 << 10, 7);
+        value
+    };
+    for seq in 1..=records {
+        assert_eq!(ns.append("t", &record(seq)).unwrap(), seq);
+        if seq % 100 == 0 {
+            // The brisk watch keeps up as it goes.
+            for want in seq - 99..=seq {
+                let got = brisk.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
+                assert_eq!((got.seq, &got.value[..]), (want, &record(want)[..]));
+            }
+        }
+    }
+    let mut lines = std::io::BufReader::new(slow).lines().map(Result::unwrap);
+    assert!(lines.next().unwrap().starts_with("HTTP/1.0 200"));
+    let mut want = 1;
+    let mut id = None;
+    while want <= records {
+        let line = lines.next().expect("the stream ended early");
+        if let Some(seq) = line.strip_prefix("id: ") {
+            id = Some(seq.parse::<u64>().unwrap());
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            assert_eq!(id, Some(want), "the record after {}", want - 1);
+            assert_eq!(data, varve_server::wire::encode_value(&record(want)), "the value of seq {want}");
+            want += 1;
+        } else if line.starts_with("event: ") {
+            assert_eq!(line, "event: record");
+        }
+    }
+    // A receiver learns it lagged when it next takes from the broadcast: as
+    // the slow watch read again.
+    let lags = gauge(server.addr, "varve_watch_lags_total ").unwrap();
+    assert!(lags >= 1, "the slow watch never lagged: {lags}");
+}
+
+/// A watch follows its log across a rename (contract rule 7), and a watch
+/// of the name afterwards follows the new log that holds it: they share no
+/// reader, though the name is the same.
+#[test]
+fn watches_of_a_name_before_and_after_a_rename_follow_their_own_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), Limits::default(), None);
+    let ns = client(server.addr, None).namespace("app").unwrap();
+    ns.create_log("a", LogConfig::unbounded()).unwrap();
+    ns.append("a", b"old 1").unwrap();
+    let (first_store, second_store) = (client(server.addr, None), client(server.addr, None));
+    let mut first = first_store.namespace("app").unwrap().watch("a", 1).unwrap();
+    let got = first.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!((got.seq, &got.value[..]), (1, &b"old 1"[..]));
+    ns.rename_logs(&[("a", "b")]).unwrap();
+    ns.create_log("a", LogConfig::unbounded()).unwrap();
+    let mut second = second_store.namespace("app").unwrap().watch("a", 1).unwrap();
+    wait_for_gauge(server.addr, "varve_watched_logs ", 2);
+    ns.append("a", b"new 1").unwrap();
+    ns.append("b", b"old 2").unwrap();
+    ns.append("a", b"new 2").unwrap();
+    let read = |watch: &mut varve_log::Watch| {
+        let record = watch.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
+        (record.seq, String::from_utf8(record.value.to_vec()).unwrap())
+    };
+    assert_eq!(read(&mut first), (2, "old 2".to_owned()));
+    assert_eq!(read(&mut second), (1, "new 1".to_owned()));
+    assert_eq!(read(&mut second), (2, "new 2".to_owned()));
+}

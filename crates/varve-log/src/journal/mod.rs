@@ -360,6 +360,10 @@ impl Store for JournalStore {
 
 // ------------------------------------------------------------- namespace
 
+/// A log's identity in its journal ([`JournalNamespace::log_id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LogId(u32);
+
 /// One namespace's journal. Cheap to clone; clones share one open journal.
 #[derive(Clone)]
 pub struct JournalNamespace {
@@ -594,6 +598,33 @@ impl JournalNamespace {
         JournalMemory { checkpoint_buffer, ..self.shared.read_state().memory() }
     }
 
+    /// The id of the log named `log` now: it stays with the log when it
+    /// is renamed and is never another log's, so watches of one id follow
+    /// one log (`varve serve` shares a reader among them).
+    pub fn log_id(&self, log: &str) -> Result<LogId> {
+        Ok(LogId(self.shared.log_id(log)?))
+    }
+
+    /// A watch of the log `id` from `from`, as [`Namespace::watch`] makes
+    /// one; `log` is its name for errors (`LogNotFound` once it is deleted).
+    pub fn watch_id(&self, id: LogId, log: &str, from: Seq) -> Result<Watch> {
+        let LogId(id) = id;
+        self.shared.bounds(LogRef::Id(id, log))?;
+        let shared = self.shared.clone();
+        let log = log.to_owned();
+        let fetch = Box::new(move |seq: Seq| {
+            let log = LogRef::Id(id, &log);
+            let (_, latest) = shared.bounds(log)?;
+            if seq > latest {
+                return Ok(None);
+            }
+            Ok(Some(Record { seq, value: shared.get(log, seq)? }))
+        });
+        let poll = self.shared.options.read_only.then_some(self.shared.options.read_only_poll);
+        let source = NotifiedWatch { fetch, notifier: self.shared.notifier.clone(), poll };
+        Ok(Watch::new(Box::new(source), from))
+    }
+
     /// The namespace's directory.
     #[must_use]
     pub fn dir(&self) -> &Path {
@@ -782,20 +813,7 @@ impl Namespace for JournalNamespace {
 
     /// Follows the log by its id: across renames (contract rule 7).
     fn watch(&self, log: &str, from: Seq) -> Result<Watch> {
-        let id = self.shared.log_id(log)?;
-        let shared = self.shared.clone();
-        let log = log.to_owned();
-        let fetch = Box::new(move |seq: Seq| {
-            let log = LogRef::Id(id, &log);
-            let (_, latest) = shared.bounds(log)?;
-            if seq > latest {
-                return Ok(None);
-            }
-            Ok(Some(Record { seq, value: shared.get(log, seq)? }))
-        });
-        let poll = self.shared.options.read_only.then_some(self.shared.options.read_only_poll);
-        let source = NotifiedWatch { fetch, notifier: self.shared.notifier.clone(), poll };
-        Ok(Watch::new(Box::new(source), from))
+        self.watch_id(self.log_id(log)?, log, from)
     }
 
     fn sync(&self) -> Result<()> {
