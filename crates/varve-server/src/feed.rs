@@ -17,11 +17,11 @@
 //! under the registry's lock, when nobody receives from it, or when it ends
 //! (the server stops, its watch fails). A watch joins under the same lock,
 //! so it never joins a feed that is leaving unless the feed ends, which it
-//! sees as a closed channel: it then catches up and joins again.
+//! sees as a closed channel: it then joins again (starting a new feed) and
+//! reads from the journal what came meanwhile.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -85,14 +85,12 @@ impl Feeds {
     }
 
     /// Receive the broadcasts of the feed of log `id` (named `log` when
-    /// the watch began), starting the feed if none runs; `next` is the seq
-    /// the watch needs next.
+    /// the watch began), starting the feed if none runs.
     fn join(
         state: &Shared,
         served: &Arc<Served>,
         ns: &str,
         (id, log): (LogId, &str),
-        next: Seq,
     ) -> Result<broadcast::Receiver<Broadcast>, ApiError> {
         let key = (ns.to_owned(), id);
         let mut running = state.feeds.lock();
@@ -100,14 +98,9 @@ impl Feeds {
             return Ok(feed.get().sender.subscribe());
         }
         // The feed broadcasts the records after the latest; the watches read
-        // those before. (If the log was renamed meanwhile, it starts where the
-        // watch is: the seqs are still the log's own.)
-        let journal = served.journal();
-        let from = match (journal.log_id(log), served.ns().latest(log)) {
-            (Ok(now), Ok(latest)) if now == id => latest + 1,
-            _ => next,
-        };
-        let mut watch = journal.watch_id(id, log, from)?;
+        // those before.
+        let from = served.journal().latest_id(id, log)? + 1;
+        let mut watch = served.journal().watch_id(id, log, from)?;
         let (sender, receiver) = broadcast::channel(FEED_BUFFER);
         let feed = Arc::new(Feed { sender });
         running.insert(key.clone(), Arc::clone(&feed));
@@ -116,7 +109,7 @@ impl Feeds {
         let started = std::thread::Builder::new().name("varve-feed".into()).spawn(move || {
             let state = feed_state;
             loop {
-                if state.stopping.load(Ordering::Acquire) {
+                if state.is_stopping() {
                     break;
                 }
                 match watch.next_timeout(FEED_POLL) {
@@ -211,7 +204,11 @@ impl Subscription {
         let next = from.max(1);
         let id = served.journal().log_id(log)?;
         let journal = served.journal().watch_id(id, log, next)?;
-        let broadcasts = Feeds::join(state, &served, ns, (id, log), next)?;
+        let broadcasts = Feeds::join(state, &served, ns, (id, log))?;
+        // Every record appended from now on comes by the broadcast (or the
+        // watch sees the gap); those before, the watch reads, unless it
+        // starts past them, as a watch of new records does.
+        let catch_up = if served.journal().latest_id(id, log)? < next { CatchUp::Nothing } else { CatchUp::ToTheEnd };
         state.metrics.open_watches.inc();
         Ok(Subscription {
             state: Arc::clone(state),
@@ -222,8 +219,7 @@ impl Subscription {
             journal: Some(journal),
             next,
             broadcasts: Some(broadcasts),
-            // What came before the feed's first broadcast.
-            catch_up: CatchUp::ToTheEnd,
+            catch_up,
             ready: VecDeque::new(),
             ended: false,
         })
@@ -244,7 +240,7 @@ impl Subscription {
                 continue;
             }
             let Some(broadcasts) = self.broadcasts.as_mut() else {
-                match Feeds::join(&self.state, &self.served, &self.ns, (self.id, &self.log), self.next) {
+                match Feeds::join(&self.state, &self.served, &self.ns, (self.id, &self.log)) {
                     // Then the records that landed while no feed ran.
                     Ok(receiver) => (self.broadcasts, self.catch_up) = (Some(receiver), CatchUp::ToTheEnd),
                     Err(error) => {

@@ -605,6 +605,12 @@ impl JournalNamespace {
         Ok(LogId(self.shared.log_id(log)?))
     }
 
+    /// The latest seq of the log `id`, as [`Namespace::latest`] gives it
+    /// for the log's name; `log` is its name for errors.
+    pub fn latest_id(&self, id: LogId, log: &str) -> Result<Seq> {
+        Ok(self.shared.bounds(LogRef::Id(id.0, log))?.1)
+    }
+
     /// A watch of the log `id` from `from`, as [`Namespace::watch`] makes
     /// one; `log` is its name for errors (`LogNotFound` once it is deleted).
     pub fn watch_id(&self, id: LogId, log: &str, from: Seq) -> Result<Watch> {
