@@ -456,7 +456,8 @@ impl ScaleReport {
         let _ = writeln!(
             out,
             "journal memory after the inserts: {:.0} MiB of the {:.0} MiB heap ({:.0} B per log; {} logs, {} records): \
-             log states {:.0}, names {:.0}, indexes {:.0}, lookup tables {:.0}, checkpoint buffer {:.0} MiB; \
+             log states {:.0}, names {:.0}, indexes {:.0}, lookup tables {:.0}, packed logs {:.0} ({} logs), \
+             checkpoint buffer {:.0} MiB; \
              counted in {:.1} ms",
             mib(m.total()),
             self.journal_anon_mib,
@@ -467,6 +468,8 @@ impl ScaleReport {
             mib(m.names),
             mib(m.indexes),
             mib(m.lookup_tables),
+            mib(m.packed_logs),
+            m.packed,
             mib(m.checkpoint_buffer),
             self.journal_memory_seconds * 1e3,
         );

@@ -24,3 +24,23 @@ mod always_sync {
 
     varve_log::conformance_suite!(fresh_always);
 }
+
+/// Every log packed at nearly every chance (`hot_logs_min` 0), so that
+/// each operation meets logs thawed from and read out of the packed set.
+mod packed_logs {
+    use super::*;
+
+    fn fresh_packing() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = JournalOptions {
+            segment_bytes_max: 64 << 10,
+            sync: SyncPolicy::Never,
+            hot_logs_min: 0,
+            ..JournalOptions::default()
+        };
+        let store = JournalStore::open(dir.path(), options).expect("open store");
+        Fixture { namespace: store.namespace("test").expect("namespace"), keep_alive: Box::new(dir) }
+    }
+
+    varve_log::conformance_suite!(fresh_packing);
+}

@@ -852,6 +852,7 @@ fn memory_counts_logs_records_and_the_checkpoint_buffer() {
     // 200 KB of frames against a 4 KiB interval: the writer has saved an
     // index, and kept (or lent to the saving thread) a buffer that large.
     assert!(full.checkpoint_buffer > 0, "{full:?}");
+    assert_eq!(full.packed_logs, 0, "fewer logs than the default keeps decoded: {full:?}");
     assert_eq!(full.total(), full.log_states + full.names + full.indexes + full.lookup_tables + full.checkpoint_buffer);
 
     for name in &names[..500] {
@@ -861,4 +862,56 @@ fn memory_counts_logs_records_and_the_checkpoint_buffer() {
     assert_eq!((half.logs, half.records), (500, 1_500), "{half:?}");
     assert_eq!(half.log_states, full.log_states / 2, "{half:?}");
     assert!(half.indexes < full.indexes && half.names < full.names, "{half:?} after {full:?}");
+}
+
+/// Small logs that nothing changed lately are packed (with `hot_logs_min`
+/// 0, at nearly every write), and read, appended to, renamed, deleted,
+/// checkpointed and reopened exactly as decoded ones are.
+#[test]
+fn packed_logs_read_and_change_as_decoded_ones_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions {
+        sync: SyncPolicy::Never,
+        checkpoint_bytes_min: 4096,
+        hot_logs_min: 0,
+        ..JournalOptions::default()
+    };
+    let names: Vec<String> = (0..2_000).map(|i| format!("node.{i:05}")).collect();
+    {
+        let ns = open(dir.path(), options);
+        for name in &names {
+            ns.create_log(name, LogConfig::unbounded()).expect("create");
+            for r in 0..3u8 {
+                ns.append(name, &[r; 16]).expect("append");
+            }
+        }
+        let memory = ns.memory();
+        assert!(memory.packed > 1_000 && memory.packed_logs > 0, "most logs packed: {memory:?}");
+        assert_eq!((memory.logs, memory.records), (2_000, 6_000), "{memory:?}");
+        // Change some packed logs: each thaws, and the rest stay readable.
+        for name in names.iter().step_by(7) {
+            assert_eq!(ns.append(name, b"more").expect("append to a packed log"), 4);
+        }
+        let memory = ns.memory();
+        assert_eq!((memory.logs, memory.records), (2_000, 6_000 + 286), "{memory:?}");
+        ns.rename_logs(&[("node.00003", "renamed")]).expect("rename a packed log");
+        ns.delete_log("node.00005").expect("delete a packed log");
+        ns.create_log("node.00005", LogConfig::unbounded()).expect("its name is free again");
+    }
+    let ns = open(dir.path(), options);
+    assert_eq!(ns.recovery_report().checkpoint, CheckpointUse::Loaded);
+    for (i, name) in names.iter().enumerate() {
+        let name = if i == 3 { "renamed" } else { name.as_str() };
+        let expected = match i {
+            5 => 0,
+            _ if i % 7 == 0 => 4,
+            _ => 3,
+        };
+        assert_eq!(ns.latest(name).expect("latest"), expected, "{name}");
+        if expected > 0 {
+            assert_eq!(ns.get(name, 2).expect("get"), vec![1u8; 16], "{name}");
+        }
+    }
+    assert!(matches!(ns.latest("node.00003"), Err(LogError::LogNotFound { .. })));
+    assert_eq!(ns.list_logs().expect("list").len(), 2_000);
 }

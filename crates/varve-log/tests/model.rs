@@ -221,7 +221,8 @@ fn run_real(ns: &JournalNamespace, step: usize, op: &Op) -> Outcome {
 }
 
 fn options() -> JournalOptions {
-    JournalOptions { segment_bytes_max: 4096, sync: SyncPolicy::Never, ..JournalOptions::default() }
+    // Logs packed at nearly every chance: reads and changes meet packed logs.
+    JournalOptions { segment_bytes_max: 4096, sync: SyncPolicy::Never, hot_logs_min: 0, ..JournalOptions::default() }
 }
 
 proptest! {

@@ -18,7 +18,13 @@ fn open(dir: &Path, options: JournalOptions) -> JournalNamespace {
 }
 
 fn small_segments() -> JournalOptions {
-    JournalOptions { segment_bytes_max: 16 << 10, sync: SyncPolicy::Never, ..JournalOptions::default() }
+    // Logs packed at nearly every chance: reads and changes meet packed logs.
+    JournalOptions {
+        segment_bytes_max: 16 << 10,
+        sync: SyncPolicy::Never,
+        hot_logs_min: 0,
+        ..JournalOptions::default()
+    }
 }
 
 fn summary(ns: &JournalNamespace) -> Vec<(String, LogConfig, u64, u64)> {

@@ -45,7 +45,8 @@ pub struct NamespaceLabels {
 pub struct MemoryLabels {
     /// The namespace.
     pub namespace: String,
-    /// `log_states`, `names`, `indexes`, `lookup_tables` or `checkpoint_buffer`
+    /// `log_states`, `names`, `indexes`, `lookup_tables`, `packed_logs` or
+    /// `checkpoint_buffer`
     /// (see `varve_log::journal::JournalMemory`).
     pub part: &'static str,
 }
@@ -199,6 +200,7 @@ impl Metrics {
                 ("names", memory.names),
                 ("indexes", memory.indexes),
                 ("lookup_tables", memory.lookup_tables),
+                ("packed_logs", memory.packed_logs),
                 ("checkpoint_buffer", memory.checkpoint_buffer),
             ];
             for (part, bytes) in parts {

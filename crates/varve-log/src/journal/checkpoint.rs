@@ -74,9 +74,10 @@ use crate::contract::{LogConfig, OnFull, Retention, Seq};
 use crate::error::{IoContext, Result};
 use crate::journal::format::{checked_descriptor, read_descriptor, LogDescriptor, ENTRY_HEADER_BYTES};
 use crate::journal::io::SegmentIo;
+use crate::journal::packed::PackedSnapshot;
 use crate::journal::recovery::{recover_as_writer, resume_as_writer, Tail};
 use crate::journal::scan::{list_segments, segment_path};
-use crate::journal::state::{LogState, Position, SegmentState, State};
+use crate::journal::state::{LogState, Position, SegmentState, State, PACKED_POSITIONS_MAX};
 use crate::journal::{CheckpointUse, JournalOptions, RecoveryReport};
 
 /// The checkpoint's file in the namespace directory.
@@ -119,7 +120,12 @@ pub(crate) fn save(dir: &Path, state: &State, active: (u32, u64)) -> io::Result<
 /// hands those to a thread of their own (`Shared::save_checkpoint`) and
 /// holds its appends only while this encodes.
 pub(crate) struct Index {
+    /// The body but for the packed logs, which follow it.
     body: Vec<u8>,
+    /// The packed logs, shared rather than copied: they are in the body's
+    /// layout already, and at a million logs copying them held appends
+    /// and a buffer of ~70 bytes a log.
+    packed: PackedSnapshot,
 }
 
 impl Index {
@@ -147,15 +153,20 @@ impl Index {
             body.put_u32(id);
             body.put_u64(if id == active.0 { active.1 } else { segment.bytes });
         }
-        body.put_u32(u32::try_from(state.logs.values().count()).expect("log ids are u32"));
-        for log in state.logs.values() {
+        body.put_u32(u32::try_from(state.logs.len()).expect("log ids are u32"));
+        for log in state.logs.hot() {
             put_log(&mut body, log);
         }
-        Some(Index { body })
+        Some(Index { body, packed: state.logs.packed_snapshot() })
     }
 
     /// The size of the index, before compression.
     pub(crate) fn len(&self) -> u64 {
+        (self.body.len() + self.packed.len()) as u64
+    }
+
+    /// The size of its buffer (the index but its packed logs).
+    pub(crate) fn buffer_len(&self) -> u64 {
         self.body.len() as u64
     }
 
@@ -169,7 +180,12 @@ impl Index {
     /// power cut fails its checks, and the open replays every frame. The
     /// frames it describes must be durable before it is written.
     pub(crate) fn write(&self, dir: &Path) -> io::Result<()> {
-        let compressed = zstd::bulk::compress(&self.body, COMPRESSION_LEVEL)?;
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), COMPRESSION_LEVEL)?;
+        encoder.write_all(&self.body)?;
+        for entry in self.packed.entries() {
+            encoder.write_all(entry)?;
+        }
+        let compressed = encoder.finish()?;
         let mut file = Vec::with_capacity(HEADER_BYTES);
         file.put_u32(MAGIC);
         file.put_u16(VERSION);
@@ -307,8 +323,9 @@ pub(crate) fn save_interval(index_bytes: u64, options: &JournalOptions) -> u64 {
     index_bytes.max(options.checkpoint_bytes_min)
 }
 
-/// A log as version 4 lays it out (see the module docs).
-fn put_log(out: &mut Vec<u8>, log: &LogState) {
+/// A log as version 4 lays it out (see the module docs; packed logs
+/// are kept in memory so too, `packed.rs`).
+pub(crate) fn put_log(out: &mut Vec<u8>, log: &LogState) {
     let d = &log.descriptor;
     let (retention, k) = match d.config.retention {
         Retention::Unbounded => (0, None),
@@ -339,7 +356,7 @@ const FLAG_RETENTION: u8 = 0b11;
 
 /// A log as version 4 lays it out, up to its positions: its descriptor and
 /// base, and how many positions follow.
-fn read_log(reader: &mut ByteReader<'_>) -> std::result::Result<(LogDescriptor, Seq, u64), Distrust> {
+pub(crate) fn read_log(reader: &mut ByteReader<'_>) -> std::result::Result<(LogDescriptor, Seq, u64), Distrust> {
     let bad = |e: crate::codec::ReadError| format!("checkpoint log: {e}");
     let id = u32::try_from(reader.varint().map_err(bad)?).map_err(|_| "checkpoint log: id past u32")?;
     let latest = reader.varint().map_err(bad)?;
@@ -370,6 +387,37 @@ fn read_log(reader: &mut ByteReader<'_>) -> std::result::Result<(LogDescriptor, 
     Ok((descriptor, base, count))
 }
 
+/// The name of the log laid out as version 4 lays it out at the start of
+/// `bytes`, without decoding the rest or checking it is UTF-8 (`None` if it
+/// does not parse).
+pub(crate) fn read_log_name(bytes: &[u8]) -> Option<&[u8]> {
+    read_log_head(&mut ByteReader::new(bytes))
+}
+
+/// How many positions the log laid out at the start of `bytes` has, as
+/// [`read_log_name`] reads its name.
+pub(crate) fn read_log_count(bytes: &[u8]) -> Option<u64> {
+    let mut reader = ByteReader::new(bytes);
+    read_log_head(&mut reader)?;
+    reader.varint().ok()
+}
+
+/// Read a version 4 log up to its name, and the name.
+fn read_log_head<'b>(reader: &mut ByteReader<'b>) -> Option<&'b [u8]> {
+    reader.varint().ok()?;
+    reader.varint().ok()?;
+    let flags = reader.u8().ok()?;
+    if flags & FLAG_RETENTION != 0 {
+        reader.varint().ok()?;
+    }
+    if flags & FLAG_TRIMMED != 0 {
+        reader.varint().ok()?;
+    }
+    let name_len = usize::from(reader.u8().ok()?);
+    reader.take(name_len).ok()
+}
+
+
 fn put_positions(out: &mut Vec<u8>, log: &LogState) {
     let mut previous = Position { segment: 0, offset: 0, len: 0 };
     for &position in &log.positions {
@@ -389,7 +437,7 @@ fn put_position(out: &mut Vec<u8>, previous: Position, position: Position) {
     out.put_varint(u64::from(position.len));
 }
 
-fn read_position(reader: &mut ByteReader<'_>, previous: Position) -> Option<Position> {
+pub(crate) fn read_position(reader: &mut ByteReader<'_>, previous: Position) -> Option<Position> {
     let segment = u32::try_from(i64::from(previous.segment).checked_add(unzigzag(reader.varint().ok()?)?)?).ok()?;
     let base = if segment == previous.segment { previous.offset } else { 0 };
     let offset = u32::try_from(i64::from(base).checked_add(unzigzag(reader.varint().ok()?)?)?).ok()?;
@@ -466,9 +514,11 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
     };
 
     let log_count = reader.u32().map_err(bad)?;
-    // Bounded by the bytes: a descriptor takes more than 16.
-    state.logs.reserve((log_count as usize).min(body.len() / 16));
+    // Small logs go straight into the packed set, whose layout is this one
+    // (version 4 on): their states are never built, only checked.
+    let mut packed: Vec<(u32, &[u8])> = Vec::new();
     for _ in 0..log_count {
+        let entry_start = reader.position();
         let (descriptor, base, count) = if version >= VERSION_COMPACT_LOGS_MIN {
             read_log(&mut reader)?
         } else {
@@ -484,8 +534,10 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
         if descriptor.id >= next_log_id {
             return Err(format!("log id {} is beyond the next id {next_log_id}", descriptor.id));
         }
+        let pack = version >= VERSION_COMPACT_LOGS_MIN && count <= PACKED_POSITIONS_MAX as u64;
         // Bounded by the bytes: a position takes at least 3.
-        let mut positions = VecDeque::with_capacity(usize::try_from(count).unwrap_or(usize::MAX).min(body.len() / 3));
+        let capacity = if pack { 0 } else { usize::try_from(count).unwrap_or(usize::MAX).min(body.len() / 3) };
+        let mut positions = VecDeque::with_capacity(capacity);
         let mut previous = Position { segment: 0, offset: 0, len: 0 };
         for _ in 0..count {
             let position = read_position(&mut reader, previous)
@@ -512,17 +564,22 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
                     ));
                 }
             }
-            positions.push_back(position);
+            if !pack {
+                positions.push_back(position);
+            }
         }
         let log = LogState::new(descriptor, base, positions);
         if log.latest() > 0 && log.base != log.earliest() {
             return Err(format!("log {:?}: its first position is not its earliest kept seq", log.descriptor.name));
         }
-        if let Err(log) = state.logs.try_insert(log) {
+        if pack {
+            packed.push((log.descriptor.id, &body[entry_start..reader.position()]));
+        } else if let Err(log) = state.logs.try_insert(log) {
             return Err(format!("log {:?} (id {}) listed twice", log.descriptor.name, log.descriptor.id));
         }
     }
     reader.finish().map_err(|e| format!("checkpoint body: {e}"))?;
+    state.logs.adopt_packed(packed)?;
     Ok(Decoded { state, tail, missing, index_bytes: body.len() as u64 })
 }
 
@@ -610,7 +667,7 @@ mod tests {
     /// comparable order. (Not the loss causes: with no lost position, none
     /// is used, and a replay may keep causes of gaps it filled later.)
     fn summary(state: &State) -> String {
-        let mut logs: Vec<&LogState> = state.logs.values().collect();
+        let mut logs: Vec<_> = state.logs.values().collect();
         logs.sort_by_key(|log| log.descriptor.id);
         let segments: Vec<_> =
             state.segments.iter().map(|(id, s)| (id, s.bytes, s.live_records, s.live_bytes, s.damaged)).collect();
@@ -738,7 +795,7 @@ mod tests {
             crate::journal::format::put_descriptor(&mut out, &log.descriptor);
             out.put_u64(log.base);
             out.put_u32(u32::try_from(log.positions.len()).expect("a short log"));
-            put_positions(&mut out, log);
+            put_positions(&mut out, &log);
         }
         out
     }

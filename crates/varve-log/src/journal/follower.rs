@@ -153,6 +153,7 @@ impl Shared {
             }
         }
         let mut state = self.write_state();
+        state.logs.pack_if_due();
         let resume = follower.segment;
         state.segments.retain(|id, _| on_disk.binary_search(id).is_ok() || *id >= resume);
         let reached_end = published.is_none_or(|end| (follower.segment, follower.offset) >= end);

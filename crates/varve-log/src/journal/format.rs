@@ -322,21 +322,26 @@ pub(crate) fn encode_trim(buf: &mut Vec<u8>, log_id: u32, before: Seq) -> usize 
 /// A segment header (the fields of a [`SegmentHeader`]), its logs lent
 /// rather than owned: a writer rolling a segment in a namespace of 400k
 /// logs spent 44 ms copying their descriptors for the header.
-pub(crate) fn encode_segment_header<'a>(
+/// `logs` yields exactly `count` descriptors.
+pub(crate) fn encode_segment_header(
     buf: &mut Vec<u8>,
     format_version: u16,
     segment_id: u32,
     next_log_id: u32,
-    logs: impl ExactSizeIterator<Item = &'a LogDescriptor>,
+    logs: impl Iterator<Item = impl std::borrow::Borrow<LogDescriptor>>,
+    count: usize,
 ) -> usize {
     let mut frame = FrameEncoder::begin(buf, FrameKind::SegmentHeader);
     frame.put_u16(format_version);
     frame.put_u32(segment_id);
     frame.put_u32(next_log_id);
-    frame.put_u32(u32::try_from(logs.len()).expect("log count fits u32"));
+    frame.put_u32(u32::try_from(count).expect("log count fits u32"));
+    let mut written = 0;
     for log in logs {
-        frame.descriptor(log);
+        frame.descriptor(log.borrow());
+        written += 1;
     }
+    assert_eq!(written, count, "a segment header lists as many logs as it says");
     frame.finish()
 }
 

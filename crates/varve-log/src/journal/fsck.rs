@@ -215,7 +215,9 @@ fn lose_records_in(state: &mut State, id: u32, cause: LossCause) -> u64 {
         .logs
         .values()
         .flat_map(|log| {
-            log.entries().filter(move |(_, p)| p.segment == id).map(move |(seq, _)| (log.descriptor.id, seq))
+            let log_id = log.descriptor.id;
+            let seqs: Vec<Seq> = log.entries().filter(|(_, p)| p.segment == id).map(|(seq, _)| seq).collect();
+            seqs.into_iter().map(move |seq| (log_id, seq))
         })
         .collect();
     for (log_id, seq) in &targets {
@@ -237,7 +239,7 @@ fn losses_of(state: &State) -> Vec<Loss> {
 }
 
 fn loss_of(state: &State, run: &crate::journal::state::LostRun) -> Loss {
-    let log = &state.logs[run.log_id];
+    let log = state.logs.get(run.log_id).expect("a lost run's log exists");
     let cause = &state.loss_causes[run.cause];
     Loss {
         log: log.descriptor.name.clone(),

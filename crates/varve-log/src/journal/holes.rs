@@ -31,7 +31,7 @@ impl Hole {
 /// sum of the lengths of the holes up to and including it, plus `trimmed`
 /// (the hole seqs trimmed from the front since), so trimming the front
 /// changes one number instead of every entry.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Holes {
     list: VecDeque<(Hole, u64)>,
     trimmed: u64,

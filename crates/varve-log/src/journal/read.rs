@@ -58,7 +58,7 @@ pub(super) enum LogRef<'a> {
 }
 
 impl<'a> LogRef<'a> {
-    fn find(self, state: &State) -> Option<&crate::journal::state::LogState> {
+    fn find(self, state: &State) -> Option<crate::journal::catalog::LogView<'_>> {
         match self {
             LogRef::Name(name) => state.log_by_name(name),
             LogRef::Id(id, _) => state.logs.get(id),

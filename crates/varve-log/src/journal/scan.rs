@@ -291,7 +291,7 @@ impl Scanner<'_, '_> {
                 Some(_) | None => None,
             };
             if let Some(log_id) = blamed {
-                let next = self.state.logs[log_id].latest() + 1;
+                let next = self.state.logs.get(log_id).expect("blamed logs exist").latest() + 1;
                 let applied = self.state.salvage_append(log_id, next, Position::lost(cause), || unreachable!("no gap"));
                 debug_assert!(applied.is_ok());
             }

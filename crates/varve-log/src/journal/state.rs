@@ -9,6 +9,7 @@
 //! and skipped by the caller, and records that should exist but are in no
 //! intact frame are marked *lost* rather than making the namespace unreadable.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 
 use crate::contract::{LogInfo, Seq, SEQ_MAX};
 pub(crate) use crate::error::LossCause;
-use crate::journal::catalog::Catalog;
+use crate::journal::catalog::{Catalog, LogView};
 use crate::journal::footprint::JournalMemory;
 use crate::journal::format::{encode_segment_header, LogDescriptor, SegmentHeader, ENTRY_HEADER_BYTES, FORMAT_VERSION};
 pub(crate) use crate::journal::holes::Hole;
@@ -35,6 +36,9 @@ pub(crate) struct Position {
     pub(crate) offset: u32,
     pub(crate) len: u32,
 }
+
+/// The most records a log may index and still be packed.
+pub(crate) const PACKED_POSITIONS_MAX: usize = 64;
 
 /// No segment has this id (ids are at most `u32::MAX - 1`, see `roll`).
 const LOST_SEGMENT: u32 = u32::MAX;
@@ -69,7 +73,7 @@ pub(crate) struct LostRun {
 /// exactly one of `holes` or have a slot in `positions`, in seq order; so
 /// `base + positions.len() + Σ hole lengths == latest + 1`, and
 /// `base == latest + 1` when the log keeps nothing.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct LogState {
     pub(crate) descriptor: LogDescriptor,
     /// The first seq the index covers (of `positions[0]`, or of the first
@@ -89,6 +93,15 @@ impl LogState {
 
     pub(crate) fn latest(&self) -> Seq {
         self.descriptor.latest
+    }
+
+    /// Whether the catalog may pack it (`packed.rs`): a small index (so
+    /// thawing it is cheap) with no seq lost (the packed layout, the index
+    /// checkpoint's, has no holes and damage is rare).
+    pub(crate) fn packable(&self) -> bool {
+        self.holes.is_none()
+            && self.positions.len() <= PACKED_POSITIONS_MAX
+            && self.positions.iter().all(|position| position.lost_cause().is_none())
     }
 
     pub(crate) fn holes(&self) -> impl Iterator<Item = Hole> + '_ {
@@ -292,17 +305,26 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub(crate) fn log_by_name(&self, name: &str) -> Option<&LogState> {
+    pub(crate) fn log_by_name(&self, name: &str) -> Option<LogView<'_>> {
         self.logs.by_name(name)
     }
 
     /// Encode the header of segment `segment_id`: the whole catalog, logs in
     /// id order; returns its length.
     pub(crate) fn encode_catalog(&self, buf: &mut Vec<u8>, segment_id: u32) -> usize {
-        let mut logs: Vec<&LogDescriptor> = self.logs.values().map(|log| &log.descriptor).collect();
+        let mut hot: Vec<&LogDescriptor> = self.logs.hot().map(|log| &log.descriptor).collect();
         // Stable: linear on the id order in which logs are mostly created.
-        logs.sort_by_key(|d| d.id);
-        encode_segment_header(buf, FORMAT_VERSION, segment_id, self.next_log_id, logs.into_iter())
+        hot.sort_by_key(|d| d.id);
+        let mut hot = hot.into_iter().map(Cow::Borrowed).peekable();
+        // Packed logs come in id order; decoded one at a time.
+        let mut packed = self.logs.packed_descriptors().map(Cow::<LogDescriptor>::Owned).peekable();
+        let merged = std::iter::from_fn(|| match (hot.peek(), packed.peek()) {
+            (Some(h), Some(p)) if p.id < h.id => packed.next(),
+            (Some(_), _) => hot.next(),
+            (None, _) => packed.next(),
+        });
+        let count = self.logs.len();
+        encode_segment_header(buf, FORMAT_VERSION, segment_id, self.next_log_id, merged.take(count), count)
     }
 
     /// Record why records are lost; returns the index lost positions carry.
@@ -438,7 +460,7 @@ impl State {
                     continue;
                 }
             }
-            let log = &self.logs[descriptor.id];
+            let log = self.logs.get(descriptor.id).expect("created above");
             if log.descriptor.name != descriptor.name || log.descriptor.config != descriptor.config {
                 problems.push(format!("segment header disagrees about log id {}", descriptor.id));
                 continue;
@@ -477,7 +499,7 @@ impl State {
     /// The caller has checked that `latest` is at most [`SEQ_MAX`] and at
     /// least the log's latest.
     fn skip_to(&mut self, log_id: u32, latest: Seq, gap_cause: &LossCause) {
-        let log = &self.logs[log_id];
+        let log = self.logs.get(log_id).expect("the caller checked that the log exists");
         let old_latest = log.latest();
         debug_assert!(old_latest <= latest && latest <= SEQ_MAX);
         if latest == old_latest {
@@ -580,7 +602,9 @@ impl State {
             }
             _ => runs.push(run),
         };
-        for log in self.logs.values() {
+        // Packed logs lose nothing: only a log with no seq lost is packed,
+        // and marking one lost thaws it first.
+        for log in self.logs.hot() {
             let log_id = log.descriptor.id;
             let hole_run = |h: Hole| LostRun { log_id, first: h.first, last: h.last, cause: h.cause };
             // Holes and lost positions, merged in seq order.
@@ -595,17 +619,27 @@ impl State {
             holes.for_each(|hole| add(hole_run(hole)));
             debug_assert!(log.latest() == 0 || log.base == log.earliest());
         }
-        runs.sort_by(|a, b| {
-            (&self.logs[a.log_id].descriptor.name, a.first).cmp(&(&self.logs[b.log_id].descriptor.name, b.first))
-        });
+        let names: HashMap<u32, String> = runs
+            .iter()
+            .filter_map(|run| Some((run.log_id, self.logs.get(run.log_id)?.descriptor.name.clone())))
+            .collect();
+        runs.sort_by(|a, b| (names.get(&a.log_id), a.first).cmp(&(names.get(&b.log_id), b.first)));
         runs
     }
 
     /// What the logs hold in memory (the writer's checkpoint buffer aside).
     pub(crate) fn memory(&self) -> JournalMemory {
         let (log_states, lookup_tables) = self.logs.heap_bytes();
-        let mut memory = JournalMemory { log_states, lookup_tables, ..JournalMemory::default() };
-        for log in self.logs.values() {
+        let mut memory = JournalMemory {
+            log_states,
+            lookup_tables,
+            logs: self.logs.packed_len() as u64,
+            packed: self.logs.packed_len() as u64,
+            records: self.logs.packed_records(),
+            packed_logs: self.logs.packed_bytes(),
+            ..JournalMemory::default()
+        };
+        for log in self.logs.hot() {
             memory.logs += 1;
             memory.records += log.positions.len() as u64;
             memory.names += log.descriptor.name.capacity() as u64;
@@ -615,7 +649,7 @@ impl State {
     }
 
     pub(crate) fn infos(&self) -> Vec<LogInfo> {
-        let mut infos: Vec<LogInfo> = self.logs.values().map(LogState::info).collect();
+        let mut infos: Vec<LogInfo> = self.logs.values().map(|log| log.info()).collect();
         infos.sort_by(|a, b| a.name.cmp(&b.name));
         infos
     }

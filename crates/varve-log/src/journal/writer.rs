@@ -64,7 +64,8 @@ pub(super) struct Writer {
     /// It hands back the index's buffer when it is done.
     pub(super) checkpoint_write: Option<std::thread::JoinHandle<Vec<u8>>>,
     /// The buffer of the last checkpoint saved, kept for the next (see
-    /// `Index::encode_into`): memory the size of one index, held.
+    /// `Index::encode_into`): memory the size of one index but its packed
+    /// logs (which a save shares rather than copies), held.
     pub(super) checkpoint_buffer: Vec<u8>,
     /// The most bytes a save has written into that buffer: the part of it
     /// in memory (it grows by doubling, and pages never written take none),
@@ -295,6 +296,7 @@ impl Shared {
     /// the next write retries. A failed fsync has poisoned the namespace,
     /// which the operation's durability wait reports.
     pub(super) fn housekeep(&self, writer: &mut Writer) {
+        self.write_state().logs.pack_if_due();
         if self.delete_dead_segments(writer).is_ok() && self.over_disk_budget(writer) {
             let _ = self.compact(writer);
         }
@@ -335,7 +337,7 @@ impl Shared {
             writer.checkpoint_buffer_written = 0;
             return;
         };
-        writer.checkpoint_buffer_written = writer.checkpoint_buffer_written.max(index.len());
+        writer.checkpoint_buffer_written = writer.checkpoint_buffer_written.max(index.buffer_len());
         let (durability, name, dir, written) =
             (Arc::clone(&self.durability), self.name.clone(), self.dir.clone(), writer.written_total);
         let spawned = std::thread::Builder::new().name("varve-checkpoint".into()).spawn(move || {
@@ -555,7 +557,7 @@ impl Shared {
         let earliest = {
             let mut state = self.write_state();
             state.apply_trim(id, before).map_err(|reason| self.poison_inconsistent(&reason))?;
-            state.logs[id].earliest()
+            state.logs.get(id).expect("trimmed above").earliest()
         };
         self.housekeep(&mut writer);
         let written = writer.written_total;
