@@ -221,15 +221,19 @@ impl Catalog {
         debug_assert!(renames.iter().all(|(id, name)| self.by_name(name).map(|l| l.descriptor.id) == Some(*id)));
     }
 
-    /// Pack the small hot logs if they are due (see the module docs);
-    /// returns whether it packed.
-    pub(crate) fn pack_if_due(&mut self) -> bool {
+    /// Whether the small hot logs are due to be packed (see the module docs).
+    pub(crate) fn pack_due(&self) -> bool {
         let packable = self.slots.len().saturating_sub(self.unpackable);
-        if packable <= self.hot_logs_min.max(self.packed.len() / PACKED_PER_HOT) {
-            return false;
+        packable > self.hot_logs_min.max(self.packed.len() / PACKED_PER_HOT)
+    }
+
+    /// Pack the small hot logs if they are due; returns whether it packed.
+    pub(crate) fn pack_if_due(&mut self) -> bool {
+        let due = self.pack_due();
+        if due {
+            self.pack();
         }
-        self.pack();
-        true
+        due
     }
 
     /// Pack every small, whole hot log with the packed ones into a new set.

@@ -417,7 +417,6 @@ fn read_log_head<'b>(reader: &mut ByteReader<'b>) -> Option<&'b [u8]> {
     reader.take(name_len).ok()
 }
 
-
 fn put_positions(out: &mut Vec<u8>, log: &LogState) {
     let mut previous = Position { segment: 0, offset: 0, len: 0 };
     for &position in &log.positions {

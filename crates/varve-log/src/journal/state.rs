@@ -481,6 +481,11 @@ impl State {
                 ));
                 continue;
             }
+            // A log the header tells nothing new stays as it is (a packed
+            // one is not thawed): its index already starts at its earliest.
+            if descriptor.latest == log.latest() && descriptor.trimmed_before <= log.descriptor.trimmed_before {
+                continue;
+            }
             // A floor a reclaimed segment's trim set: first, so that the
             // records below it are trimmed, not counted lost, by the skip.
             let log = self.logs.get_mut(descriptor.id).expect("checked above");

@@ -296,7 +296,10 @@ impl Shared {
     /// the next write retries. A failed fsync has poisoned the namespace,
     /// which the operation's durability wait reports.
     pub(super) fn housekeep(&self, writer: &mut Writer) {
-        self.write_state().logs.pack_if_due();
+        // Checked under the read lock: most writes find nothing due.
+        if self.read_state().logs.pack_due() {
+            self.write_state().logs.pack_if_due();
+        }
         if self.delete_dead_segments(writer).is_ok() && self.over_disk_budget(writer) {
             let _ = self.compact(writer);
         }
