@@ -865,8 +865,9 @@ fn memory_counts_logs_records_and_the_checkpoint_buffer() {
 }
 
 /// Small logs that nothing changed lately are packed (with `hot_logs_min`
-/// 0, at nearly every write), and read, appended to, renamed, deleted,
-/// checkpointed and reopened exactly as decoded ones are.
+/// 0, at nearly every write, on a thread of their own, while writes go on;
+/// and at an open, from the checkpoint), and read, appended to, renamed,
+/// deleted, checkpointed and reopened exactly as decoded ones are.
 #[test]
 fn packed_logs_read_and_change_as_decoded_ones_do() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -886,8 +887,15 @@ fn packed_logs_read_and_change_as_decoded_ones_do() {
             }
         }
         let memory = ns.memory();
-        assert!(memory.packed > 1_000 && memory.packed_logs > 0, "most logs packed: {memory:?}");
         assert_eq!((memory.logs, memory.records), (2_000, 6_000), "{memory:?}");
+    }
+    {
+        // The open takes every small log from the checkpoint packed.
+        let ns = open(dir.path(), options);
+        let memory = ns.memory();
+        assert_eq!((memory.logs, memory.packed, memory.records), (2_000, 2_000, 6_000), "{memory:?}");
+        assert!(memory.packed_logs > 0 && memory.indexes == 0, "{memory:?}");
+        assert_eq!(ns.get("node.01234", 3).expect("a packed log's record"), vec![2u8; 16]);
         // Change some packed logs: each thaws, and the rest stay readable.
         for name in names.iter().step_by(7) {
             assert_eq!(ns.append(name, b"more").expect("append to a packed log"), 4);

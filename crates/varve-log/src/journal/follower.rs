@@ -153,9 +153,12 @@ impl Shared {
             }
         }
         let mut state = self.write_state();
-        state.logs.pack_if_due();
+        let packed = state.logs.pack_if_due();
         let resume = follower.segment;
         state.segments.retain(|id, _| on_disk.binary_search(id).is_ok() || *id >= resume);
+        // The packed logs' states are freed after the lock is let go.
+        drop(state);
+        drop(packed);
         let reached_end = published.is_none_or(|end| (follower.segment, follower.offset) >= end);
         Ok(Pass { changed, skipped_deleted, reached_end })
     }

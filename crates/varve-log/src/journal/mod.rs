@@ -511,7 +511,7 @@ impl JournalNamespace {
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };
         state.logs.set_hot_logs_min(options.hot_logs_min);
-        state.logs.pack_if_due();
+        drop(state.logs.pack_if_due());
         report.duration = started.elapsed();
         let active = writer.as_ref().map(|w| w.lock().unwrap_or_else(PoisonError::into_inner).active.clone());
         let shared = Arc::new(Shared {

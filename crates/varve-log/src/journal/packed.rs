@@ -70,13 +70,6 @@ pub(crate) enum NotPacked {
     NameTwice(String),
 }
 
-/// What a new pack is built from, in id order: an entry of the set before
-/// (copied as bytes) or a hot log (encoded).
-pub(crate) enum Source<'a> {
-    Packed(&'a [u8]),
-    Hot(&'a LogState),
-}
-
 /// The live entries of a packed set at one moment, for a checkpoint to
 /// write after the set has moved on.
 #[derive(Debug)]
@@ -86,10 +79,58 @@ pub(crate) struct PackedSnapshot {
     live_bytes: usize,
 }
 
+/// Hot logs encoded for a pack, ascending by id.
+#[derive(Debug, Default)]
+pub(crate) struct EncodedLogs {
+    ids: Vec<u32>,
+    ends: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl EncodedLogs {
+    /// Add `log`, whose id is above every id added so far.
+    pub(crate) fn push(&mut self, log: &LogState) {
+        debug_assert!(self.ids.last().is_none_or(|&last| last < log.descriptor.id));
+        put_log(&mut self.bytes, log);
+        self.ids.push(log.descriptor.id);
+        self.ends.push(self.bytes.len());
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.ids.iter().zip(starts.zip(&self.ends)).map(|(&id, (start, &end))| (id, &self.bytes[start..end]))
+    }
+}
+
 impl PackedSnapshot {
     /// The live entries, each as the index checkpoint lays a log out.
     pub(crate) fn entries(&self) -> impl Iterator<Item = &[u8]> {
-        (0..self.set.ids.len()).filter(|&o| !is_gone(&self.gone, o)).map(|o| self.set.entry(o))
+        self.entries_with_ids().map(|(_, entry)| entry)
+    }
+
+    /// The live entries with their logs' ids, ascending.
+    fn entries_with_ids(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        (0..self.set.ids.len()).filter(|&o| !is_gone(&self.gone, o)).map(|o| (self.set.ids[o], self.set.entry(o)))
+    }
+
+    /// A new set of these entries and `hot`'s (no id in both): the work
+    /// of a pack, which needs nothing but its inputs, so it can run on a
+    /// thread of its own.
+    pub(crate) fn merge(&self, hot: &EncodedLogs, hasher: &RandomState) -> Result<PackedLogs, NotPacked> {
+        let mut hot_entries = hot.entries().peekable();
+        let mut cold = self.entries_with_ids().peekable();
+        let merged = std::iter::from_fn(|| match (hot_entries.peek(), cold.peek()) {
+            (Some((h, _)), Some((c, _))) if c < h => cold.next(),
+            (Some(_), _) => hot_entries.next(),
+            (None, _) => cold.next(),
+        });
+        let count = hot.len() + self.set.ids.len();
+        let bytes = self.live_bytes + hot.bytes.len();
+        PackedLogs::build(merged, count, bytes, hasher)
     }
 
     /// Bytes of the live entries.
@@ -106,10 +147,11 @@ impl PackedSet {
 }
 
 impl PackedLogs {
-    /// Build a set from `sources`, which must ascend by id with no id
-    /// twice, and have no name twice.
+    /// Build a set from `entries` (logs as the index checkpoint lays them
+    /// out, with their ids), which must ascend by id with no id twice, and
+    /// have no name twice.
     pub(crate) fn build<'a>(
-        sources: impl Iterator<Item = (u32, Source<'a>)>,
+        entries: impl Iterator<Item = (u32, &'a [u8])>,
         count: usize,
         bytes_hint: usize,
         hasher: &RandomState,
@@ -120,16 +162,13 @@ impl PackedLogs {
             offsets: Vec::with_capacity(count),
             by_name: HashTable::with_capacity(count),
         };
-        for (id, source) in sources {
+        for (id, entry) in entries {
             if set.ids.last().is_some_and(|&last| last >= id) {
                 return Err(NotPacked::IdTwice(id));
             }
             set.offsets.push(u32::try_from(set.bytes.len()).map_err(|_| NotPacked::TooLarge)?);
             set.ids.push(id);
-            match source {
-                Source::Packed(entry) => set.bytes.extend_from_slice(entry),
-                Source::Hot(log) => put_log(&mut set.bytes, log),
-            }
+            set.bytes.extend_from_slice(entry);
         }
         u32::try_from(set.bytes.len()).map_err(|_| NotPacked::TooLarge)?;
         for ordinal in 0..set.ids.len() {
@@ -153,12 +192,6 @@ impl PackedLogs {
             live_bytes: set.bytes.len(),
             set: Arc::new(set),
         })
-    }
-
-    /// Room for the next set built from this one: its bytes and a quarter
-    /// more (for the hot logs packed with them).
-    pub(crate) fn bytes_hint(&self) -> usize {
-        self.live_bytes + self.live_bytes / 4
     }
 
     /// Live entries.

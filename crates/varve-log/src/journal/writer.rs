@@ -298,7 +298,9 @@ impl Shared {
     pub(super) fn housekeep(&self, writer: &mut Writer) {
         // Checked under the read lock: most writes find nothing due.
         if self.read_state().logs.pack_due() {
-            self.write_state().logs.pack_if_due();
+            // Dropped after the lock is let go.
+            let packed = self.write_state().logs.pack_if_due();
+            drop(packed);
         }
         if self.delete_dead_segments(writer).is_ok() && self.over_disk_budget(writer) {
             let _ = self.compact(writer);
