@@ -869,6 +869,33 @@ fn memory_counts_logs_records_and_the_checkpoint_buffer() {
 /// and at an open, from the checkpoint), and read, appended to, renamed,
 /// deleted, checkpointed and reopened exactly as decoded ones are.
 #[test]
+fn a_built_pack_is_swapped_in_with_no_further_write() {
+    // The last write begins a pack (the hot logs are due) on a thread of
+    // its own; nothing is written after it, so only that thread can swap
+    // the built set in (an idle namespace held both sets before).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = JournalOptions { sync: SyncPolicy::Never, hot_logs_min: 500, ..JournalOptions::default() };
+    let ns = open(dir.path(), options);
+    for i in 0..=500 {
+        ns.create_log(&format!("node.{i:03}"), LogConfig::unbounded()).expect("create");
+    }
+    // Creating a log does not housekeep; this append does, and begins the pack.
+    assert_eq!(ns.append("node.000", b"last write").expect("append"), 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let memory = loop {
+        let memory = ns.memory();
+        if memory.packed == 501 || std::time::Instant::now() > deadline {
+            break memory;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!((memory.logs, memory.packed), (501, 501), "the pack was not swapped in within 60 s: {memory:?}");
+    assert_eq!(ns.latest("node.250").expect("a packed log"), 0);
+    assert_eq!(ns.append("node.250", b"after").expect("append to a packed log"), 1);
+    assert_eq!(ns.get("node.250", 1).expect("get"), b"after".to_vec());
+}
+
+#[test]
 fn packed_logs_read_and_change_as_decoded_ones_do() {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = JournalOptions {

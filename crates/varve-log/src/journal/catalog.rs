@@ -32,7 +32,8 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::hash::BuildHasher;
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
@@ -66,13 +67,28 @@ pub(crate) struct Catalog {
     hot_logs_min: usize,
     /// A pack being built, if one is.
     pending: Option<PendingPack>,
+    /// Run on a pack's thread once the pack is built, to swap it in.
+    on_built: PackBuilt,
+}
+
+/// What a pack's thread runs once the pack is built: the namespace sets it
+/// to swap the pack in (`Catalog::swap_built_pack`) under its lock, so that
+/// an idle namespace does not hold the old set and the new one until the
+/// next write. Unset, the next `pack_if_due` swaps the pack in.
+#[derive(Clone, Default)]
+struct PackBuilt(Arc<OnceLock<Box<dyn Fn() + Send + Sync>>>);
+
+impl std::fmt::Debug for PackBuilt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "PackBuilt(set)" } else { "PackBuilt(unset)" })
+    }
 }
 
 /// A new packed set being built from the packed logs and the hot ones
 /// that were small and whole when it began (`Catalog::begin_pack`).
 #[derive(Debug)]
 struct PendingPack {
-    build: Built,
+    built: Arc<BuiltPack>,
     /// The hot logs it packs, by id, ascending.
     packing: Vec<u32>,
     /// Logs changed or removed since it began (thawed ones too): their
@@ -80,18 +96,33 @@ struct PendingPack {
     changed: HashSet<u32, RandomState>,
 }
 
-#[derive(Debug)]
-enum Built {
-    Thread(std::thread::JoinHandle<Result<PackedLogs, NotPacked>>),
-    /// Built in place (no thread to be had).
-    Here(Result<PackedLogs, NotPacked>),
+/// Where a pack's thread leaves the set it built. The thread is not
+/// joined: it may be waiting for the namespace's lock to swap the set in
+/// while the lock's holder looks here.
+#[derive(Debug, Default)]
+struct BuiltPack {
+    set: Mutex<Option<Result<PackedLogs, NotPacked>>>,
+    ready: Condvar,
 }
 
-impl Built {
-    fn is_finished(&self) -> bool {
-        match self {
-            Built::Thread(handle) => handle.is_finished(),
-            Built::Here(_) => true,
+impl BuiltPack {
+    fn put(&self, built: Result<PackedLogs, NotPacked>) {
+        *self.set.lock().unwrap_or_else(PoisonError::into_inner) = Some(built);
+        self.ready.notify_all();
+    }
+
+    fn is_ready(&self) -> bool {
+        self.set.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+    }
+
+    /// The set, once built (waits for it).
+    fn take(&self) -> Result<PackedLogs, NotPacked> {
+        let mut set = self.set.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(built) = set.take() {
+                return built;
+            }
+            set = self.ready.wait(set).unwrap_or_else(PoisonError::into_inner);
         }
     }
 }
@@ -107,6 +138,7 @@ impl Default for Catalog {
             unpackable: 0,
             hot_logs_min: HOT_LOGS_MIN,
             pending: None,
+            on_built: PackBuilt::default(),
         }
     }
 }
@@ -263,7 +295,7 @@ impl Catalog {
     /// docs), or a pack built on its own thread is ready to swap in.
     pub(crate) fn pack_due(&self) -> bool {
         if let Some(pending) = &self.pending {
-            return pending.build.is_finished();
+            return pending.built.is_ready();
         }
         let packable = self.slots.len().saturating_sub(self.unpackable);
         packable > self.hot_logs_min.max(self.packed.len() / PACKED_PER_HOT)
@@ -283,6 +315,19 @@ impl Catalog {
             self.begin_pack();
             Vec::new()
         }
+    }
+
+    /// Have a pack's thread swap the pack in through `swap` once built
+    /// (set once: later calls change nothing).
+    pub(crate) fn on_pack_built(&mut self, swap: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_built.0.set(Box::new(swap));
+    }
+
+    /// Swap in the pack under way if it is built, and begin none: what
+    /// `on_pack_built`'s `swap` calls. Returns what `pack_if_due` does.
+    #[must_use = "drop the packed logs' states after the lock"]
+    pub(crate) fn swap_built_pack(&mut self) -> Vec<LogState> {
+        self.finish_pack(false)
     }
 
     /// Pack every small, whole hot log with the packed ones into a new set,
@@ -313,14 +358,26 @@ impl Catalog {
         }
         let packing: Vec<u32> = to_pack.iter().map(|&(id, _)| id).collect();
         let inputs = Arc::new((self.packed.snapshot(), hot, self.hasher.clone()));
-        let shared = Arc::clone(&inputs);
-        let build = move || shared.0.merge(&shared.1, &shared.2);
-        let (build, inline) = match std::thread::Builder::new().name("varve-pack".into()).spawn(build) {
-            Ok(handle) => (Built::Thread(handle), false),
-            Err(_) => (Built::Here(inputs.0.merge(&inputs.1, &inputs.2)), true),
+        let built = Arc::new(BuiltPack::default());
+        let (shared, put, on_built) = (Arc::clone(&inputs), Arc::clone(&built), self.on_built.clone());
+        let job = move || {
+            // A panic (a bug) leaves the hot logs decoded, as a set too
+            // large does, rather than a pack that never finishes.
+            let set = std::panic::catch_unwind(AssertUnwindSafe(|| shared.0.merge(&shared.1, &shared.2)));
+            drop(shared);
+            put.put(set.unwrap_or(Err(NotPacked::TooLarge)));
+            if let Some(swap) = on_built.0.get() {
+                swap();
+            }
         };
-        self.pending = Some(PendingPack { build, packing, changed: HashSet::default() });
-        if inline {
+        let spawned = std::thread::Builder::new().name("varve-pack".into()).spawn(job).is_ok();
+        if !spawned {
+            // No thread to be had: built here.
+            built.put(inputs.0.merge(&inputs.1, &inputs.2));
+        }
+        drop(inputs);
+        self.pending = Some(PendingPack { built, packing, changed: HashSet::default() });
+        if !spawned {
             drop(self.finish_pack(true));
         }
     }
@@ -329,15 +386,11 @@ impl Catalog {
     /// the entries of logs changed since it began, which stay hot; returns
     /// the states of the hot logs it packed.
     fn finish_pack(&mut self, wait: bool) -> Vec<LogState> {
-        let Some(pending) = self.pending.take_if(|pending| wait || pending.build.is_finished()) else {
+        let Some(pending) = self.pending.take_if(|pending| wait || pending.built.is_ready()) else {
             return Vec::new();
         };
-        let PendingPack { build, packing, changed } = pending;
-        let built = match build {
-            Built::Thread(handle) => handle.join().unwrap_or(Err(NotPacked::TooLarge)),
-            Built::Here(built) => built,
-        };
-        let Ok(mut packed) = built else {
+        let PendingPack { built, packing, changed } = pending;
+        let Ok(mut packed) = built.take() else {
             // Past what a set can address (ids and names are unique here,
             // and the build cannot panic but by a bug): the hot logs stay
             // decoded.

@@ -386,7 +386,9 @@ struct Shared {
     options: JournalOptions,
     /// Every write to the file system goes through here (see `io.rs`).
     io: Arc<dyn SegmentIo>,
-    state: RwLock<State>,
+    /// Shared with the catalog's pack threads (weakly), which swap in the
+    /// packs they build.
+    state: Arc<RwLock<State>>,
     /// Writer handles only. Lock order: `writer`, then `state`, then `durability`.
     writer: Option<Mutex<Writer>>,
     /// Read-only handles only: where catch-up scanning resumes.
@@ -511,7 +513,6 @@ impl JournalNamespace {
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };
         state.logs.set_hot_logs_min(options.hot_logs_min);
-        drop(state.logs.pack_if_due());
         report.duration = started.elapsed();
         let active = writer.as_ref().map(|w| w.lock().unwrap_or_else(PoisonError::into_inner).active.clone());
         let shared = Arc::new(Shared {
@@ -519,7 +520,7 @@ impl JournalNamespace {
             dir: dir.to_owned(),
             options,
             io: io.clone(),
-            state: RwLock::new(state),
+            state: Arc::new(RwLock::new(state)),
             writer,
             follower,
             durability: Arc::new(Durability::new(active, io)),
@@ -528,6 +529,7 @@ impl JournalNamespace {
             report: RecoveryReport::default(),
             _lock: lock,
         });
+        shared.start_packing();
         if let Some(writer) = &shared.writer {
             let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
             shared.install_active_segment(&mut writer);
@@ -714,6 +716,26 @@ impl Shared {
         }
         let target = self.durability.lock().written;
         self.durability.wait_durable(&self.name, target)
+    }
+}
+
+impl Shared {
+    /// Have the catalog's pack threads swap in the packs they build, then
+    /// begin a pack if one is due (before any other can begin). They hold
+    /// the state weakly, and the state only: a pack's thread keeps neither
+    /// the namespace open nor its lock file held.
+    fn start_packing(&self) {
+        let weak_state = Arc::downgrade(&self.state);
+        let mut state = self.write_state();
+        state.logs.on_pack_built(move || {
+            if let Some(state) = weak_state.upgrade() {
+                let packed = state.write().unwrap_or_else(PoisonError::into_inner).logs.swap_built_pack();
+                drop(packed); // after the lock
+            }
+        });
+        let packed = state.logs.pack_if_due();
+        drop(state);
+        drop(packed);
     }
 }
 
