@@ -137,7 +137,14 @@ pub struct ScaleReport {
     /// part of it is `journal_memory`; the rest is the node cache, the
     /// allocator's rounding and the freed memory it keeps).
     pub journal_anon_mib: f64,
+    /// The same after the namespace idled [`IDLE_SECONDS`] (synced, no
+    /// write): what it keeps once work under way in the background (a
+    /// pack of small logs) has ended.
+    pub journal_idle_anon_mib: f64,
 }
+
+/// How long the journal idles before its heap is read again.
+pub const IDLE_SECONDS: u64 = 3;
 
 /// In-memory maps timed on the same keys in the same order: what the
 /// memory hierarchy alone makes an insert cost as the map grows, for the
@@ -321,6 +328,8 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
         report.journal_memory_seconds = counting.elapsed().as_secs_f64();
         report.journal_anon_mib = rss_mib().2;
         journal.sync()?;
+        std::thread::sleep(Duration::from_secs(IDLE_SECONDS));
+        report.journal_idle_anon_mib = rss_mib().2;
         // What a crash now would leave: every frame written, in the page cache.
         copy_tree(&dir, &fresh_dir(&config.base, "pds-scale-crash")?)?;
         report.crash_checkpoint_bytes =
@@ -455,12 +464,14 @@ impl ScaleReport {
         let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
         let _ = writeln!(
             out,
-            "journal memory after the inserts: {:.0} MiB of the {:.0} MiB heap ({:.0} B per log; {} logs, {} records): \
+            "journal memory after the inserts: {:.0} MiB of the {:.0} MiB heap ({:.0} MiB after {IDLE_SECONDS} s idle; \
+             {:.0} B per log; {} logs, {} records): \
              log states {:.0}, names {:.0}, indexes {:.0}, lookup tables {:.0}, packed logs {:.0} ({} logs), \
              checkpoint buffer {:.0} MiB; \
              counted in {:.1} ms",
             mib(m.total()),
             self.journal_anon_mib,
+            self.journal_idle_anon_mib,
             m.total() as f64 / m.logs.max(1) as f64,
             m.logs,
             m.records,
