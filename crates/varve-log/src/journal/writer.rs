@@ -478,6 +478,9 @@ impl Shared {
         format::encode_create(&mut writer.frame, &descriptor);
         self.write_catalog_frame(&mut writer)?;
         self.write_state().apply_create(descriptor).map_err(|reason| self.poison_inconsistent(&reason))?;
+        // Every frame is followed by housekeeping: a namespace that only
+        // creates logs packs and checkpoints them too.
+        self.housekeep(&mut writer);
         let written = writer.written_total;
         drop(writer);
         self.acknowledge(written)
@@ -527,6 +530,7 @@ impl Shared {
         format::encode_rename(&mut writer.frame, &pairs);
         self.write_catalog_frame(&mut writer)?;
         self.write_state().apply_rename(&by_id).map_err(|reason| self.poison_inconsistent(&reason))?;
+        self.housekeep(&mut writer);
         let written = writer.written_total;
         drop(writer);
         self.notifier.notify();
