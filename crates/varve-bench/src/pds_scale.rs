@@ -40,6 +40,8 @@ pub struct ScaleConfig {
     pub node_cache_entries: usize,
     /// The journal's [`JournalOptions::checkpoint_bytes_min`].
     pub checkpoint_bytes_min: u64,
+    /// The journal's [`JournalOptions::packed_in_file_bytes_min`].
+    pub packed_in_file_bytes_min: u64,
 }
 
 impl ScaleConfig {
@@ -54,6 +56,7 @@ impl ScaleConfig {
             memory: true,
             node_cache_entries: varve_pds::NODE_CACHE_ENTRIES_DEFAULT,
             checkpoint_bytes_min: JournalOptions::default().checkpoint_bytes_min,
+            packed_in_file_bytes_min: JournalOptions::default().packed_in_file_bytes_min,
         }
     }
 
@@ -68,6 +71,7 @@ impl ScaleConfig {
             memory: true,
             node_cache_entries: varve_pds::NODE_CACHE_ENTRIES_DEFAULT,
             checkpoint_bytes_min: JournalOptions::default().checkpoint_bytes_min,
+            packed_in_file_bytes_min: JournalOptions::default().packed_in_file_bytes_min,
         }
     }
 }
@@ -315,6 +319,7 @@ pub fn run(config: &ScaleConfig, progress: &mut dyn FnMut(&str, u64, u64)) -> Re
     let options = JournalOptions {
         sync: SyncPolicy::Group(Duration::from_millis(5)),
         checkpoint_bytes_min: config.checkpoint_bytes_min,
+        packed_in_file_bytes_min: config.packed_in_file_bytes_min,
         ..JournalOptions::default()
     };
     let mut report = ScaleReport::default();
@@ -467,7 +472,7 @@ impl ScaleReport {
             "journal memory after the inserts: {:.0} MiB of the {:.0} MiB heap ({:.0} MiB after {IDLE_SECONDS} s idle; \
              {:.0} B per log; {} logs, {} records): \
              log states {:.0}, names {:.0}, indexes {:.0}, lookup tables {:.0}, packed logs {:.0} ({} logs), \
-             checkpoint buffer {:.0} MiB; \
+             checkpoint buffer {:.0} MiB; packed logs mapped from a scratch file {:.0} MiB; \
              counted in {:.1} ms",
             mib(m.total()),
             self.journal_anon_mib,
@@ -482,6 +487,7 @@ impl ScaleReport {
             mib(m.packed_logs),
             m.packed,
             mib(m.checkpoint_buffer),
+            mib(m.packed_mapped),
             self.journal_memory_seconds * 1e3,
         );
         if let (Some(seconds), Some(bytes)) = (self.memory_seconds, self.memory_bytes_per_key) {

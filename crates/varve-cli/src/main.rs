@@ -610,6 +610,10 @@ struct BenchPdsArgs {
     /// (e.g. 1024GiB to save one only at the close, as before 2026-11-27).
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "16MiB", requires = "scale")]
     checkpoint_bytes_min: u64,
+    /// With --scale: keep the journal's packed logs on the heap, as before
+    /// 2026-11-28, instead of in a mapped scratch file.
+    #[arg(long, requires = "scale")]
+    packed_on_heap: bool,
     /// With --scale: 1,000 and 4,000 keys, a smoke run (seconds).
     #[arg(long, requires = "scale")]
     quick: bool,
@@ -1756,6 +1760,7 @@ fn run_bench(command: &BenchCommand, json: bool) -> anyhow::Result<()> {
             args.scale_max,
             args.node_cache,
             args.checkpoint_bytes_min,
+            args.packed_on_heap,
             args.quick,
         ),
         BenchCommand::Pds(args) => {

@@ -26,7 +26,9 @@ mod always_sync {
 }
 
 /// Every log packed at nearly every chance (`hot_logs_min` 0), so that
-/// each operation meets logs thawed from and read out of the packed set.
+/// each operation meets logs thawed from and read out of the packed set,
+/// and every set kept in a scratch file, mapped (the heap's sets are
+/// covered by the model, trim and rename tests).
 mod packed_logs {
     use super::*;
 
@@ -36,6 +38,7 @@ mod packed_logs {
             segment_bytes_max: 64 << 10,
             sync: SyncPolicy::Never,
             hot_logs_min: 0,
+            packed_in_file_bytes_min: 0,
             ..JournalOptions::default()
         };
         let store = JournalStore::open(dir.path(), options).expect("open store");

@@ -897,11 +897,19 @@ fn a_built_pack_is_swapped_in_with_no_further_write() {
 
 #[test]
 fn packed_logs_read_and_change_as_decoded_ones_do() {
+    // Sets in scratch files, mapped; then every set on the heap.
+    for packed_in_file_bytes_min in [0, u64::MAX] {
+        packed_logs_read_and_change(packed_in_file_bytes_min);
+    }
+}
+
+fn packed_logs_read_and_change(packed_in_file_bytes_min: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = JournalOptions {
         sync: SyncPolicy::Never,
         checkpoint_bytes_min: 4096,
         hot_logs_min: 0,
+        packed_in_file_bytes_min,
         ..JournalOptions::default()
     };
     let names: Vec<String> = (0..2_000).map(|i| format!("node.{i:05}")).collect();
@@ -921,7 +929,13 @@ fn packed_logs_read_and_change_as_decoded_ones_do() {
         let ns = open(dir.path(), options);
         let memory = ns.memory();
         assert_eq!((memory.logs, memory.packed, memory.records), (2_000, 2_000, 6_000), "{memory:?}");
-        assert!(memory.packed_logs > 0 && memory.indexes == 0, "{memory:?}");
+        assert_eq!(memory.indexes, 0, "{memory:?}");
+        if packed_in_file_bytes_min == 0 {
+            // The heap holds only the bits that mark entries gone.
+            assert!(memory.packed_mapped > 100_000 && memory.packed_logs < 1_000, "{memory:?}");
+        } else {
+            assert!(memory.packed_logs > 100_000 && memory.packed_mapped == 0, "{memory:?}");
+        }
         assert_eq!(ns.get("node.01234", 3).expect("a packed log's record"), vec![2u8; 16]);
         // Change some packed logs: each thaws, and the rest stay readable.
         for name in names.iter().step_by(7) {

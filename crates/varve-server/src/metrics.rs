@@ -45,9 +45,9 @@ pub struct NamespaceLabels {
 pub struct MemoryLabels {
     /// The namespace.
     pub namespace: String,
-    /// `log_states`, `names`, `indexes`, `lookup_tables`, `packed_logs` or
-    /// `checkpoint_buffer`
-    /// (see `varve_log::journal::JournalMemory`).
+    /// `log_states`, `names`, `indexes`, `lookup_tables`, `packed_logs`,
+    /// `checkpoint_buffer` or `packed_mapped` (the page cache's, not the
+    /// heap's; see `varve_log::journal::JournalMemory`).
     pub part: &'static str,
 }
 
@@ -202,6 +202,7 @@ impl Metrics {
                 ("lookup_tables", memory.lookup_tables),
                 ("packed_logs", memory.packed_logs),
                 ("checkpoint_buffer", memory.checkpoint_buffer),
+                ("packed_mapped", memory.packed_mapped),
             ];
             for (part, bytes) in parts {
                 let labels = MemoryLabels { namespace: namespace.clone(), part };

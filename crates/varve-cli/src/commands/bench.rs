@@ -47,6 +47,7 @@ pub fn pds_scale(
     scale_max: u64,
     node_cache: usize,
     checkpoint_bytes_min: u64,
+    packed_on_heap: bool,
     quick: bool,
 ) -> anyhow::Result<()> {
     let dir = dir.map_or_else(|| Path::new("target/bench").to_owned(), Path::to_owned);
@@ -58,6 +59,9 @@ pub fn pds_scale(
     config.sizes.retain(|&size| size <= scale_max);
     config.node_cache_entries = node_cache;
     config.checkpoint_bytes_min = checkpoint_bytes_min;
+    if packed_on_heap {
+        config.packed_in_file_bytes_min = u64::MAX;
+    }
     if config.sizes.is_empty() {
         anyhow::bail!("--scale-max {scale_max} is below the smallest size measured; use at least 1000 with --quick, 10000 without");
     }

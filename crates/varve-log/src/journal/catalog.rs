@@ -39,7 +39,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
 use crate::journal::format::LogDescriptor;
-use crate::journal::packed::{EncodedLogs, NotPacked, PackedLogs, PackedSnapshot};
+use crate::journal::packed::{EncodedLogs, NotPacked, PackedLogs, PackedSnapshot, Placement};
 use crate::journal::state::LogState;
 
 /// Hot logs a catalog keeps decoded, at least, before it packs the small
@@ -65,6 +65,8 @@ pub(crate) struct Catalog {
     unpackable: usize,
     /// The least hot logs kept before a pack ([`HOT_LOGS_MIN`] by default).
     hot_logs_min: usize,
+    /// Where new packed sets go (the heap unless set).
+    placement: Placement,
     /// A pack being built, if one is.
     pending: Option<PendingPack>,
     /// Run on a pack's thread once the pack is built, to swap it in.
@@ -137,6 +139,7 @@ impl Default for Catalog {
             packed: PackedLogs::default(),
             unpackable: 0,
             hot_logs_min: HOT_LOGS_MIN,
+            placement: Placement::default(),
             pending: None,
             on_built: PackBuilt::default(),
         }
@@ -151,6 +154,12 @@ impl Catalog {
 
     pub(crate) fn set_hot_logs_min(&mut self, hot_logs_min: usize) {
         self.hot_logs_min = hot_logs_min;
+    }
+
+    /// Keep packed sets of at least `bytes_min` bytes in scratch files in
+    /// `dir`, mapped (see `packed.rs`), from the next pack on.
+    pub(crate) fn set_packed_in_files(&mut self, dir: &std::path::Path, bytes_min: u64) {
+        self.placement = Placement { dir: Some(dir.to_owned()), bytes_min };
     }
 
     pub(crate) fn contains(&self, id: u32) -> bool {
@@ -357,13 +366,13 @@ impl Catalog {
             hot.push(&self.slots[slot]);
         }
         let packing: Vec<u32> = to_pack.iter().map(|&(id, _)| id).collect();
-        let inputs = Arc::new((self.packed.snapshot(), hot, self.hasher.clone()));
+        let inputs = Arc::new((self.packed.snapshot(), hot, self.hasher.clone(), self.placement.clone()));
         let built = Arc::new(BuiltPack::default());
         let (shared, put, on_built) = (Arc::clone(&inputs), Arc::clone(&built), self.on_built.clone());
         let job = move || {
             // A panic (a bug) leaves the hot logs decoded, as a set too
             // large does, rather than a pack that never finishes.
-            let set = std::panic::catch_unwind(AssertUnwindSafe(|| shared.0.merge(&shared.1, &shared.2)));
+            let set = std::panic::catch_unwind(AssertUnwindSafe(|| shared.0.merge(&shared.1, &shared.2, &shared.3)));
             drop(shared);
             put.put(set.unwrap_or(Err(NotPacked::TooLarge)));
             if let Some(swap) = on_built.0.get() {
@@ -373,7 +382,7 @@ impl Catalog {
         let spawned = std::thread::Builder::new().name("varve-pack".into()).spawn(job).is_ok();
         if !spawned {
             // No thread to be had: built here.
-            built.put(inputs.0.merge(&inputs.1, &inputs.2));
+            built.put(inputs.0.merge(&inputs.1, &inputs.2, &inputs.3));
         }
         drop(inputs);
         self.pending = Some(PendingPack { built, packing, changed: HashSet::default() });
@@ -432,7 +441,7 @@ impl Catalog {
         entries.sort_unstable_by_key(|&(id, _)| id);
         let count = entries.len();
         let bytes: usize = entries.iter().map(|(_, entry)| entry.len()).sum();
-        let packed = match PackedLogs::build(entries.into_iter(), count, bytes, &self.hasher) {
+        let packed = match PackedLogs::build(entries.into_iter(), count, bytes, &self.hasher, &self.placement) {
             Ok(packed) => packed,
             Err(NotPacked::IdTwice(id)) => return Err(format!("log id {id} listed twice")),
             Err(NotPacked::NameTwice(name)) => return Err(format!("log {name:?} listed twice")),
@@ -457,9 +466,10 @@ impl Catalog {
         (states as u64, tables as u64)
     }
 
-    /// Bytes of the packed logs, and the tables that find them.
-    pub(crate) fn packed_bytes(&self) -> u64 {
-        self.packed.heap_bytes()
+    /// Bytes of the packed logs and the tables that find them: on the
+    /// heap, and mapped from a scratch file.
+    pub(crate) fn packed_bytes(&self) -> (u64, u64) {
+        self.packed.bytes()
     }
 
     /// Packed logs (live ones).
@@ -569,9 +579,17 @@ mod tests {
         /// name, with the state last given to each, whether it ends hot or
         /// packed.
         #[test]
-        fn finds_what_a_map_would(ops in proptest::collection::vec(op(), 0..300), hot_logs_min in 0usize..4) {
+        fn finds_what_a_map_would(
+            ops in proptest::collection::vec(op(), 0..300),
+            hot_logs_min in 0usize..4,
+            in_files in any::<bool>(),
+        ) {
             let mut catalog = Catalog::default();
             catalog.set_hot_logs_min(hot_logs_min);
+            let scratch = tempfile::tempdir().expect("tempdir");
+            if in_files {
+                catalog.set_packed_in_files(scratch.path(), 0);
+            }
             // id -> (name, latest)
             let mut model: BTreeMap<u32, (String, u64)> = BTreeMap::new();
             for op in ops {
@@ -659,7 +677,9 @@ mod tests {
         let decoded = states + tables + catalog.hot().map(heap).sum::<usize>() as u64;
         catalog.pack();
         assert_eq!((catalog.packed_len(), catalog.hot().count()), (1000, 0));
-        assert!(catalog.packed_bytes() * 2 < decoded, "packed {} B, decoded {decoded} B", catalog.packed_bytes());
+        let (packed, mapped) = catalog.packed_bytes();
+        assert_eq!(mapped, 0, "no directory for scratch files was given");
+        assert!(packed * 2 < decoded, "packed {packed} B, decoded {decoded} B");
         let thawed = catalog.get_mut(500).expect("packed log 500");
         assert_eq!(thawed.positions.len(), 8);
         assert_eq!(thawed.positions[7], crate::journal::state::Position { segment: 3, offset: 700, len: 40 });

@@ -252,7 +252,9 @@ pub(crate) enum Opener {
 
 /// Load the checkpoint if there is one and it describes a prefix of the
 /// segments on disk; a writer then replays the frames after that prefix.
-pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loaded> {
+/// Packed logs go in scratch files in `dir` when they take at least
+/// `packed_in_files` bytes (`JournalOptions::packed_in_file_bytes_min`).
+pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo, packed_in_files: u64) -> Result<Loaded> {
     let path = dir.join(FILE_NAME);
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
@@ -260,7 +262,7 @@ pub(crate) fn load(dir: &Path, opener: Opener, io: &dyn SegmentIo) -> Result<Loa
         Err(e) => return Ok(ignored(format!("reading {}: {e}", path.display()))),
     };
     let ids = list_segments(dir)?;
-    match (decode(dir, &bytes, &ids, opener == Opener::Writer), opener) {
+    match (decode(dir, &bytes, &ids, opener == Opener::Writer, packed_in_files), opener) {
         (Ok(decoded), Opener::Reader { published }) if published.is_none_or(|end| end < decoded.tail) => {
             Ok(ignored("the writer's published end is before the checkpoint's end".into()))
         }
@@ -474,7 +476,13 @@ struct Decoded {
     index_bytes: u64,
 }
 
-fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::result::Result<Decoded, Distrust> {
+fn decode(
+    dir: &Path,
+    bytes: &[u8],
+    ids_on_disk: &[u32],
+    writer: bool,
+    packed_in_files: u64,
+) -> std::result::Result<Decoded, Distrust> {
     let mut header = ByteReader::new(bytes);
     let short = |e| format!("checkpoint cut short: {e}");
     if header.u32().map_err(short)? != MAGIC {
@@ -578,6 +586,7 @@ fn decode(dir: &Path, bytes: &[u8], ids_on_disk: &[u32], writer: bool) -> std::r
         }
     }
     reader.finish().map_err(|e| format!("checkpoint body: {e}"))?;
+    state.logs.set_packed_in_files(dir, packed_in_files);
     state.logs.adopt_packed(packed)?;
     Ok(Decoded { state, tail, missing, index_bytes: body.len() as u64 })
 }
@@ -767,7 +776,7 @@ mod tests {
             // that is not zstd at all.
             let compressed = zstd::bulk::compress(&body, COMPRESSION_LEVEL).expect("compress");
             for (version, stored) in [(2, &body), (3, &compressed), (VERSION, &compressed), (VERSION, &body)] {
-                let _ = decode(dir.path(), &file_of(version, stored), &[1], false);
+                let _ = decode(dir.path(), &file_of(version, stored), &[1], false, 0);
             }
         }
     }
@@ -817,7 +826,9 @@ mod tests {
             fs::remove_file(copy.path().join(FILE_NAME)).expect("remove");
             recover_as_writer(copy.path(), &FileSystem).expect("replay")
         };
-        let Loaded::State { state, report, .. } = load(dir.path(), Opener::Writer, &FileSystem).expect("load") else {
+        let Loaded::State { state, report, .. } =
+            load(dir.path(), Opener::Writer, &FileSystem, u64::MAX).expect("load")
+        else {
             panic!("a version 4 checkpoint was not loaded");
         };
         assert_eq!(report.checkpoint, CheckpointUse::Loaded);
@@ -827,7 +838,8 @@ mod tests {
         let compressed = zstd::bulk::compress(&fixed, COMPRESSION_LEVEL).expect("compress");
         for (version, stored) in [(2, &fixed), (3, &compressed)] {
             fs::write(&path, file_of(version, stored)).expect("write");
-            let Loaded::State { state, report, .. } = load(dir.path(), Opener::Writer, &FileSystem).expect("load")
+            let Loaded::State { state, report, .. } =
+                load(dir.path(), Opener::Writer, &FileSystem, u64::MAX).expect("load")
             else {
                 panic!("a version {version} checkpoint was not loaded");
             };
@@ -867,7 +879,7 @@ mod tests {
                 drop(ns);
             }
             let Loaded::State { state: loaded, tail: loaded_tail, .. } =
-                load(dir.path(), Opener::Writer, &FileSystem).expect("load")
+                load(dir.path(), Opener::Writer, &FileSystem, 0).expect("load")
             else {
                 panic!("seed {base_seed} round {round}: the clean close saved no checkpoint to trust");
             };
@@ -934,10 +946,10 @@ mod tests {
             let (a, b) = (crashed.path().join("a"), crashed.path().join("b"));
             let checkpoint = fs::read(a.join(FILE_NAME)).expect("the writer saved a checkpoint");
             let ids = list_segments(&a).expect("list");
-            if decode(&a, &checkpoint, &ids, false).is_ok_and(|decoded| !decoded.missing.is_empty()) {
+            if decode(&a, &checkpoint, &ids, false, u64::MAX).is_ok_and(|decoded| !decoded.missing.is_empty()) {
                 segments_reclaimed_since += 1;
             }
-            let (loaded, report, loaded_tail) = match load(&a, Opener::Writer, &FileSystem).expect("load") {
+            let (loaded, report, loaded_tail) = match load(&a, Opener::Writer, &FileSystem, u64::MAX).expect("load") {
                 Loaded::State { state, report, tail, .. } => (state, report, tail),
                 Loaded::Replay(why) => panic!("{context}: {why:?}"),
             };
@@ -1036,7 +1048,7 @@ mod listing_tests {
         // A middle segment with live records vanishes between listing and open.
         let victim = ids[1];
         fs::remove_file(segment_path(&ns_dir, victim)).expect("remove");
-        let decoded = decode(&ns_dir, &bytes, &ids, true).expect("decoded");
+        let decoded = decode(&ns_dir, &bytes, &ids, true, u64::MAX).expect("decoded");
         assert_eq!(decoded.missing, [victim]);
         let (state, _, tail) = resume_as_writer(&ns_dir, &FileSystem, decoded.state, decoded.tail).expect("resume");
         assert!(
@@ -1048,7 +1060,7 @@ mod listing_tests {
         let bytes = fs::read(ns_dir.join(FILE_NAME)).expect("checkpoint");
         let ids = list_segments(&ns_dir).expect("list");
         fs::remove_file(segment_path(&ns_dir, tail_id)).expect("remove");
-        let decoded = decode(&ns_dir, &bytes, &ids, true).expect("decoded");
+        let decoded = decode(&ns_dir, &bytes, &ids, true, u64::MAX).expect("decoded");
         let (state, _, tail) = resume_as_writer(&ns_dir, &FileSystem, decoded.state, decoded.tail).expect("resume");
         assert!(distrust_after_reclaimed(&state, tail, &decoded.missing).is_some());
     }

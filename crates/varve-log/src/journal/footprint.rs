@@ -30,9 +30,15 @@ pub struct JournalMemory {
     pub lookup_tables: u64,
     /// Small logs that nothing changed lately, packed compactly (about 90
     /// bytes a log where a decoded one takes about 390; docs/design.md),
-    /// with the tables that find them. The parts above count the logs held
+    /// with the tables that find them, when they are on the heap (a small
+    /// set; or one for which no scratch file could be made), and the bits
+    /// that mark entries gone. The parts above count the logs held
     /// decoded; `logs` and `records` count both.
     pub packed_logs: u64,
+    /// The packed logs and their tables when they are in a scratch file,
+    /// mapped: memory of the page cache, which the kernel evicts when
+    /// memory runs short, not of the heap, so not in [`total`](Self::total).
+    pub packed_mapped: u64,
     /// How many of `logs` are packed.
     pub packed: u64,
     /// The buffer the writer keeps for its next index checkpoint: the most
@@ -45,7 +51,7 @@ pub struct JournalMemory {
 }
 
 impl JournalMemory {
-    /// Every part together.
+    /// Every part on the heap together (`packed_mapped` aside).
     #[must_use]
     pub fn total(&self) -> u64 {
         self.log_states + self.names + self.indexes + self.lookup_tables + self.packed_logs + self.checkpoint_buffer

@@ -155,6 +155,17 @@ pub struct JournalOptions {
     /// Default [`HOT_LOGS_MIN`] (65,536); 0 packs at nearly every chance
     /// (tests do, to exercise packed logs).
     pub hot_logs_min: usize,
+    /// A set of packed logs at least this large is kept in a scratch file
+    /// in the namespace's directory, mapped, instead of on the heap: its
+    /// pages are then the page cache's, which the kernel evicts as memory
+    /// runs short and reads again when a packed log is next looked up, so
+    /// the heap does not grow with the logs packed. The file is unlinked
+    /// from the start (nothing of it is left after a crash) and takes about
+    /// as much disk as the set (twice while a pack is built). Where no file
+    /// can be made or written (a reader without write access, a full disk)
+    /// the set goes on the heap. Default 1 MiB; `u64::MAX` keeps every set
+    /// on the heap.
+    pub packed_in_file_bytes_min: u64,
 }
 
 impl Default for JournalOptions {
@@ -167,6 +178,7 @@ impl Default for JournalOptions {
             read_only_poll: Duration::from_millis(20),
             checkpoint_bytes_min: 16 << 20,
             hot_logs_min: HOT_LOGS_MIN,
+            packed_in_file_bytes_min: 1 << 20,
         }
     }
 }
@@ -429,11 +441,12 @@ impl JournalNamespace {
         dir: &Path,
         io: &dyn SegmentIo,
         distrusted: Option<String>,
+        packed_in_files: u64,
     ) -> Result<(State, RecoveryReport, Follower, Vec<u32>)> {
         let end = PublishedEnd::for_reader(dir)?;
         let published = end.as_ref().and_then(PublishedEnd::load);
         let loaded = match distrusted {
-            None => checkpoint::load(dir, checkpoint::Opener::Reader { published }, io)?,
+            None => checkpoint::load(dir, checkpoint::Opener::Reader { published }, io, packed_in_files)?,
             Some(reason) => checkpoint::Loaded::Replay(CheckpointUse::Ignored { reason }),
         };
         let (state, report, tail, reclaimed) = match loaded {
@@ -476,7 +489,8 @@ impl JournalNamespace {
         // and the segment it ends in.
         let (mut reclaimed, mut tail_segment) = (Vec::new(), 0);
         let (mut state, mut report, lock, writer, follower) = if options.read_only {
-            let (state, report, follower, gone) = Self::load_as_reader(dir, &*io, distrusted.clone())?;
+            let (state, report, follower, gone) =
+                Self::load_as_reader(dir, &*io, distrusted.clone(), options.packed_in_file_bytes_min)?;
             (reclaimed, tail_segment) = (gone, follower.segment);
             (state, report, None, None, Some(Mutex::new(follower)))
         } else {
@@ -485,17 +499,17 @@ impl JournalNamespace {
             // The checkpoint stays: it describes a prefix of the journal,
             // which the writer only appends to.
             checkpoint::remove_unfinished_save(dir);
-            let (mut state, report, tail, index_bytes) = match checkpoint::load(dir, checkpoint::Opener::Writer, &*io)?
-            {
-                checkpoint::Loaded::State { state, report, tail, index_bytes, .. } => {
-                    (state, report, tail, index_bytes)
-                }
-                checkpoint::Loaded::Replay(why) => {
-                    let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
-                    report.checkpoint = why;
-                    (state, report, tail, 0)
-                }
-            };
+            let (mut state, report, tail, index_bytes) =
+                match checkpoint::load(dir, checkpoint::Opener::Writer, &*io, options.packed_in_file_bytes_min)? {
+                    checkpoint::Loaded::State { state, report, tail, index_bytes, .. } => {
+                        (state, report, tail, index_bytes)
+                    }
+                    checkpoint::Loaded::Replay(why) => {
+                        let (state, mut report, tail) = recover_as_writer(dir, &*io)?;
+                        report.checkpoint = why;
+                        (state, report, tail, 0)
+                    }
+                };
             // A checkpoint not trusted now never will be; one beside damage
             // or losses would hide them from the next open that trusts it
             // (no new one is saved while the namespace holds them).
@@ -513,6 +527,7 @@ impl JournalNamespace {
             (state, report, Some(lock), Some(Mutex::new(writer)), None)
         };
         state.logs.set_hot_logs_min(options.hot_logs_min);
+        state.logs.set_packed_in_files(dir, options.packed_in_file_bytes_min);
         report.duration = started.elapsed();
         let active = writer.as_ref().map(|w| w.lock().unwrap_or_else(PoisonError::into_inner).active.clone());
         let shared = Arc::new(Shared {

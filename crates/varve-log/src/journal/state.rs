@@ -635,13 +635,15 @@ impl State {
     /// What the logs hold in memory (the writer's checkpoint buffer aside).
     pub(crate) fn memory(&self) -> JournalMemory {
         let (log_states, lookup_tables) = self.logs.heap_bytes();
+        let (packed_logs, packed_mapped) = self.logs.packed_bytes();
         let mut memory = JournalMemory {
             log_states,
             lookup_tables,
             logs: self.logs.packed_len() as u64,
             packed: self.logs.packed_len() as u64,
             records: self.logs.packed_records(),
-            packed_logs: self.logs.packed_bytes(),
+            packed_logs,
+            packed_mapped,
             ..JournalMemory::default()
         };
         for log in self.logs.hot() {
