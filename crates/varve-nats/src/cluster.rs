@@ -59,7 +59,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use self::config::NodePorts;
-use self::monitor::Monitor;
+use self::monitor::{Jsz, Monitor};
 use self::process::{Sig, State};
 
 pub use self::error::ClusterError;
@@ -588,6 +588,27 @@ impl LocalCluster {
     /// Errors: `NoneAnswering` when every node is killed or paused;
     /// `Monitor` when no node's endpoint answered.
     pub fn stream_leader(&self, stream: &str) -> Result<Option<usize>, ClusterError> {
+        self.leader_of(&format!("stream {stream:?}"), "streams=true", |jsz| jsz.stream_leader(stream))
+    }
+
+    /// Which node leads the `JetStream` meta group (it answers the API
+    /// requests about streams and the account), `None` while there is none
+    /// (an election is under way), by the same rules as
+    /// [`stream_leader`](LocalCluster::stream_leader).
+    ///
+    /// Errors: as `stream_leader`'s.
+    pub fn meta_leader(&self) -> Result<Option<usize>, ClusterError> {
+        self.leader_of("the meta group", "", Jsz::meta_leader)
+    }
+
+    /// The leader of `what` from what the answering nodes' `/jsz?query`
+    /// say, `leader_named` reading the leader one node names.
+    fn leader_of(
+        &self,
+        what: &str,
+        query: &str,
+        leader_named: impl Fn(&Jsz) -> Option<String>,
+    ) -> Result<Option<usize>, ClusterError> {
         let mut views = Vec::new();
         let mut answered = 0;
         let mut failure = None;
@@ -595,17 +616,17 @@ impl LocalCluster {
             if entry.paused || !self.is_running(node) {
                 continue;
             }
-            match self.monitor.jsz(entry.ports.http, "streams=true") {
+            match self.monitor.jsz(entry.ports.http, query) {
                 Ok(jsz) => {
                     answered += 1;
-                    if let Some(leader) = jsz.stream_leader(stream) {
+                    if let Some(leader) = leader_named(&jsz) {
                         views.push((node, leader));
                     }
                 }
                 Err(reason) => {
                     failure = Some(ClusterError::Monitor {
                         node,
-                        url: Monitor::url(entry.ports.http, "/jsz?streams=true"),
+                        url: Monitor::url(entry.ports.http, &format!("/jsz?{query}")),
                         reason,
                         log: entry.log.clone(),
                     });
@@ -613,9 +634,9 @@ impl LocalCluster {
             }
         }
         if answered == 0 {
-            return Err(failure.unwrap_or_else(|| ClusterError::NoneAnswering {
-                what: format!("which node leads stream {stream:?}"),
-            }));
+            return Err(
+                failure.unwrap_or_else(|| ClusterError::NoneAnswering { what: format!("which node leads {what}") })
+            );
         }
         let names: Vec<String> = self.nodes.iter().map(|entry| entry.name.clone()).collect();
         Ok(monitor::leader_from_views(&views, &names))

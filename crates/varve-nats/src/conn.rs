@@ -18,6 +18,10 @@ use crate::options::NatsOptions;
 /// Worker threads of each store's runtime: the client's I/O needs little.
 const RUNTIME_THREADS: usize = 2;
 
+/// The first wait for `$JS.API.INFO`'s answer when connecting; each retry
+/// waits twice as long (see [`Conn::check_jetstream`]).
+const INFO_WAIT_FIRST: Duration = Duration::from_secs(1);
+
 /// Why a request failed.
 #[derive(Debug)]
 pub(crate) enum Failure {
@@ -174,19 +178,54 @@ impl Conn {
     }
 
     /// `$JS.API.INFO` answers only where `JetStream` is on.
+    ///
+    /// In a cluster only the meta leader answers it: the other servers drop
+    /// it in silence, so one sent while the meta group changes leader is
+    /// lost however long it waits. It is asked again, each wait twice the
+    /// last (from [`INFO_WAIT_FIRST`] up to the request timeout), for up to
+    /// three request timeouts, as a stream's creation is; a passing refusal
+    /// (no leader yet) is asked again too.
     fn check_jetstream(&self) -> Result<()> {
         #[derive(Deserialize)]
         struct AccountInfo {}
-        match self.block_on(self.api::<AccountInfo>("INFO", &serde_json::json!({}))) {
-            Ok(_) => Ok(()),
-            Err(Failure::Lost(reason)) => Err(LogError::Unavailable {
+        let timeout = self.options.request_timeout;
+        let deadline = timeout * 3;
+        let started = std::time::Instant::now();
+        let mut wait = INFO_WAIT_FIRST.min(timeout);
+        let mut attempts = 0;
+        let failure = loop {
+            attempts += 1;
+            let answer = self.block_on(self.api_within::<AccountInfo>("INFO", &serde_json::json!({}), wait));
+            let Err(failure) = answer else {
+                return Ok(());
+            };
+            let again = match &failure {
+                Failure::Lost(_) => true,
+                Failure::Api(error) => error.is_transient(),
+                Failure::NotSent(_) => false,
+            };
+            if !again {
+                break failure;
+            }
+            if !matches!(failure, Failure::Lost(_)) {
+                std::thread::sleep(backoff(attempts).min(deadline.saturating_sub(started.elapsed())));
+            }
+            let left = deadline.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break failure;
+            }
+            wait = (wait * 2).min(timeout).min(left);
+        };
+        match failure {
+            Failure::Lost(_) => Err(LogError::Unavailable {
                 target: self.target.clone(),
                 reason: format!(
-                    "JetStream did not answer ({reason}): the servers may be electing a leader or lack a quorum; \
-                     retry, or check their logs"
+                    "JetStream did not answer ({attempts} requests over {:.1?}): the servers may be electing a \
+                     leader or lack a quorum; retry, or check their logs",
+                    started.elapsed()
                 ),
             }),
-            Err(Failure::NotSent(reason)) => Err(LogError::Unavailable {
+            Failure::NotSent(reason) => Err(LogError::Unavailable {
                 target: self.target.clone(),
                 reason: format!(
                     "JetStream does not answer ({reason}): start nats-server with JetStream on (-js, or a jetstream \
@@ -194,7 +233,7 @@ impl Conn {
                     self.options.domain.as_deref().map(|d| format!(", in domain {d:?}")).unwrap_or_default()
                 ),
             }),
-            Err(Failure::Api(error)) => Err(error.into_log_error(&self.target, "read the account's JetStream info")),
+            Failure::Api(error) => Err(error.into_log_error(&self.target, "read the account's JetStream info")),
         }
     }
 
@@ -222,14 +261,25 @@ impl Conn {
         format!("{}.{op}", self.api_prefix)
     }
 
-    /// Send a request and wait for its answer.
+    /// Send a request and wait for its answer, up to the request timeout.
     pub(crate) async fn request(
         &self,
         subject: String,
         headers: Option<HeaderMap>,
         payload: Bytes,
     ) -> Result<Message, Failure> {
-        let request = async_nats::Request::new().payload(payload);
+        self.request_within(subject, headers, payload, self.options.request_timeout).await
+    }
+
+    /// Send a request and wait up to `timeout` for its answer.
+    async fn request_within(
+        &self,
+        subject: String,
+        headers: Option<HeaderMap>,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Message, Failure> {
+        let request = async_nats::Request::new().payload(payload).timeout(Some(timeout));
         let request = match headers {
             Some(headers) => request.headers(headers),
             None => request,
@@ -243,9 +293,7 @@ impl Conn {
             }
             Err(error) => Err(match error.kind() {
                 RequestErrorKind::NoResponders => Failure::NotSent("no server answers for it (no responders)".into()),
-                RequestErrorKind::TimedOut => {
-                    Failure::Lost(format!("no answer within {:?}", self.options.request_timeout))
-                }
+                RequestErrorKind::TimedOut => Failure::Lost(format!("no answer within {timeout:?}")),
                 RequestErrorKind::MaxPayloadExceeded => Failure::Api(ApiError {
                     code: 413,
                     err_code: err_code::MESSAGE_TOO_LARGE,
@@ -258,9 +306,19 @@ impl Conn {
 
     /// Call `JetStream` API `op` with a JSON body and read its JSON answer.
     pub(crate) async fn api<T: DeserializeOwned>(&self, op: &str, body: &impl Serialize) -> Result<T, Failure> {
+        self.api_within(op, body, self.options.request_timeout).await
+    }
+
+    /// [`api`](Conn::api), waiting up to `timeout` for the answer.
+    async fn api_within<T: DeserializeOwned>(
+        &self,
+        op: &str,
+        body: &impl Serialize,
+        timeout: Duration,
+    ) -> Result<T, Failure> {
         let payload =
             serde_json::to_vec(body).map_err(|e| Failure::NotSent(format!("cannot encode the request: {e}")))?;
-        let message = self.request(self.api_subject(op), None, payload.into()).await?;
+        let message = self.request_within(self.api_subject(op), None, payload.into(), timeout).await?;
         parse_answer(&message.payload)
     }
 

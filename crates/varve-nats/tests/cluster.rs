@@ -1,7 +1,8 @@
 //! `LocalCluster` against real `nats-server` processes (found by
 //! `find_server_binary`: `make nats-server` installs one): a single node; a
 //! 3-node cluster whose R3 stream fails over when its leader is killed, and
-//! again when it is paused; a leaf node joined to a hub; a detached cluster
+//! again when it is paused; a store opened while the meta leader is
+//! replaced; a leaf node joined to a hub; a detached cluster
 //! stopped from its record; and the errors a caller can meet.
 //!
 //! Every wait polls a condition up to [`DEADLINE`]: generous, because the
@@ -15,7 +16,9 @@ use async_nats::jetstream::{self, message::PublishMessage, publish::PublishAck, 
 use async_nats::ServerAddr;
 use bytes::Bytes;
 use tempfile::TempDir;
+use varve_log::Store as _;
 use varve_nats::cluster::{ClusterError, ClusterOptions, ClusterRecord, LocalCluster};
+use varve_nats::NatsStore;
 
 /// Longest wait for anything a test waits for.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -222,6 +225,32 @@ fn a_paused_leader_is_replaced_and_resumes_as_a_follower() {
         // The first client's node answers again.
         assert_eq!(messages_in(&js, "paused").await, 2);
     });
+}
+
+/// In a cluster only the meta leader answers `$JS.API.INFO`, which
+/// `NatsStore::open` sends to check that `JetStream` is on; the others drop
+/// it in silence. Sent while the leader is paused and before the others
+/// notice (seconds: their election timeout), it is lost: the store asks
+/// again until the newly elected leader answers, and opens.
+#[test]
+fn a_store_opens_while_the_meta_leader_is_replaced() {
+    let dir = TempDir::new().expect("tempdir");
+    let mut cluster = LocalCluster::start(options(dir.path(), 3)).expect("start");
+    let leader = wait_for("a meta leader", || cluster.meta_leader().expect("meta_leader"));
+
+    cluster.pause(leader).expect("pause");
+    let others: Vec<String> =
+        (0..cluster.nodes()).filter(|&node| node != leader).map(|node| cluster.client_addr(node)).collect();
+    let uri = format!("nats://{}?timeout_ms=30000", others.join(","));
+    let store = NatsStore::open(&uri).unwrap_or_else(|e| panic!("open {uri} while the meta leader is replaced: {e}"));
+    let elected =
+        wait_for("another meta leader", || cluster.meta_leader().expect("meta_leader").filter(|&node| node != leader));
+    assert_ne!(elected, leader);
+    // The store works: listing the namespaces asks the new meta leader.
+    assert_eq!(store.list_namespaces().expect("list the namespaces"), Vec::<String>::new());
+
+    cluster.resume(leader).expect("resume");
+    cluster.wait_healthy(DEADLINE).expect("healthy after resuming");
 }
 
 #[test]

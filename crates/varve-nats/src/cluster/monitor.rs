@@ -127,6 +127,12 @@ impl Jsz {
         }
     }
 
+    /// The meta leader this node names, empty while it knows none; `None`
+    /// on a server that is not clustered.
+    pub(super) fn meta_leader(&self) -> Option<String> {
+        self.meta_cluster.as_ref().map(|meta| meta.leader.clone())
+    }
+
     /// The leader this node names for `stream` (in any account), empty when
     /// it knows none; `None` when the node holds no replica of it.
     pub(super) fn stream_leader(&self, stream: &str) -> Option<String> {
@@ -199,11 +205,13 @@ mod tests {
         assert!(clustered.meta_ready().is_ok());
         assert_eq!(clustered.stream_leader("orders").as_deref(), Some("c-1"));
         assert_eq!(clustered.stream_leader("missing"), None);
+        assert_eq!(clustered.meta_leader().as_deref(), Some("c-2"));
 
         let electing: Jsz = serde_json::from_str(r#"{"meta_cluster":{"cluster_size":3}}"#).expect("jsz");
         assert!(electing.meta_ready().is_err());
         let single: Jsz = serde_json::from_str(r#"{"server_id":"X","streams":0}"#).expect("jsz");
         assert!(single.meta_ready().is_ok());
+        assert_eq!(single.meta_leader(), None);
         let disabled: Jsz = serde_json::from_str(r#"{"disabled":true}"#).expect("jsz");
         assert!(disabled.meta_ready().is_err());
     }
