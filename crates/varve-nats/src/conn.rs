@@ -18,9 +18,9 @@ use crate::options::NatsOptions;
 /// Worker threads of each store's runtime: the client's I/O needs little.
 const RUNTIME_THREADS: usize = 2;
 
-/// The first wait for `$JS.API.INFO`'s answer when connecting; each retry
-/// waits twice as long (see [`Conn::check_jetstream`]).
-const INFO_WAIT_FIRST: Duration = Duration::from_secs(1);
+/// The first wait for a read's answer; each retry of a lost one waits twice
+/// as long (see [`Conn::read`]).
+const READ_WAIT_FIRST: Duration = Duration::from_secs(1);
 
 /// Why a request failed.
 #[derive(Debug)]
@@ -177,55 +177,22 @@ impl Conn {
         Ok(conn)
     }
 
-    /// `$JS.API.INFO` answers only where `JetStream` is on.
-    ///
-    /// In a cluster only the meta leader answers it: the other servers drop
-    /// it in silence, so one sent while the meta group changes leader is
-    /// lost however long it waits. It is asked again, each wait twice the
-    /// last (from [`INFO_WAIT_FIRST`] up to the request timeout), for up to
-    /// three request timeouts, as a stream's creation is; a passing refusal
-    /// (no leader yet) is asked again too.
+    /// `$JS.API.INFO` answers only where `JetStream` is on. In a cluster only
+    /// the meta leader answers it, so it is asked as [`api_read`](Conn::api_read)
+    /// asks: again while a leader is elected.
     fn check_jetstream(&self) -> Result<()> {
         #[derive(Deserialize)]
         struct AccountInfo {}
-        let timeout = self.options.request_timeout;
-        let deadline = timeout * 3;
-        let started = std::time::Instant::now();
-        let mut wait = INFO_WAIT_FIRST.min(timeout);
-        let mut attempts = 0;
-        let failure = loop {
-            attempts += 1;
-            let answer = self.block_on(self.api_within::<AccountInfo>("INFO", &serde_json::json!({}), wait));
-            let Err(failure) = answer else {
-                return Ok(());
-            };
-            let again = match &failure {
-                Failure::Lost(_) => true,
-                Failure::Api(error) => error.is_transient(),
-                Failure::NotSent(_) => false,
-            };
-            if !again {
-                break failure;
-            }
-            if !matches!(failure, Failure::Lost(_)) {
-                std::thread::sleep(backoff(attempts).min(deadline.saturating_sub(started.elapsed())));
-            }
-            let left = deadline.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break failure;
-            }
-            wait = (wait * 2).min(timeout).min(left);
-        };
-        match failure {
-            Failure::Lost(_) => Err(LogError::Unavailable {
+        match self.block_on(self.api_read::<AccountInfo>("INFO", &serde_json::json!({}))) {
+            Ok(_) => Ok(()),
+            Err(Failure::Lost(reason)) => Err(LogError::Unavailable {
                 target: self.target.clone(),
                 reason: format!(
-                    "JetStream did not answer ({attempts} requests over {:.1?}): the servers may be electing a \
-                     leader or lack a quorum; retry, or check their logs",
-                    started.elapsed()
+                    "JetStream did not answer ({reason}): the servers may be electing a leader or lack a quorum; \
+                     retry, or check their logs"
                 ),
             }),
-            Failure::NotSent(reason) => Err(LogError::Unavailable {
+            Err(Failure::NotSent(reason)) => Err(LogError::Unavailable {
                 target: self.target.clone(),
                 reason: format!(
                     "JetStream does not answer ({reason}): start nats-server with JetStream on (-js, or a jetstream \
@@ -233,7 +200,7 @@ impl Conn {
                     self.options.domain.as_deref().map(|d| format!(", in domain {d:?}")).unwrap_or_default()
                 ),
             }),
-            Failure::Api(error) => Err(error.into_log_error(&self.target, "read the account's JetStream info")),
+            Err(Failure::Api(error)) => Err(error.into_log_error(&self.target, "read the account's JetStream info")),
         }
     }
 
@@ -322,10 +289,82 @@ impl Conn {
         parse_answer(&message.payload)
     }
 
+    /// Call `JetStream` API `op` that changes nothing and that only a leader
+    /// answers (the account's info, stream names and info: the meta leader;
+    /// a stream's messages by `STREAM.MSG.GET`: the stream's leader), as
+    /// [`read`](Conn::read) asks: again while a leader is elected.
+    pub(crate) async fn api_read<T: DeserializeOwned>(&self, op: &str, body: &impl Serialize) -> Result<T, Failure> {
+        self.read(|wait| self.api_within(op, body, wait)).await
+    }
+
+    /// Send a request that changes nothing (a direct get), as
+    /// [`read`](Conn::read) asks: again while its answer is lost.
+    pub(crate) async fn request_read(&self, subject: String, payload: Bytes) -> Result<Message, Failure> {
+        self.read(|wait| self.request_within(subject.clone(), None, payload.clone(), wait)).await
+    }
+
+    /// Run `attempt` (a request that changes nothing, given how long to wait
+    /// for its answer) until it is answered, for up to three request
+    /// timeouts, as a stream's creation is. A lost answer is asked again at
+    /// once, each wait twice the last (from [`READ_WAIT_FIRST`] up to the
+    /// request timeout): only a leader answers some requests, and the other
+    /// servers drop them in silence, so one sent while a leader is elected
+    /// is lost however long it waits; and a direct get goes to any replica
+    /// of the stream, which may be one that stopped answering. A passing
+    /// refusal (no leader yet) is asked again after a short pause.
+    async fn read<T, F, A>(&self, mut attempt: A) -> Result<T, Failure>
+    where
+        A: FnMut(Duration) -> F,
+        F: Future<Output = Result<T, Failure>>,
+    {
+        let timeout = self.options.request_timeout;
+        let deadline = timeout * 3;
+        let started = std::time::Instant::now();
+        let mut wait = READ_WAIT_FIRST.min(timeout);
+        let mut attempts: u32 = 0;
+        loop {
+            attempts += 1;
+            let failure = match attempt(wait).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
+            };
+            let lost = matches!(failure, Failure::Lost(_));
+            if !lost && !matches!(&failure, Failure::Api(error) if error.is_transient()) {
+                return Err(failure);
+            }
+            if !lost {
+                tokio::time::sleep(backoff(attempts).min(deadline.saturating_sub(started.elapsed()))).await;
+            }
+            let left = deadline.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(match failure {
+                    Failure::Lost(reason) => Failure::Lost(format!(
+                        "no answer to {attempts} requests over {:.1?}; the last: {reason}",
+                        started.elapsed()
+                    )),
+                    refused => refused,
+                });
+            }
+            wait = (wait * 2).min(timeout).min(left);
+        }
+    }
+
     /// Send `count` direct-get requests' worth of messages: a batch direct
     /// get (`batch`/`multi_last`) answers with several messages and an
     /// end-of-batch status; collect them until it, or until the timeout.
+    /// It changes nothing, so it is asked as [`read`](Conn::read) asks.
     pub(crate) async fn direct_batch(&self, stream: &str, body: &serde_json::Value) -> Result<Vec<Message>, Failure> {
+        self.read(|wait| self.direct_batch_within(stream, body, wait)).await
+    }
+
+    /// One [`direct_batch`](Conn::direct_batch) request, waiting up to
+    /// `timeout` for each message.
+    async fn direct_batch_within(
+        &self,
+        stream: &str,
+        body: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<Vec<Message>, Failure> {
         let inbox = self.client.new_inbox();
         let mut subscriber = self
             .client
@@ -339,7 +378,6 @@ impl Conn {
             .await
             .map_err(|e| Failure::NotSent(format!("cannot send: {e}")))?;
         let mut messages = Vec::new();
-        let timeout = self.options.request_timeout;
         loop {
             let next = tokio::time::timeout(timeout, subscriber.next()).await;
             let Ok(Some(message)) = next else {

@@ -208,7 +208,7 @@ impl Inner {
     /// Whether the namespace's stream exists (asked of the leader).
     fn stream_exists(&self) -> Result<bool> {
         let op = format!("STREAM.INFO.{}", self.layout.stream);
-        match self.conn.block_on(self.conn.api::<StreamInfoJson>(&op, &serde_json::json!({}))) {
+        match self.conn.block_on(self.conn.api_read::<StreamInfoJson>(&op, &serde_json::json!({}))) {
             Ok(_) => Ok(true),
             Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => Ok(false),
             Err(failure) => Err(failure.into_read_error(self.target(), "read the namespace's stream info")),
@@ -238,14 +238,14 @@ impl Inner {
     /// A direct get (any replica answers): `None` when no message matches.
     pub(crate) async fn direct(&self, body: serde_json::Value) -> Result<Option<Stored>, Failure> {
         let subject = self.conn.api_subject(&format!("DIRECT.GET.{}", self.layout.stream));
-        let message = self.conn.request(subject, None, serde_json::to_vec(&body).unwrap_or_default().into()).await?;
+        let message = self.conn.request_read(subject, serde_json::to_vec(&body).unwrap_or_default().into()).await?;
         direct_answer(message)
     }
 
     /// The last message of `subject`, from any replica.
     pub(crate) async fn direct_last(&self, subject: &str) -> Result<Option<Stored>, Failure> {
         let api = self.conn.api_subject(&format!("DIRECT.GET.{}.{subject}", self.layout.stream));
-        let message = self.conn.request(api, None, Bytes::new()).await?;
+        let message = self.conn.request_read(api, Bytes::new()).await?;
         direct_answer(message)
     }
 
@@ -502,7 +502,7 @@ impl Inner {
             Source::Leader => {
                 let op = format!("STREAM.MSG.GET.{}", self.layout.stream);
                 let body = serde_json::json!({ "last_by_subj": subject });
-                match self.conn.api::<crate::stored::MessageGetJson>(&op, &body).await {
+                match self.conn.api_read::<crate::stored::MessageGetJson>(&op, &body).await {
                     Ok(answer) => Stored::from_leader(answer).map(Some),
                     Err(Failure::Api(error)) if error.err_code == err_code::NO_MESSAGE_FOUND => Ok(None),
                     Err(failure) => Err(failure),
@@ -524,7 +524,7 @@ impl Inner {
     pub(crate) async fn leader_next(&self, subject: &str, from: u64) -> Result<Option<Stored>, Failure> {
         let op = format!("STREAM.MSG.GET.{}", self.layout.stream);
         let body = serde_json::json!({ "seq": from.max(1), "next_by_subj": subject });
-        match self.conn.api::<crate::stored::MessageGetJson>(&op, &body).await {
+        match self.conn.api_read::<crate::stored::MessageGetJson>(&op, &body).await {
             Ok(answer) => Stored::from_leader(answer).map(Some),
             Err(Failure::Api(error)) if error.err_code == err_code::NO_MESSAGE_FOUND => Ok(None),
             Err(failure) => Err(failure),
@@ -749,7 +749,7 @@ impl Namespace for NatsNamespace {
         let inner = &self.inner;
         let op = format!("STREAM.INFO.{}", inner.layout.stream);
         let info = inner.conn.block_on(
-            inner.conn.api::<SubjectsInfo>(&op, &serde_json::json!({ "subjects_filter": inner.layout.configs() })),
+            inner.conn.api_read::<SubjectsInfo>(&op, &serde_json::json!({ "subjects_filter": inner.layout.configs() })),
         );
         let subjects = match info {
             Ok(info) => info.state.subjects.unwrap_or_default(),

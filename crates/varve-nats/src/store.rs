@@ -82,7 +82,7 @@ impl Store for NatsStore {
         let body = serde_json::json!({ "subject": format!("{SUBJECT_ROOT}.>") });
         let names = self
             .conn
-            .block_on(self.conn.api::<Names>("STREAM.NAMES", &body))
+            .block_on(self.conn.api_read::<Names>("STREAM.NAMES", &body))
             .map_err(|f: Failure| f.into_read_error(&self.conn.target, "list the namespaces"))?;
         let mut namespaces: Vec<String> = names
             .streams

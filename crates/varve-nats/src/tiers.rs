@@ -145,7 +145,7 @@ struct External {
 /// The configuration of stream `stream` on the cloud, or `None` if there is none.
 fn stream_config(conn: &Conn, stream: &str) -> Result<Option<StreamConfig>> {
     let op = format!("STREAM.INFO.{stream}");
-    match conn.block_on(conn.api::<StreamInfo>(&op, &serde_json::json!({}))) {
+    match conn.block_on(conn.api_read::<StreamInfo>(&op, &serde_json::json!({}))) {
         Ok(info) => Ok(Some(info.config)),
         Err(Failure::Api(error)) if error.err_code == err_code::STREAM_NOT_FOUND => Ok(None),
         Err(failure) => Err(failure.into_log_error(&conn.target, &format!("read stream {stream}'s info"))),
@@ -159,7 +159,7 @@ fn cloud_domain(conn: &Conn) -> Result<Option<String>> {
         #[serde(default)]
         domain: Option<String>,
     }
-    conn.block_on(conn.api::<AccountInfo>("INFO", &serde_json::json!({})))
+    conn.block_on(conn.api_read::<AccountInfo>("INFO", &serde_json::json!({})))
         .map(|info| info.domain.filter(|d| !d.is_empty()))
         .map_err(|f| f.into_log_error(&conn.target, "read the account's JetStream info"))
 }
