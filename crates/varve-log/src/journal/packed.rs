@@ -79,10 +79,10 @@ impl Default for Placement {
 /// The immutable part of a packed set, shared with a checkpoint being
 /// written (which reads the entries live when it was encoded).
 ///
-/// `data` holds four sections, each entry and number little-endian: the
-/// entries, one after the other (`ids_at` bytes); the logs' ids (`u32`
-/// each, ascending); where each entry starts (`u32` each); and the name
-/// table, `slots` slots of 8 bytes (a power of two; none for an empty set).
+/// `data` holds four sections ([`Layout`]), each entry and number
+/// little-endian: the entries, one after the other (`ids_at` bytes); the
+/// logs' ids (`u32` each, ascending); where each entry starts (`u32` each);
+/// and the name table, `slots` slots of 8 bytes (a power of two; none for an empty set).
 /// A slot holds 0 when empty, or an entry's ordinal plus one in its low 32
 /// bits and the high 32 bits of its name's hash in its high ones (so a
 /// probe reads an entry only when those match). An entry's name is found
@@ -91,9 +91,7 @@ impl Default for Placement {
 #[derive(Debug, Default)]
 struct PackedSet {
     data: SetBytes,
-    count: usize,
-    ids_at: usize,
-    slots: usize,
+    layout: Layout,
 }
 
 /// Where a set's bytes are.
@@ -196,7 +194,7 @@ impl PackedSnapshot {
 
     /// The live entries with their logs' ids, ascending.
     fn entries_with_ids(&self) -> impl Iterator<Item = (u32, &[u8])> + Clone {
-        (0..self.set.count).filter(|&o| !is_gone(&self.gone, o)).map(|o| (self.set.id(o), self.set.entry(o)))
+        (0..self.set.count()).filter(|&o| !is_gone(&self.gone, o)).map(|o| (self.set.id(o), self.set.entry(o)))
     }
 
     /// A new set of these entries and `hot`'s (no id in both): the work
@@ -210,7 +208,7 @@ impl PackedSnapshot {
     ) -> Result<PackedLogs, NotPacked> {
         let (hot_entries, cold) = (hot.entries().peekable(), self.entries_with_ids().peekable());
         let merged = MergeById { hot: hot_entries, cold };
-        let count = hot.len() + self.set.count;
+        let count = hot.len() + self.set.count();
         let bytes = self.live_bytes + hot.bytes.len();
         PackedLogs::build(merged, count, bytes, hasher, placement)
     }
@@ -255,39 +253,40 @@ where
 }
 
 impl PackedSet {
-    fn offsets_at(&self) -> usize {
-        self.ids_at + 4 * self.count
-    }
-
-    fn table_at(&self) -> usize {
-        self.offsets_at() + 4 * self.count
+    fn count(&self) -> usize {
+        self.layout.count
     }
 
     fn id(&self, ordinal: usize) -> u32 {
-        u32_at(&self.data, self.ids_at + 4 * ordinal)
+        u32_at(&self.data, self.layout.ids_at + 4 * ordinal)
     }
 
     fn offset(&self, ordinal: usize) -> usize {
-        u32_at(&self.data, self.offsets_at() + 4 * ordinal) as usize
+        u32_at(&self.data, self.layout.offsets_at() + 4 * ordinal) as usize
     }
 
     fn entry(&self, ordinal: usize) -> &[u8] {
-        let end = if ordinal + 1 < self.count { self.offset(ordinal + 1) } else { self.ids_at };
+        let end = if ordinal + 1 < self.count() { self.offset(ordinal + 1) } else { self.layout.ids_at };
         &self.data[self.offset(ordinal)..end]
     }
 
+    /// Bytes of the entries.
+    fn entries_bytes(&self) -> usize {
+        self.layout.ids_at
+    }
+
     fn find_id(&self, id: u32) -> Option<usize> {
-        let ordinal = partition_point(self.count, |o| self.id(o) < id);
-        (ordinal < self.count && self.id(ordinal) == id).then_some(ordinal)
+        let ordinal = partition_point(self.count(), |o| self.id(o) < id);
+        (ordinal < self.count() && self.id(ordinal) == id).then_some(ordinal)
     }
 
     /// The entry named `name`, whose hash is `hash`.
     fn find_name(&self, hash: u64, name: &[u8]) -> Option<usize> {
-        if self.slots == 0 {
+        if self.layout.slots == 0 {
             return None;
         }
-        let table = &self.data[self.table_at()..];
-        probe(table, self.slots, hash, |o| entry_name_bytes(&self.data[self.offset(o)..]) == name).ok()
+        let table = &self.data[self.layout.table_at()..];
+        probe(table, self.layout.slots, hash, |o| entry_name_bytes(&self.data[self.offset(o)..]) == name).ok()
     }
 
     /// Bytes of the set on the heap, and in a mapped file.
@@ -343,7 +342,9 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
 }
 
-/// The sections of a set before its name table is filled in.
+/// Where a set's sections are (see [`PackedSet`]): `count` entries, whose
+/// ids start at byte `ids_at`, and a name table of `slots` slots.
+#[derive(Clone, Copy, Debug, Default)]
 struct Layout {
     count: usize,
     ids_at: usize,
@@ -351,8 +352,12 @@ struct Layout {
 }
 
 impl Layout {
+    fn offsets_at(&self) -> usize {
+        self.ids_at + 4 * self.count
+    }
+
     fn table_at(&self) -> usize {
-        self.ids_at + 8 * self.count
+        self.offsets_at() + 4 * self.count
     }
 }
 
@@ -451,7 +456,7 @@ fn build_mapped<'a>(
     let mut map = unsafe { MmapMut::map_mut(&file) }?;
     fill_names(&mut map, &layout, hasher)?;
     let map = map.make_read_only()?;
-    Ok(PackedSet { data: SetBytes::Mapped(map), count: layout.count, ids_at: layout.ids_at, slots: layout.slots })
+    Ok(PackedSet { data: SetBytes::Mapped(map), layout })
 }
 
 /// Build a set on the heap.
@@ -468,7 +473,7 @@ fn build_on_heap<'a>(
         Err(BuildError::Io) => unreachable!("writing to a vector cannot fail"),
     };
     fill_names(&mut data, &layout, hasher)?;
-    Ok(PackedSet { data: SetBytes::Heap(data), count: layout.count, ids_at: layout.ids_at, slots: layout.slots })
+    Ok(PackedSet { data: SetBytes::Heap(data), layout })
 }
 
 impl PackedLogs {
@@ -498,12 +503,12 @@ impl PackedLogs {
             Some(set) => set,
             None => build_on_heap(entries, count, bytes_hint, hasher)?,
         };
-        let live_records = (0..set.count).map(|o| entry_records(set.entry(o))).sum();
+        let live_records = (0..set.count()).map(|o| entry_records(set.entry(o))).sum();
         Ok(PackedLogs {
             live_records,
-            gone: vec![0; set.count.div_ceil(64)],
-            live: set.count,
-            live_bytes: set.ids_at,
+            gone: vec![0; set.count().div_ceil(64)],
+            live: set.count(),
+            live_bytes: set.entries_bytes(),
             set: Arc::new(set),
         })
     }
@@ -570,7 +575,7 @@ impl PackedLogs {
 
     /// The live entries' ordinals, in id order.
     pub(crate) fn live(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.set.count).filter(|&ordinal| !self.is_gone(ordinal))
+        (0..self.set.count()).filter(|&ordinal| !self.is_gone(ordinal))
     }
 
     /// The live entries as they are now, shared (see [`PackedSnapshot`]).
